@@ -1,0 +1,23 @@
+# scontrast: contrast a target and a background population of cells.
+#
+# config.yaml -> rule (workflow/rules/<rule>.smk) -> script (scripts/<rule>.py)
+#   -> library function (src/scontrast/tl/_<method>.py) -> AnnData slot (README, "Outputs").
+# Run:  snakemake --cores 2          (profile: workflow/profiles/default)
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+configfile: "config.yaml"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/preprocess.smk"
+include: "workflow/rules/collect.smk"
+
+
+rule all:
+    """Every dataset's merged result."""
+    input:
+        expand("results/{dataset}/scontrast.h5ad", dataset=DATASETS),
+    default_target: True

@@ -1,0 +1,12 @@
+"""Rule collect: preprocessed.h5ad + every method's delta -> results/{dataset}/scontrast.h5ad."""
+
+from scontrast import io
+from scontrast._workflow import run_rule
+
+
+def main(smk):
+    merged = io.read_merged(smk.input.h5ad, *smk.input.deltas)
+    io.write_h5ad(merged, smk.output.h5ad)
+
+
+run_rule(snakemake, main)  # noqa: F821

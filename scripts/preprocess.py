@@ -1,0 +1,18 @@
+"""Rule preprocess: input .h5ad -> results/{dataset}/preprocessed.h5ad (+ QC figure)."""
+
+from scontrast import io, pl
+from scontrast._workflow import run_rule
+from scontrast.preprocess import preprocess
+
+
+def main(smk):
+    ds = smk.params.dataset
+    adata = io.read_h5ad(smk.input.h5ad)
+    out = preprocess(adata, groupby=ds["groupby"], target=ds["target"], background=ds["background"],
+                     counts=ds["counts"], layer=ds["layer"], **smk.params.cfg)
+    out.uns["scontrast"]["preprocess"]["input"] = str(smk.input.h5ad)
+    io.write_h5ad(out, smk.output.h5ad)
+    pl.preprocess(out).savefig(smk.output.figure, dpi=110)
+
+
+run_rule(snakemake, main)  # noqa: F821

@@ -1,0 +1,8 @@
+"""Figures of each method: ``pl.<method>(adata, ...) -> matplotlib Figure``.
+
+Functions only build figures (never ``plt.show()``); the rule scripts save them.
+"""
+
+from ._preprocess import preprocess
+
+__all__ = ["preprocess"]

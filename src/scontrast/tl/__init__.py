@@ -1,0 +1,10 @@
+"""scanpy-style AnnData front ends: ``tl.<method>(adata, ...)`` writes its results into ``adata``.
+
+Each reads the target/background split from ``obs['scontrast_target']`` (set by
+``scontrast.preprocess``) and records ``uns[<method>]['params']``, package
+versions and the seed.
+"""
+
+from ._common import gene_mask, group_matrices, record_params, target_mask
+
+__all__ = ["gene_mask", "group_matrices", "record_params", "target_mask"]

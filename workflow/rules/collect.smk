@@ -1,0 +1,19 @@
+rule collect:
+    """Merge the preprocessed data and every configured method's delta into one AnnData."""
+    input:
+        h5ad="results/{dataset}/preprocessed.h5ad",
+        deltas=method_outputs,
+    output:
+        h5ad="results/{dataset}/scontrast.h5ad",
+    log:
+        "logs/{dataset}/collect.log",
+    benchmark:
+        "results/{dataset}/benchmarks/collect.tsv"
+    threads: 1
+    resources:
+        mem_mb=lambda w, input: max(2000, int(6 * input.size_mb)),
+        runtime=10,
+    conda:
+        "../../envs/scontrast.yaml"
+    script:
+        "../../scripts/collect.py"
