@@ -1,0 +1,704 @@
+"""Probabilistic contrastive PCA (PCPCA; Li, Jones & Engelhardt).
+
+Model: target cells x = W z + mu_x + e and background cells y = W z' + mu_y + e,
+z, z' ~ N(0, I_k), e ~ N(0, sigma^2 I_D). PCPCA maximises the relative
+likelihood p(X | W, sigma^2) / p(Y | W, sigma^2)^gamma. With both groups
+centred and C = Xc'Xc - gamma Yc'Yc (eigenvalues l_1 >= ... >= l_D) the
+maximiser is
+
+    c = n - gamma m,  sigma^2 = sum_{j>k} l_j / ((D - k) c),
+    W = U_k (L_k / c - sigma^2 I)^{1/2},
+
+valid only when c > 0, sigma^2 > 0 and l_k / c > sigma^2. ``gamma' = gamma m / n``
+is the sample-size-free scale (``C / n = S_x - gamma' S_y`` with the two
+covariance matrices), and gamma' < 1 is the same as c > 0.
+
+Admissible range (derivation used by :func:`max_gamma`). For a rank-k
+orthogonal projector P write a(P) = tr((I - P) S_x) and b(P) = tr((I - P) S_y),
+with S_x, S_y the two scatter matrices. Then
+
+    R(gamma) := sum_{j>k} l_j(gamma) = min_P [a(P) - gamma b(P)],
+
+a minimum of non-increasing affine functions of gamma: R is concave and
+non-increasing, so {gamma >= 0 : R(gamma) > 0} is an interval [0, gamma_R)
+(empty when R(0) <= 0, i.e. the centred target has rank <= k). Its end
+gamma_R = min_P a(P) / b(P) is found exactly by Dinkelbach's iteration
+(Newton's method from the right on the concave R; each step is one top-k
+eigenproblem). The third condition, l_k > mean(l_{k+1}, ..., l_D), holds
+whenever l_k > l_{k+1} and fails only where l_k = ... = l_D (ties, not a
+range of gamma), so it is checked in ``fit`` rather than folded into the bound.
+Hence the admissible set is [0, min(n / m, gamma_R)) and ``max_gamma`` returns
+its (excluded) end. (The reference package's bound is a Weyl-type sufficient
+bound that sums the target eigenvalues from index k instead of k + 1.)
+
+Missing values (NaN, missing at random): the observed-data objective of the
+paper's last section, sum over cells of w_i log N(x_i^o; 0, A_i) with
+A_i = W_i W_i' + sigma^2 I (W_i = observed rows of W), w_i = 1 for target and
+-gamma for background cells, is maximised by L-BFGS on (W, log sigma^2) with
+analytic gradients. Woodbury and the matrix determinant lemma reduce each cell
+to k x k algebra: with M_i = W_i'W_i + sigma^2 I_k,
+
+    log|A_i| = (D_i - k) log sigma^2 + log|M_i|,
+    A_i^{-1} x = (x - W_i M_i^{-1} W_i' x) / sigma^2,   A_i^{-1} W_i = W_i M_i^{-1},
+
+so one objective-and-gradient evaluation costs O((n + m) D k^2) with no D x D
+(or D_i x D_i) matrix.
+"""
+
+from __future__ import annotations
+
+import numbers
+import warnings
+
+import numpy as np
+import scipy.sparse as sp
+from scipy import linalg, optimize
+from scipy.sparse.linalg import LinearOperator, eigsh
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils import check_random_state
+
+__all__ = ["PCPCA", "max_gamma", "observed_loglik"]
+
+_LOG_2PI = float(np.log(2.0 * np.pi))
+# Up to this many features the contrastive scatter matrix is formed and fully
+# diagonalised (exact trailing eigenvalue sum); above it a Lanczos top-k solve
+# on an implicit operator keeps memory and time at O((n + m) D k).
+_DENSE_MAX_FEATURES = 1000
+
+
+# --------------------------------------------------------------------------- input checks
+
+
+def _check_data(A, name):
+    """Validate one group's cells x genes matrix.
+
+    Returns ``(A, has_nan)`` with ``A`` float64 (dense ndarray or CSR).
+    """
+    if sp.issparse(A):
+        A = sp.csr_matrix(A, dtype=np.float64)
+        if A.ndim != 2:
+            raise ValueError(f"{name}: expected a 2-D cells x genes matrix")
+        if not np.all(np.isfinite(A.data)):
+            raise ValueError(f"{name}: sparse input contains NaN or inf; pass a dense array to mark missing values")
+        return A, False
+    A = np.asarray(A, dtype=np.float64)
+    if A.ndim != 2:
+        raise ValueError(f"{name}: expected a 2-D cells x genes matrix, got {A.ndim} dimension(s)")
+    if np.isinf(A).any():
+        raise ValueError(f"{name}: contains inf")
+    nan = np.isnan(A)
+    return A, bool(nan.any())
+
+
+def _column_means(A, name):
+    """Per-gene mean of one group over its observed entries, shape (D,)."""
+    if sp.issparse(A):
+        return np.asarray(A.mean(axis=0)).ravel()
+    observed = (~np.isnan(A)).sum(axis=0)
+    if (observed == 0).any():
+        j = int(np.flatnonzero(observed == 0)[0])
+        raise ValueError(f"{name}: gene {j} has no observed value")
+    return np.nansum(A, axis=0) / observed
+
+
+# --------------------------------------------------------------------------- scatter matrices
+
+
+class _Scatter:
+    """Scatter matrix S = (A - 1 mu')'(A - 1 mu') of one group (D x D, never formed for sparse A).
+
+    Parameters
+    ----------
+    A : (n, D) ndarray or CSR matrix without NaN
+    mu : (D,) ndarray, the group mean used for centring
+    """
+
+    def __init__(self, A, mu):
+        self.n = A.shape[0]
+        self.mu = mu
+        self.sparse = sp.issparse(A)
+        # Dense data is centred explicitly (exact); sparse data implicitly, so it stays sparse.
+        self.A = A if self.sparse else A - mu
+
+    def trace(self):
+        if self.sparse:
+            return float(self.A.multiply(self.A).sum() - self.n * (self.mu @ self.mu))
+        return float(np.einsum("ij,ij->", self.A, self.A))
+
+    def dense(self):
+        """The D x D scatter matrix."""
+        if self.sparse:
+            G = (self.A.T @ self.A).toarray()
+            return G - self.n * np.outer(self.mu, self.mu)
+        return self.A.T @ self.A
+
+    def matmat(self, V):
+        """S @ V for V of shape (D, r)."""
+        if self.sparse:
+            return self.A.T @ (self.A @ V) - self.n * np.outer(self.mu, self.mu @ V)
+        return self.A.T @ (self.A @ V)
+
+    def quad_trace(self, U):
+        """tr(U' S U) for U of shape (D, r)."""
+        AU = self.A @ U
+        if self.sparse:
+            AU = AU - np.outer(np.ones(self.n), self.mu @ U)
+        return float(np.einsum("ij,ij->", AU, AU))
+
+
+def _resolve_eigen_solver(eigen_solver, D, k):
+    if eigen_solver not in ("auto", "dense", "arpack"):
+        raise ValueError(f"eigen_solver: expected 'auto', 'dense' or 'arpack', got {eigen_solver!r}")
+    if eigen_solver == "auto":
+        return "dense" if D <= _DENSE_MAX_FEATURES else "arpack"
+    if eigen_solver == "arpack" and k >= D - 1:
+        return "dense"  # ARPACK needs k < D - 1
+    return eigen_solver
+
+
+def _top_eigenpairs(Sx, Sy, gamma, k, solver, rng, full=True):
+    """Top-k eigenpairs of C = Sx - gamma Sy.
+
+    Returns
+    -------
+    vals : (k,) descending eigenvalues
+    U : (D, k) orthonormal eigenvectors
+    rest : sum of the other D - k eigenvalues (only when ``full``; else None)
+    """
+    D = Sx.mu.shape[0]
+    if solver == "dense":
+        C = Sx.dense() - gamma * Sy.dense()
+        if full:
+            w, V = linalg.eigh(C, overwrite_a=True, check_finite=False)
+            w, V = w[::-1], V[:, ::-1]
+            return w[:k].copy(), np.ascontiguousarray(V[:, :k]), float(np.sum(w[k:]))
+        w, V = linalg.eigh(C, subset_by_index=[D - k, D - 1], overwrite_a=True, check_finite=False)
+        return w[::-1].copy(), np.ascontiguousarray(V[:, ::-1]), None
+
+    op = LinearOperator(
+        (D, D),
+        matvec=lambda v: (Sx.matmat(v.reshape(-1, 1)) - gamma * Sy.matmat(v.reshape(-1, 1))).ravel(),
+        matmat=lambda V: Sx.matmat(V) - gamma * Sy.matmat(V),
+        dtype=np.float64,
+    )
+    # ARPACK's own start vector is unseeded; a seeded one makes results reproducible.
+    v0 = rng.uniform(-1.0, 1.0, size=D)
+    ncv = min(D, max(2 * k + 1, 24))
+    w, V = eigsh(op, k=k, which="LA", v0=v0, ncv=ncv, tol=0.0, maxiter=max(1000, 10 * D))
+    order = np.argsort(w)[::-1]
+    w, V = w[order], V[:, order]
+    rest = Sx.trace() - gamma * Sy.trace() - float(w.sum()) if full else None
+    return w, np.ascontiguousarray(V), rest
+
+
+def _gamma_R(Sx, Sy, k, solver, rng, rtol=1e-12, max_iter=100):
+    """End of the interval on which the trailing eigenvalue sum R(gamma) is positive.
+
+    Returns ``inf`` when R stays positive on [0, n/m] (then c > 0 is the binding condition
+    and the caller uses n/m). Raises ValueError when R(0) <= 0.
+    """
+    g_c = Sx.n / Sy.n
+    _, U0, r0 = _top_eigenpairs(Sx, Sy, 0.0, k, solver, rng)
+    scale = max(Sx.trace(), np.finfo(float).tiny)
+    if r0 <= 1e-12 * scale:
+        raise ValueError(
+            f"X: the centred target data has at most n_components={k} directions of variance; no gamma is admissible"
+        )
+    _, U, r = _top_eigenpairs(Sx, Sy, g_c, k, solver, rng)
+    if r > 0:
+        return np.inf
+    # Dinkelbach from the right: gamma_{t+1} = a(P_t) / b(P_t), P_t the top-k projector at gamma_t.
+    # R(gamma_t) <= 0 and a(P_t) > 0 imply b(P_t) > 0, and the iterates decrease monotonically.
+    g = g_c
+    tx, ty = Sx.trace(), Sy.trace()
+    for _ in range(max_iter):
+        a = tx - Sx.quad_trace(U)
+        b = ty - Sy.quad_trace(U)
+        g_new = a / b
+        if g - g_new <= rtol * g:
+            return min(g_new, g)
+        g = g_new
+        _, U, _ = _top_eigenpairs(Sx, Sy, g, k, solver, rng, full=False)
+    return g
+
+
+def _admissible_end(Sx, Sy, k, solver, rng):
+    """The excluded upper end of the admissible gamma range: min(n/m, gamma_R)."""
+    return float(min(Sx.n / Sy.n, _gamma_R(Sx, Sy, k, solver, rng)))
+
+
+def _closed_form(vals, U, rest, D, n, m, gamma):
+    """Closed-form maximiser, or the reason it does not exist.
+
+    Returns ``(W, sigma2, reason)``; ``reason`` is None when the solution is valid.
+    """
+    k = vals.shape[0]
+    c = n - gamma * m
+    if c <= 0:
+        return None, None, f"n - gamma*m = {c:.4g} <= 0"
+    sigma2 = rest / ((D - k) * c)
+    if not sigma2 > 0:
+        return None, None, f"sigma^2 = {sigma2:.4g} <= 0 (the trailing eigenvalues of C sum to {rest:.4g})"
+    lam = vals / c - sigma2
+    if not lam[-1] > 0:
+        return None, None, f"l_k/(n - gamma*m) = {vals[-1] / c:.4g} does not exceed sigma^2 = {sigma2:.4g}"
+    return U * np.sqrt(lam), float(sigma2), None
+
+
+def _canonical(W):
+    """A fixed representative of W R (R orthogonal): orthogonal columns by decreasing norm,
+    each with its largest-magnitude entry positive. W is (D, k)."""
+    U, s, _ = linalg.svd(W, full_matrices=False)
+    W = U * s
+    idx = np.argmax(np.abs(W), axis=0)
+    signs = np.sign(W[idx, np.arange(W.shape[1])])
+    signs[signs == 0] = 1.0
+    return W * signs
+
+
+# --------------------------------------------------------------------------- missing-data objective
+
+
+def _cellwise(W, sigma2, X0, O):
+    """Per-cell Woodbury quantities for A_i = W_i W_i' + sigma2 I (W_i: observed rows of W).
+
+    Parameters
+    ----------
+    W : (D, k)
+    sigma2 : float
+    X0 : (N, D) centred data with missing entries set to 0
+    O : (N, D) float 0/1 mask of observed entries, or None when all are observed
+
+    Returns
+    -------
+    Minv : (N, k, k) inverses of M_i = W_i'W_i + sigma2 I
+    Z : (N, k) M_i^{-1} W_i' x_i (the posterior means of z)
+    logdet : (N,) log|A_i|
+    quad : (N,) x_i' A_i^{-1} x_i
+    d_obs : (N,) number of observed genes D_i
+    """
+    N, D = X0.shape
+    k = W.shape[1]
+    eye = np.eye(k)
+    if O is None:
+        M = np.broadcast_to(W.T @ W + sigma2 * eye, (N, k, k))
+        d_obs = np.full(N, float(D))
+    else:
+        WW = (W[:, :, None] * W[:, None, :]).reshape(D, k * k)
+        M = (O @ WW).reshape(N, k, k) + sigma2 * eye
+        d_obs = O.sum(axis=1)
+    Lc = np.linalg.cholesky(M)
+    logdet_M = 2.0 * np.log(np.diagonal(Lc, axis1=1, axis2=2)).sum(axis=1)
+    Minv = np.linalg.inv(M)
+    B = X0 @ W
+    Z = np.einsum("nij,nj->ni", Minv, B)
+    xx = np.einsum("ij,ij->i", X0, X0)
+    quad = (xx - np.einsum("ni,ni->n", B, Z)) / sigma2
+    logdet = (d_obs - k) * np.log(sigma2) + logdet_M
+    return Minv, Z, logdet, quad, d_obs
+
+
+def _loglik_and_grad(W, sigma2, X0, O, wts, grad=True):
+    """Weighted observed-data objective l = sum_i w_i log N(x_i^o; 0, A_i) and its gradients.
+
+    Parameters as in :func:`_cellwise`; ``wts`` (N,) are 1 for target and -gamma for
+    background cells. Returns ``(l, dl/dW (D, k), dl/dsigma2)`` (gradients None if not ``grad``).
+    """
+    Minv, Z, logdet, quad, d_obs = _cellwise(W, sigma2, X0, O)
+    ll = -0.5 * (d_obs * _LOG_2PI + logdet + quad)
+    value = float(wts @ ll)
+    if not grad:
+        return value, None, None
+    D, k = W.shape
+    # r_i = A_i^{-1} x_i^o, embedded in D-space with zeros at missing genes.
+    WZ = Z @ W.T
+    R = (X0 - (WZ if O is None else O * WZ)) / sigma2
+    # sum_i w_i L_i' A_i^{-1} L_i W: row d is W_d (sum_i w_i O_id M_i^{-1}).
+    wMinv = (wts[:, None] * Minv.reshape(-1, k * k))
+    T = (wMinv.sum(axis=0)[None, :] if O is None else O.T @ wMinv).reshape(-1, k, k)
+    term_det = np.einsum("dj,djl->dl", W, np.broadcast_to(T, (D, k, k)))
+    term_quad = R.T @ (wts[:, None] * (R @ W))
+    gW = -(term_det - term_quad)
+    tr_Ainv = (d_obs - k) / sigma2 + np.trace(Minv, axis1=1, axis2=2)
+    gs2 = -0.5 * float(wts @ (tr_Ainv - np.einsum("ij,ij->i", R, R)))
+    return value, gW, gs2
+
+
+def observed_loglik(X, Y, W, sigma2, gamma):
+    """PCPCA objective of the observed data: log p(X^o | W, s2) - gamma log p(Y^o | W, s2).
+
+    Parameters
+    ----------
+    X : (n, D) centred target data, NaN = missing
+    Y : (m, D) centred background data, NaN = missing
+    W : (D, k)
+    sigma2 : float > 0
+    gamma : float >= 0
+
+    Returns
+    -------
+    float, the objective of the paper's last section (with its log(2 pi) terms).
+    """
+    X0, O, wts = _stack(np.asarray(X, float), np.asarray(Y, float), gamma)
+    return _loglik_and_grad(np.asarray(W, float), float(sigma2), X0, O, wts, grad=False)[0]
+
+
+def _stack(Xc, Yc, gamma):
+    """Stack centred groups into (X0, O, wts) for the observed-data objective (O None if complete)."""
+    A = np.vstack([Xc, Yc])
+    nan = np.isnan(A)
+    O = (~nan).astype(np.float64) if nan.any() else None
+    X0 = np.where(nan, 0.0, A)
+    wts = np.concatenate([np.ones(Xc.shape[0]), np.full(Yc.shape[0], -float(gamma))])
+    return X0, O, wts
+
+
+def _maximise(W0, sigma2_0, X0, O, wts, max_iter, tol):
+    """L-BFGS on theta = (vec W, log sigma2) for the observed-data objective.
+
+    Returns ``(W, sigma2, result, trace)``; ``trace`` holds the objective at the start and
+    after every accepted iteration.
+    """
+    D, k = W0.shape
+    scale = float(np.sum(wts[wts > 0]))  # per-target-cell objective keeps gradients O(1)
+
+    def fun(theta):
+        W = theta[:-1].reshape(D, k)
+        s2 = float(np.exp(theta[-1]))
+        value, gW, gs2 = _loglik_and_grad(W, s2, X0, O, wts)
+        g = np.concatenate([gW.ravel(), [gs2 * s2]])
+        return -value / scale, -g / scale
+
+    theta0 = np.concatenate([W0.ravel(), [np.log(sigma2_0)]])
+    trace = [-fun(theta0)[0] * scale]
+
+    def callback(intermediate_result):
+        trace.append(-float(intermediate_result.fun) * scale)
+
+    with np.errstate(over="ignore", invalid="ignore"):
+        res = optimize.minimize(
+            fun, theta0, jac=True, method="L-BFGS-B", callback=callback,
+            options={"maxiter": max_iter, "ftol": tol, "gtol": tol, "maxcor": 20},
+        )
+    W = res.x[:-1].reshape(D, k)
+    return W, float(np.exp(res.x[-1])), res, np.asarray(trace)
+
+
+# --------------------------------------------------------------------------- estimator
+
+
+def _check_k(n_components):
+    if not isinstance(n_components, numbers.Integral) or isinstance(n_components, bool) or n_components < 1:
+        raise ValueError(f"n_components: expected a positive integer, got {n_components!r}")
+    return int(n_components)
+
+
+def _prepare(X, Y, k):
+    """Validate a target/background pair; returns (X, Y, has_nan)."""
+    X, xnan = _check_data(X, "X")
+    Y, ynan = _check_data(Y, "Y")
+    if X.shape[1] != Y.shape[1]:
+        raise ValueError(f"Y: has {Y.shape[1]} genes but X has {X.shape[1]}")
+    if X.shape[0] < 2 or Y.shape[0] < 2:
+        raise ValueError(f"X, Y: need at least 2 cells in each group, got {X.shape[0]} and {Y.shape[0]}")
+    if k >= X.shape[1]:
+        raise ValueError(f"n_components: must be below the number of genes {X.shape[1]}, got {k}")
+    return X, Y, xnan or ynan
+
+
+def _scatters(X, Y):
+    """Scatter matrices of both groups, missing entries imputed by the group mean."""
+    mx, my = _column_means(X, "X"), _column_means(Y, "Y")
+    if not sp.issparse(X):
+        X = np.where(np.isnan(X), mx, X)
+    if not sp.issparse(Y):
+        Y = np.where(np.isnan(Y), my, Y)
+    return _Scatter(X, mx), _Scatter(Y, my)
+
+
+def max_gamma(X, Y, n_components=2, *, eigen_solver="auto", random_state=None):
+    """The largest admissible gamma (excluded end of the admissible range).
+
+    gamma is admissible when n - gamma m > 0 and sigma^2 > 0 (see the module docstring
+    for the derivation); the range is [0, max_gamma). In gamma' units it is
+    ``max_gamma * m / n``. Missing values are imputed by the group means for this bound.
+
+    Parameters
+    ----------
+    X : (n, D) target cells, dense or sparse
+    Y : (m, D) background cells, dense or sparse
+    n_components : int, k
+
+    Returns
+    -------
+    float
+    """
+    k = _check_k(n_components)
+    X, Y, _ = _prepare(X, Y, k)
+    Sx, Sy = _scatters(X, Y)
+    solver = _resolve_eigen_solver(eigen_solver, X.shape[1], k)
+    return _admissible_end(Sx, Sy, k, solver, check_random_state(random_state))
+
+
+class PCPCA:
+    """Probabilistic contrastive PCA.
+
+    Parameters
+    ----------
+    n_components : int, default 2
+        Latent dimension k.
+    gamma : float, optional
+        Exponent on the background likelihood (sum scale: C = Xc'Xc - gamma Yc'Yc).
+    gamma_prime : float, optional
+        Sample-size-free scale gamma' = gamma m / n (covariance scale). Give exactly one
+        of ``gamma`` and ``gamma_prime``.
+    solver : {'auto', 'closed_form', 'lbfgs'}, default 'auto'
+        'auto' uses the closed form for complete data and L-BFGS on the observed-data
+        objective when X or Y has NaN. 'lbfgs' needs dense input.
+    eigen_solver : {'auto', 'dense', 'arpack'}, default 'auto'
+        'dense' forms and diagonalises the D x D matrix C; 'arpack' finds the top k
+        eigenpairs of an implicit (centred) operator. 'auto' picks 'dense' up to 1000 genes.
+    max_iter : int, default 1000
+        L-BFGS iterations (missing data).
+    tol : float, default 1e-9
+        L-BFGS tolerance on the relative objective change and the projected gradient.
+    random_state : int, RandomState, Generator or None
+        Seeds the ARPACK start vector.
+
+    Attributes
+    ----------
+    W_ : (D, k) loadings, orthogonal columns by decreasing norm
+    sigma2_ : float, noise variance
+    mean_ : (D,) target mean (the model's mean; used by transform, sample, score)
+    background_mean_ : (D,) background mean
+    gamma_, gamma_prime_ : floats, the exponent on both scales
+    eigenvalues_ : (k,) top eigenvalues of C (closed form / initialisation)
+    objective_ : float, the fitted (observed-data) objective l(W, sigma^2)
+    solver_ : str, the solver used
+    n_iter_ : int, optimiser iterations (0 for the closed form)
+    converged_ : bool
+    optimizer_message_ : str
+    objective_trace_ : (n_iter_ + 1,) objective at each L-BFGS iterate (missing data only)
+    """
+
+    def __init__(self, n_components=2, gamma=None, gamma_prime=None, *, solver="auto",
+                 eigen_solver="auto", max_iter=1000, tol=1e-9, random_state=None):
+        self.n_components = n_components
+        self.gamma = gamma
+        self.gamma_prime = gamma_prime
+        self.solver = solver
+        self.eigen_solver = eigen_solver
+        self.max_iter = max_iter
+        self.tol = tol
+        self.random_state = random_state
+
+    # ------------------------------------------------------------------ fitting
+
+    def _resolve_gamma(self, n, m):
+        if (self.gamma is None) == (self.gamma_prime is None):
+            raise ValueError("gamma, gamma_prime: give exactly one of the two")
+        for name in ("gamma", "gamma_prime"):
+            v = getattr(self, name)
+            if v is not None and (not isinstance(v, numbers.Real) or isinstance(v, bool)
+                                  or not np.isfinite(v) or v < 0):
+                raise ValueError(f"{name}: expected a finite number >= 0, got {v!r}")
+        if self.gamma is not None:
+            return float(self.gamma)
+        return float(self.gamma_prime) * n / m
+
+    def fit(self, X, Y):
+        """Fit W, sigma^2 and the means.
+
+        Parameters
+        ----------
+        X : (n, D) target cells (dense or sparse; NaN = missing in dense input)
+        Y : (m, D) background cells
+
+        Returns
+        -------
+        self
+        """
+        k = _check_k(self.n_components)
+        if self.solver not in ("auto", "closed_form", "lbfgs"):
+            raise ValueError(f"solver: expected 'auto', 'closed_form' or 'lbfgs', got {self.solver!r}")
+        if not isinstance(self.max_iter, numbers.Integral) or self.max_iter < 1:
+            raise ValueError(f"max_iter: expected a positive integer, got {self.max_iter!r}")
+        if not (isinstance(self.tol, numbers.Real) and self.tol > 0):
+            raise ValueError(f"tol: expected a positive number, got {self.tol!r}")
+        X, Y, has_nan = _prepare(X, Y, k)
+        n, D = X.shape
+        m = Y.shape[0]
+        gamma = self._resolve_gamma(n, m)
+        solver = self.solver
+        if solver == "auto":
+            solver = "lbfgs" if has_nan else "closed_form"
+        if solver == "closed_form" and has_nan:
+            raise ValueError("solver: 'closed_form' cannot handle NaN; use 'lbfgs' or 'auto'")
+        if solver == "lbfgs" and (sp.issparse(X) or sp.issparse(Y)):
+            raise ValueError("solver: 'lbfgs' needs dense X and Y (sparse input has no missing values)")
+        rng = check_random_state(self.random_state)
+        eig = _resolve_eigen_solver(self.eigen_solver, D, k)
+
+        Sx, Sy = _scatters(X, Y)
+        vals, U, rest = _top_eigenpairs(Sx, Sy, gamma, k, eig, rng)
+        W, sigma2, reason = _closed_form(vals, U, rest, D, n, m, gamma)
+        if reason is not None:
+            bound = _admissible_end(Sx, Sy, k, eig, rng)
+            where = " (missing values imputed by group means)" if has_nan else ""
+            raise ValueError(
+                f"gamma: {gamma:.6g} (gamma'={gamma * m / n:.6g}) is not admissible{where}: {reason}; "
+                f"need gamma < {bound:.6g} (gamma' < {bound * m / n:.6g})"
+            )
+        self.mean_, self.background_mean_ = Sx.mu, Sy.mu
+        self.gamma_, self.gamma_prime_ = gamma, gamma * m / n
+        self.eigenvalues_ = vals
+        self.n_features_in_ = D
+        self.solver_ = solver
+
+        if solver == "closed_form":
+            c = n - gamma * m
+            self.W_ = _canonical(W)
+            self.sigma2_ = sigma2
+            # At the maximiser tr(A^{-1} C) = D c, so the objective has this closed form.
+            logdet = float(np.sum(np.log(vals / c))) + (D - k) * np.log(sigma2)
+            self.objective_ = -0.5 * c * (D * _LOG_2PI + logdet + D)
+            self.n_iter_, self.converged_ = 0, True
+            self.optimizer_message_ = "closed form"
+            self.objective_trace_ = np.array([self.objective_])
+            return self
+
+        X0, O, wts = _stack(_dense(X) - Sx.mu, _dense(Y) - Sy.mu, gamma)
+        W, sigma2, res, trace = _maximise(W, sigma2, X0, O, wts, int(self.max_iter), float(self.tol))
+        value = _loglik_and_grad(W, sigma2, X0, O, wts, grad=False)[0]
+        typical = (Sx.trace() / n) / D
+        if not np.isfinite(value) or not np.all(np.isfinite(W)) or sigma2 < 1e-10 * typical:
+            raise ValueError(
+                f"gamma: the observed-data objective appears unbounded at gamma={gamma:.6g} "
+                f"(gamma'={gamma * m / n:.6g}; sigma^2 -> {sigma2:.3g}); lower gamma"
+            )
+        self.W_ = _canonical(W)
+        self.sigma2_ = sigma2
+        self.objective_ = value
+        self.n_iter_ = int(res.nit)
+        self.converged_ = bool(res.success)
+        self.optimizer_message_ = str(res.message)
+        self.objective_trace_ = trace
+        if not res.success:
+            warnings.warn(f"PCPCA: L-BFGS stopped without converging: {res.message}", ConvergenceWarning,
+                          stacklevel=2)
+        return self
+
+    def fit_transform(self, X, Y):
+        """Fit, then return the posterior means of z for the target cells, shape (n, k)."""
+        return self.fit(X, Y).transform(X)
+
+    def max_gamma(self, X, Y):
+        """The largest admissible gamma for this model's n_components (see :func:`max_gamma`)."""
+        return max_gamma(X, Y, self.n_components, eigen_solver=self.eigen_solver,
+                         random_state=self.random_state)
+
+    # ------------------------------------------------------------------ using the fit
+
+    def _check_fitted(self):
+        if not hasattr(self, "W_"):
+            raise ValueError("PCPCA: call fit before using the model")
+
+    def _check_new(self, X):
+        """Validate new cells against the fitted model; returns (X, has_nan)."""
+        self._check_fitted()
+        X, has_nan = _check_data(X, "X")
+        if X.shape[1] != self.n_features_in_:
+            raise ValueError(f"X: has {X.shape[1]} genes, the model was fitted on {self.n_features_in_}")
+        return X, has_nan
+
+    def transform(self, X):
+        """Posterior mean E[z | x] = (W'W + sigma^2 I)^{-1} W'(x - mean_).
+
+        With NaN the posterior given the observed genes of each cell is used.
+
+        Parameters
+        ----------
+        X : (N, D) cells, dense or sparse
+
+        Returns
+        -------
+        (N, k) ndarray
+        """
+        X, has_nan = self._check_new(X)
+        W, s2 = self.W_, self.sigma2_
+        if has_nan:
+            nan = np.isnan(X)
+            X0 = np.where(nan, 0.0, X - self.mean_)
+            return _cellwise(W, s2, X0, (~nan).astype(np.float64))[1]
+        Minv = np.linalg.inv(W.T @ W + s2 * np.eye(W.shape[1]))
+        B = X @ W - self.mean_ @ W
+        return np.asarray(B) @ Minv.T
+
+    def score_samples(self, X):
+        """Log-likelihood of each cell under N(mean_, W W' + sigma^2 I) (observed genes only with NaN).
+
+        Parameters
+        ----------
+        X : (N, D) cells, dense or sparse
+
+        Returns
+        -------
+        (N,) ndarray
+        """
+        X, has_nan = self._check_new(X)
+        W, s2 = self.W_, self.sigma2_
+        k = W.shape[1]
+        if has_nan:
+            nan = np.isnan(X)
+            X0 = np.where(nan, 0.0, X - self.mean_)
+            _, _, logdet, quad, d_obs = _cellwise(W, s2, X0, (~nan).astype(np.float64))
+            return -0.5 * (d_obs * _LOG_2PI + logdet + quad)
+        D = X.shape[1]
+        M = W.T @ W + s2 * np.eye(k)
+        Lc = linalg.cholesky(M, lower=True)
+        logdet = (D - k) * np.log(s2) + 2.0 * np.sum(np.log(np.diag(Lc)))
+        mu = self.mean_
+        if sp.issparse(X):
+            xx = np.asarray(X.multiply(X).sum(axis=1)).ravel() - 2.0 * (X @ mu) + mu @ mu
+            B = np.asarray(X @ W) - mu @ W
+        else:
+            Xc = X - mu
+            xx = np.einsum("ij,ij->i", Xc, Xc)
+            B = Xc @ W
+        Z = linalg.cho_solve((Lc, True), B.T).T
+        quad = (xx - np.einsum("ij,ij->i", B, Z)) / s2
+        return -0.5 * (D * _LOG_2PI + logdet + quad)
+
+    def score(self, X):
+        """Average log-likelihood of the cells of X (see :meth:`score_samples`)."""
+        return float(np.mean(self.score_samples(X)))
+
+    def sample(self, n_samples, random_state=None, noise=True):
+        """Generate target-like cells x = W z + mean_ (+ e), z ~ N(0, I_k), e ~ N(0, sigma^2 I).
+
+        Parameters
+        ----------
+        n_samples : int
+        random_state : int, RandomState, Generator or None
+        noise : bool, add the isotropic noise e
+
+        Returns
+        -------
+        (n_samples, D) ndarray
+        """
+        self._check_fitted()
+        if not isinstance(n_samples, numbers.Integral) or n_samples < 1:
+            raise ValueError(f"n_samples: expected a positive integer, got {n_samples!r}")
+        rng = random_state if isinstance(random_state, np.random.Generator) else None
+        if rng is None:
+            rng = np.random.default_rng(check_random_state(random_state).randint(2**32 - 1, dtype=np.int64))
+        D, k = self.W_.shape
+        Z = rng.standard_normal((n_samples, k))
+        out = Z @ self.W_.T + self.mean_
+        if noise:
+            out += np.sqrt(self.sigma2_) * rng.standard_normal((n_samples, D))
+        return out
+
+
+def _dense(A):
+    return A.toarray() if sp.issparse(A) else A
