@@ -6,7 +6,19 @@ from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
 
-validate(config, "../schemas/config.schema.yaml")
+def validated(data, schema, where="config"):
+    """``snakemake.utils.validate`` (fills defaults) with a one-line error naming the key."""
+    try:
+        validate(data, schema)
+    except WorkflowError as exc:
+        cause = exc.__context__  # the jsonschema ValidationError
+        if not hasattr(cause, "absolute_path"):
+            raise
+        key = ".".join(str(p) for p in cause.absolute_path)
+        raise WorkflowError(f"{where}{'.' + key if key else ''}: {cause.message}") from None
+
+
+validated(config, "../schemas/config.schema.yaml")
 
 DATASETS = list(config["datasets"])
 
@@ -25,10 +37,7 @@ def preprocess_params(name):
     merged = copy.deepcopy(config["preprocess"])
     merged.update(config["datasets"][name].get("preprocess", {}))
     block = {"preprocess": merged}
-    try:
-        validate(block, "../schemas/preprocess_block.schema.yaml")
-    except WorkflowError as exc:
-        raise WorkflowError(f"config datasets['{name}'] preprocess: {exc}") from None
+    validated(block, "../schemas/preprocess_block.schema.yaml", where=f"config datasets.{name}")
     return block["preprocess"]
 
 

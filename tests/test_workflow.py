@@ -1,0 +1,146 @@
+"""The Snakemake workflow end to end, on a tiny config in a temporary directory."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import anndata as ad
+import numpy as np
+import pytest
+import yaml
+
+from conftest import REPO
+
+SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
+
+pytestmark = pytest.mark.workflow
+
+
+def tiny_config(**overrides) -> dict:
+    """Both shipped datasets with small parameters, so that every rule runs in seconds."""
+    cfg = yaml.safe_load((REPO / "tests" / "data" / "tiny_config.yaml").read_text())
+    for ds in cfg["datasets"].values():
+        ds["path"] = str(REPO / ds["path"])
+    cfg.update(overrides)
+    return cfg
+
+
+def snakemake(workdir: Path, cfg: dict, *args: str, check=True) -> subprocess.CompletedProcess:
+    (workdir / "config.yaml").write_text(yaml.safe_dump(cfg))
+    cmd = [SNAKEMAKE, "-s", str(REPO / "Snakefile"), "-d", str(workdir), "--configfile",
+           str(workdir / "config.yaml"), "--cores", "2", *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"snakemake failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}")
+    return proc
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """One full run of the default target on the tiny config."""
+    workdir = tmp_path_factory.mktemp("run")
+    cfg = tiny_config()
+    snakemake(workdir, cfg)
+    return workdir, cfg
+
+
+def test_dry_run_shows_two_datasets(tmp_path):
+    proc = snakemake(tmp_path, tiny_config(), "-n", "--quiet", "rules")
+    lines = (proc.stdout + proc.stderr).splitlines()
+    counts = {ln.split()[0]: int(ln.split()[1]) for ln in lines if len(ln.split()) == 2 and ln.split()[1].isdigit()}
+    assert counts["preprocess"] == 2 and counts["collect"] == 2 and counts["all"] == 1
+
+
+def test_preprocessed_outputs(run):
+    workdir, cfg = run
+    for name, ds in cfg["datasets"].items():
+        pre = ad.read_h5ad(workdir / f"results/{name}/preprocessed.h5ad")
+        src = ad.read_h5ad(ds["path"])
+        labels = src.obs.loc[pre.obs_names, ds["groupby"]].astype(str)
+        assert set(labels) == set(ds["target"]) | set(ds["background"])
+        np.testing.assert_array_equal(pre.obs["scontrast_target"].to_numpy(), labels.isin(ds["target"]).to_numpy())
+        assert pre.var["highly_variable"].sum() == min(cfg["preprocess"]["n_top_genes"], pre.n_vars)
+        info = pre.uns["scontrast"]["preprocess"]
+        assert info["params"]["counts"] == ds["counts"]
+        assert info["n_cells_kept"]["target"] == int(pre.obs["scontrast_target"].sum())
+        assert (workdir / f"results/{name}/figures/preprocess_qc.png").stat().st_size > 10_000
+        assert (workdir / f"results/{name}/benchmarks/preprocess.tsv").exists()
+        if ds["counts"] == "raw":
+            # X = log1p(counts / total * 1e4), recomputed from the kept counts
+            counts = pre.layers["counts"].toarray()
+            expected = np.log1p(counts / counts.sum(1, keepdims=True) * 1e4)
+            np.testing.assert_allclose(pre.X.toarray(), expected, rtol=1e-4, atol=1e-5)
+        else:
+            np.testing.assert_allclose(pre.X.toarray(), src[pre.obs_names, pre.var_names].X.toarray())
+
+
+def test_collect_merges_everything(run):
+    workdir, cfg = run
+    for name in cfg["datasets"]:
+        merged = ad.read_h5ad(workdir / f"results/{name}/scontrast.h5ad")
+        pre = ad.read_h5ad(workdir / f"results/{name}/preprocessed.h5ad")
+        assert merged.obs_names.equals(pre.obs_names) and merged.var_names.equals(pre.var_names)
+        for method in cfg["methods"]:
+            delta = ad.read_h5ad(workdir / f"results/{name}/{method}.h5ad")
+            assert delta.X is None and delta.obs_names.equals(pre.obs_names)
+            for key in delta.uns:
+                assert key in merged.uns
+            for key in delta.obsm:
+                np.testing.assert_array_equal(merged.obsm[key], delta.obsm[key])
+
+
+def test_nothing_to_rerun(run):
+    workdir, cfg = run
+    proc = snakemake(workdir, cfg, "-n")
+    assert "Nothing to be done" in proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda c: c.update(colour="red"), "config: Additional properties are not allowed ('colour' was unexpected)"),
+        (lambda c: c["preprocess"].update(n_top_genes=1), "config.preprocess.n_top_genes: 1 is less than the minimum"),
+        (lambda c: c["datasets"]["wu2020"].update(counts="tpm"), "config.datasets.wu2020.counts: 'tpm' is not one of"),
+        (lambda c: c["datasets"]["wu2020"].pop("groupby"), "config.datasets.wu2020: 'groupby' is a required property"),
+        (lambda c: c["datasets"]["wu2020"]["preprocess"].update(min_gens=3),
+         "config datasets.wu2020.preprocess: Additional properties are not allowed ('min_gens' was unexpected)"),
+        (lambda c: c.update(seed="zero"), "config.seed: 'zero' is not of type 'integer'"),
+    ],
+)
+def test_bad_config_fails_before_any_job(tmp_path, edit, message):
+    cfg = tiny_config()
+    edit(cfg)
+    proc = snakemake(tmp_path, cfg, check=False)
+    assert proc.returncode != 0
+    assert message in proc.stdout + proc.stderr
+    assert not (tmp_path / "results").exists()
+
+
+def test_bad_input_gives_one_line_and_no_output(tmp_path):
+    cfg = tiny_config()
+    cfg["datasets"] = {"wu2020": cfg["datasets"]["wu2020"]}
+    cfg["datasets"]["wu2020"]["target"] = ["Tumour"]  # a typo: the label is 'Tumor'
+    proc = snakemake(tmp_path, cfg, "results/wu2020/preprocessed.h5ad", check=False)
+    assert proc.returncode != 0
+    line = "scontrast preprocess [dataset=wu2020]: target label(s) ['Tumour'] not found in obs['source']"
+    assert line in proc.stderr
+    assert not (tmp_path / "results/wu2020/preprocessed.h5ad").exists()
+    assert not list((tmp_path / "results").rglob("*.h5ad"))
+    assert line in (tmp_path / "logs/wu2020/preprocess.log").read_text()
+
+
+def test_missing_input_file(tmp_path):
+    cfg = tiny_config()
+    cfg["datasets"]["wu2020"]["path"] = str(tmp_path / "nowhere.h5ad")
+    proc = snakemake(tmp_path, cfg, check=False)
+    assert proc.returncode != 0
+    assert "nowhere.h5ad" in proc.stdout + proc.stderr
+
+
+def test_lint_is_clean():
+    proc = subprocess.run([SNAKEMAKE, "--lint", "-s", str(REPO / "Snakefile"), "-d", str(REPO)],
+                          capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Lints for" not in proc.stdout + proc.stderr
