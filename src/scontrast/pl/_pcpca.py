@@ -1,0 +1,102 @@
+"""Scatter figure of the PCPCA embedding."""
+
+from __future__ import annotations
+
+import anndata as ad
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from ..tl._common import TARGET_KEY
+
+
+def _default_color(adata):
+    """The obs column that defined the groups in preprocessing, else the target flag."""
+    try:
+        col = adata.uns["scontrast"]["preprocess"]["params"]["groupby"]
+    except (KeyError, TypeError):
+        return TARGET_KEY
+    return col if col in adata.obs else TARGET_KEY
+
+
+def _coordinates(E, components, rng):
+    """(x, y) of the cells; a 1-D embedding gets a small vertical jitter so cells do not overlap."""
+    if E.shape[1] == 1:
+        return E[:, 0], rng.uniform(-0.4, 0.4, size=E.shape[0])
+    i, j = components
+    return E[:, i], E[:, j]
+
+
+def pcpca(
+    adata: ad.AnnData,
+    color: str | None = None,
+    *,
+    components: tuple[int, int] = (0, 1),
+    key: str = TARGET_KEY,
+    point_size: float | None = None,
+    figsize=(11.5, 4.6),
+    ax=None,
+) -> plt.Figure:
+    """Target and background cells in the PCPCA embedding ``obsm['X_pcpca']``.
+
+    Two panels on shared axes (target left, background right), cells coloured by
+    ``obs[color]`` (categorical: one colour per level, the same in both panels; numeric:
+    a colour bar). ``color=None`` uses the preprocessing ``groupby`` column. With
+    ``ax`` (a sequence of two Axes) the panels are drawn there.
+    """
+    if "X_pcpca" not in adata.obsm:
+        raise ValueError("adata: obsm['X_pcpca'] is missing; run scontrast.tl.pcpca first")
+    color = _default_color(adata) if color is None else color
+    if color not in adata.obs:
+        raise ValueError(f"color: obs column '{color}' does not exist (have: {list(adata.obs.columns)[:15]})")
+    E = np.asarray(adata.obsm["X_pcpca"])
+    k = E.shape[1]
+    if k > 1 and not (0 <= components[0] < k and 0 <= components[1] < k):
+        raise ValueError(f"components: {components} out of range for {k} PCPCA components")
+    is_target = adata.obs[key].to_numpy(dtype=bool)
+    x, y = _coordinates(E, components, np.random.default_rng(0))
+    values = adata.obs[color]
+    categorical = not pd.api.types.is_numeric_dtype(values) or pd.api.types.is_bool_dtype(values)
+    if ax is None:
+        fig, axes = plt.subplots(1, 2, figsize=figsize, sharex=True, sharey=True, layout="constrained")
+    else:
+        axes = list(ax)
+        fig = axes[0].figure
+    s = point_size if point_size is not None else max(2.0, min(30.0, 3000.0 / max(adata.n_obs, 1)))
+
+    if categorical:
+        cats = pd.Categorical(values.astype(str))
+        levels = list(cats.categories)
+        cmap = plt.get_cmap("tab10" if len(levels) <= 10 else "tab20")
+        colours = {lev: cmap(i % cmap.N) for i, lev in enumerate(levels)}
+        codes = np.asarray(cats.astype(str))
+    else:
+        vals = values.to_numpy(dtype=float)
+        vmin, vmax = np.nanmin(vals), np.nanmax(vals)
+
+    uns = adata.uns.get("pcpca", {})
+    for panel, (sel, name) in zip(axes, ((is_target, "target"), (~is_target, "background"))):
+        if categorical:
+            for lev in levels:
+                pick = sel & (codes == lev)
+                if pick.any():
+                    panel.scatter(x[pick], y[pick], s=s, color=colours[lev], alpha=0.8, linewidths=0,
+                                  rasterized=True)
+        else:
+            sc = panel.scatter(x[sel], y[sel], s=s, c=vals[sel], cmap="viridis", vmin=vmin, vmax=vmax,
+                               linewidths=0, rasterized=True)
+        panel.set_title(f"{name} cells (n={int(sel.sum())})")
+        panel.set_xlabel(f"PCPCA {components[0] + 1 if k > 1 else 1}")
+        panel.set_ylabel(f"PCPCA {components[1] + 1}" if k > 1 else "jitter")
+    if categorical:
+        # One legend for both panels: the colours are shared, and it stays off the data.
+        handles = [plt.Line2D([], [], marker="o", linestyle="", color=colours[lev],
+                              label=f"{lev} ({int(np.sum(codes == lev))})") for lev in levels]
+        fig.legend(handles=handles, title=color, loc="outside right center", fontsize="small",
+                   ncols=1 if len(levels) <= 20 else 2)
+    else:
+        fig.colorbar(sc, ax=list(axes), label=color)
+    if "gamma_prime" in uns:
+        fig.suptitle(f"PCPCA: gamma' = {float(uns['gamma_prime']):.3g} (admissible < "
+                     f"{float(uns['max_gamma_prime']):.3g}), sigma^2 = {float(uns['sigma2']):.3g}")
+    return fig
