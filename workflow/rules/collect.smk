@@ -11,8 +11,8 @@ rule collect:
         "results/{dataset}/benchmarks/collect.tsv"
     threads: 1
     resources:
-        mem_mb=lambda w, input: max(2000, int(6 * input.size_mb)),
-        runtime=10,
+        mem_mb=mem_mb(per_input_mb=6),
+        runtime=runtime_min(per_input_mb=0.02),
     conda:
         "../../envs/scontrast.yaml"
     script:

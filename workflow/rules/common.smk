@@ -53,3 +53,21 @@ def result(name):
 def method_outputs(wildcards):
     """Delta files of the configured methods, merged by the collect rule."""
     return [f"results/{wildcards.dataset}/{m}.h5ad" for m in config["methods"]]
+
+
+def mem_mb(per_input_mb=10, floor=2000):
+    """Memory request (MB) from the input size on disk, doubled on each retry (profiles set retries)."""
+
+    def _mem(wildcards, input, attempt):
+        return int(max(floor, per_input_mb * input.size_mb) * 2 ** (attempt - 1))
+
+    return _mem
+
+
+def runtime_min(per_input_mb=0.1, floor=10):
+    """Wall-time request (minutes) from the input size on disk, longer on each retry."""
+
+    def _runtime(wildcards, input, attempt):
+        return int(max(floor, per_input_mb * input.size_mb) * attempt)
+
+    return _runtime

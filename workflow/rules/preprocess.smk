@@ -19,8 +19,8 @@ rule preprocess:
         "results/{dataset}/benchmarks/preprocess.tsv"
     threads: 1
     resources:
-        mem_mb=lambda w, input: max(2000, int(12 * input.size_mb)),
-        runtime=lambda w, input: max(10, int(input.size_mb / 20)),
+        mem_mb=mem_mb(per_input_mb=12),
+        runtime=runtime_min(per_input_mb=0.05),
     conda:
         "../../envs/scontrast.yaml"
     script:
