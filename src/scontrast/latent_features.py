@@ -1,0 +1,730 @@
+"""Gibbs sampler for the linear-Gaussian Indian buffet process latent feature model.
+
+Model (Griffiths and Ghahramani 2011, section 5), for a cells x dims matrix X::
+
+    Z ~ IBP(alpha)                      binary N x K, K unbounded
+    A[k, :] ~ N(0, sigma_a^2 I_D)        loadings of feature k
+    X = Z A + E,   E[i, d] ~ N(0, sigma_x^2)
+
+with optional conjugate hyperpriors sigma_x^2 ~ InvGamma, sigma_a^2 ~
+InvGamma, alpha ~ Gamma. Each cell may carry several overlapping features,
+unlike a clustering.
+
+The Z step is the collapsed Gibbs sampler (A integrated out) in the
+accelerated form of Doshi-Velez and Ghahramani (2009): the Gaussian posterior
+of A, N(S h, S) per column with S = (Z'Z / sigma_x^2 + I / sigma_a^2)^-1, is
+downdated to "all cells but i" by a rank-one (Sherman-Morrison) step, row i
+is resampled from the exact predictive X_i ~ N(z_i mu_-i, (z_i S_-i z_i' +
+sigma_x^2) I), and the row is added back, so a row costs O(K^2 D) instead of
+the O(N K^2) of recomputing the marginal likelihood:
+
+* z_ik for features other cells also hold: Bernoulli with prior odds
+  m_-i,k / (N - m_-i,k) times the predictive ratio;
+* the features held by cell i alone are resampled as one block: their number
+  k from Poisson(alpha / N) times the predictive with k more loadings of
+  variance sigma_a^2, truncated at ``max_new`` and at the cap on K;
+* then per sweep A | Z, X from its Gaussian posterior, and sigma_x^2,
+  sigma_a^2 and alpha from their conjugate posteriors (when not fixed).
+
+The row sweep is compiled with numba; its random numbers come from numba's
+generator, seeded from ``random_state`` at the start of ``fit``, so a fit is
+reproducible for a given seed.
+
+Samples file (``save_samples`` / ``load_samples``): a numpy ``.npz``
+(compressed, no pickled objects) holding
+
+=================  ======================  =========================================
+key                dtype, shape            meaning
+=================  ======================  =========================================
+``format``         str                     ``"scontrast.feature_samples"``
+``version``        int                     1
+``Z``              uint8 (N, sum K_b)      the B samples side by side
+``n_features``     int64 (B,)              K_b: sample b is ``Z[:, off[b]:off[b+1]]``,
+                                           ``off = [0, cumsum(n_features)]``
+``cell_names``     str (N,), optional      the cells (rows), matched to ``obs_names``
+``log_joint``      float64 (T,), optional  log joint density per sweep
+other keys         numeric arrays          traces (``K``, ``alpha``, ``sigma_x``,
+                                           ``sigma_a``, ``sweeps``), free-form
+=================  ======================  =========================================
+
+Only ``Z`` and ``n_features`` are required, so samples from any other
+feature-allocation sampler can be written in this format and summarised by
+the ``fangs`` rule.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from numbers import Integral, Real
+from pathlib import Path
+
+import numba
+import numpy as np
+from scipy.special import gammaln
+
+__all__ = [
+    "LinearGaussianIBP",
+    "ibp_log_prob",
+    "sample_ibp",
+    "simulate_linear_gaussian",
+    "FeatureSamples",
+    "save_samples",
+    "load_samples",
+    "pack_samples",
+    "unpack_samples",
+]
+
+FORMAT = "scontrast.feature_samples"
+VERSION = 1
+
+
+# --------------------------------------------------------------------------- compiled row sweep
+
+
+@numba.njit(cache=True)
+def _seed_numba(seed):
+    np.random.seed(seed)
+
+
+@numba.njit(cache=True)
+def _drop_feature(k, K, Z, m, S, h, mu):
+    """Remove feature k by moving the last active feature (index K - 1) into its place."""
+    N = Z.shape[0]
+    last = K - 1
+    for r in range(N):
+        Z[r, k] = Z[r, last]
+        Z[r, last] = 0
+    m[k] = m[last]
+    m[last] = 0
+    for c in range(K):
+        S[k, c] = S[last, c]
+    for c in range(K):
+        S[c, k] = S[c, last]
+    S[k, k] = S[last, last]
+    for c in range(K):
+        S[last, c] = 0.0
+        S[c, last] = 0.0
+    for d in range(h.shape[1]):
+        h[k, d] = h[last, d]
+        mu[k, d] = mu[last, d]
+        h[last, d] = 0.0
+        mu[last, d] = 0.0
+    return K - 1
+
+
+@numba.njit(cache=True)
+def _sweep_rows(X, Z, m, K, s2x, s2a, alpha, max_features, max_new, S, h, mu):
+    """One collapsed Gibbs pass over the rows of Z (in place), A integrated out.
+
+    X (N, D); Z (N, Kcap) uint8 with the first K columns active; m (Kcap,)
+    column counts; S (Kcap, Kcap), h (Kcap, D), mu (Kcap, D) work arrays.
+    The posterior of A given all rows is N(S h, S) per column with
+    S = (Z'Z / s2x + I / s2a)^-1 and h = Z'X / s2x; for row i it is
+    downdated to the other rows (Sherman-Morrison), the row's entries are
+    drawn from the Gaussian predictive of X_i, and the row is added back.
+    Returns the new K.
+    """
+    N, D = X.shape
+    # Posterior of A from scratch once per sweep (the variances changed, and
+    # this bounds the round-off of the rank-one updates).
+    P = np.zeros((K, K))
+    for r in range(N):
+        for a in range(K):
+            if Z[r, a]:
+                for b in range(K):
+                    if Z[r, b]:
+                        P[a, b] += 1.0
+    for a in range(K):
+        for b in range(K):
+            P[a, b] /= s2x
+        P[a, a] += 1.0 / s2a
+    if K > 0:
+        Pinv = np.linalg.inv(P)
+        for a in range(K):
+            for b in range(K):
+                S[a, b] = Pinv[a, b]
+    for a in range(K):
+        for d in range(D):
+            h[a, d] = 0.0
+    for r in range(N):
+        for a in range(K):
+            if Z[r, a]:
+                for d in range(D):
+                    h[a, d] += X[r, d] / s2x
+    kcap = Z.shape[1]
+    z = np.zeros(kcap)
+    u = np.zeros(kcap)
+    pred = np.zeros(D)
+    logp = np.empty(max_new + 1)
+    for i in range(N):
+        for a in range(K):
+            z[a] = Z[i, a]
+        # Downdate to the other rows: S <- S + u u' / (s2x - z'u), u = S z; h <- h - z x' / s2x.
+        q = 0.0
+        for a in range(K):
+            acc = 0.0
+            for b in range(K):
+                acc += S[a, b] * z[b]
+            u[a] = acc
+            q += z[a] * acc
+        den = s2x - q
+        for a in range(K):
+            for b in range(K):
+                S[a, b] += u[a] * u[b] / den
+        for a in range(K):
+            if z[a] != 0.0:
+                for d in range(D):
+                    h[a, d] -= X[i, d] / s2x
+        for a in range(K):
+            for d in range(D):
+                acc = 0.0
+                for b in range(K):
+                    acc += S[a, b] * h[b, d]
+                mu[a, d] = acc
+        # Predictive of X_i: N(z mu, (z S z + s2x) I); keep s = S z, q = z S z, pred = z mu.
+        q = 0.0
+        for a in range(K):
+            acc = 0.0
+            for b in range(K):
+                acc += S[a, b] * z[b]
+            u[a] = acc
+            q += z[a] * acc
+        for d in range(D):
+            acc = 0.0
+            for a in range(K):
+                acc += z[a] * mu[a, d]
+            pred[d] = acc
+        for k in range(K):
+            zik = Z[i, k]
+            mk = m[k] - zik
+            if mk == 0:
+                continue
+            skk = S[k, k]
+            if zik == 1:
+                q1 = q
+                q0 = q - 2.0 * u[k] + skk
+                sgn = -1.0
+            else:
+                q0 = q
+                q1 = q + 2.0 * u[k] + skk
+                sgn = 1.0
+            r0 = 0.0
+            r1 = 0.0
+            for d in range(D):
+                if zik == 1:
+                    p1 = pred[d]
+                    p0 = pred[d] - mu[k, d]
+                else:
+                    p0 = pred[d]
+                    p1 = pred[d] + mu[k, d]
+                r0 += (X[i, d] - p0) ** 2
+                r1 += (X[i, d] - p1) ** 2
+            v0 = q0 + s2x
+            v1 = q1 + s2x
+            dl = -0.5 * D * (math.log(v1) - math.log(v0)) - r1 / (2.0 * v1) + r0 / (2.0 * v0)
+            lo = math.log(mk) - math.log(N - mk) + dl
+            if lo > 0:
+                pz = 1.0 / (1.0 + math.exp(-lo))
+            else:
+                e = math.exp(lo)
+                pz = e / (1.0 + e)
+            new = 1 if np.random.random() < pz else 0
+            if new != zik:
+                # sgn is the change of z_k when moving away from the current value.
+                for a in range(K):
+                    u[a] += sgn * S[a, k]
+                for d in range(D):
+                    pred[d] += sgn * mu[k, d]
+                q = q1 if new == 1 else q0
+                z[k] = new
+                Z[i, k] = new
+                m[k] += 1 if new == 1 else -1
+        # Cell i's own features: their loadings are uninformed by the other
+        # cells, so drop them and redraw how many the cell holds.
+        k = K - 1
+        while k >= 0:
+            if Z[i, k] == 1 and m[k] == 1:
+                Z[i, k] = 0
+                m[k] = 0
+                K = _drop_feature(k, K, Z, m, S, h, mu)
+                z[k] = z[K]
+                z[K] = 0.0
+            k -= 1
+        q = 0.0
+        for a in range(K):
+            acc = 0.0
+            for b in range(K):
+                acc += S[a, b] * z[b]
+            u[a] = acc
+            q += z[a] * acc
+        rr = 0.0
+        for d in range(D):
+            acc = 0.0
+            for a in range(K):
+                acc += z[a] * mu[a, d]
+            rr += (X[i, d] - acc) ** 2
+        kmax = min(max_new, max_features - K)
+        lam = alpha / N
+        top = -np.inf
+        for kk in range(kmax + 1):
+            v = q + s2x + kk * s2a
+            logp[kk] = kk * math.log(lam) - math.lgamma(kk + 1.0) - 0.5 * D * math.log(v) - rr / (2.0 * v)
+            if logp[kk] > top:
+                top = logp[kk]
+        total = 0.0
+        for kk in range(kmax + 1):
+            logp[kk] = math.exp(logp[kk] - top)
+            total += logp[kk]
+        draw = np.random.random() * total
+        knew = 0
+        acc = logp[0]
+        while acc < draw and knew < kmax:
+            knew += 1
+            acc += logp[knew]
+        for f in range(knew):
+            kf = K + f
+            for r in range(N):
+                Z[r, kf] = 0
+            Z[i, kf] = 1
+            m[kf] = 1
+            z[kf] = 1.0
+            for c in range(K + knew):
+                S[kf, c] = 0.0
+                S[c, kf] = 0.0
+            S[kf, kf] = s2a
+            for d in range(D):
+                h[kf, d] = 0.0
+                mu[kf, d] = 0.0
+        K += knew
+        # Add row i back: S <- S - u u' / (s2x + z'u), u = S z; h <- h + z x' / s2x.
+        q = 0.0
+        for a in range(K):
+            acc = 0.0
+            for b in range(K):
+                acc += S[a, b] * z[b]
+            u[a] = acc
+            q += z[a] * acc
+        den = s2x + q
+        for a in range(K):
+            for b in range(K):
+                S[a, b] -= u[a] * u[b] / den
+        for a in range(K):
+            if z[a] != 0.0:
+                for d in range(D):
+                    h[a, d] += X[i, d] / s2x
+        for a in range(K):
+            z[a] = 0.0
+    return K
+
+
+def _warm_up() -> None:
+    """Compile (or load from numba's cache) the row sweep before the clock and the seed."""
+    _sweep_rows(np.zeros((2, 1)), np.zeros((2, 1), np.uint8), np.zeros(1, np.int64), 0, 1.0, 1.0, 1.0, 1, 1,
+                np.zeros((1, 1)), np.zeros((1, 1)), np.zeros((1, 1)))
+
+
+# --------------------------------------------------------------------------- IBP helpers
+
+
+def ibp_log_prob(Z, alpha: float) -> float:
+    """log P([Z] | alpha): IBP probability of the left-ordered class of Z.
+
+    Parameters
+    ----------
+    Z : array-like (N, K), binary; empty columns are ignored
+    alpha : float > 0
+
+    Returns
+    -------
+    float
+        ``K log a - sum_h log K_h! - a H_N + sum_k [log (N - m_k)! + log (m_k - 1)! - log N!]``
+        (Griffiths and Ghahramani 2011, eq. 14), K_h the number of columns
+        with history h.
+    """
+    Z = np.asarray(Z, dtype=np.uint8)
+    n = Z.shape[0]
+    Z = Z[:, Z.any(axis=0)]
+    k = Z.shape[1]
+    harmonic = float(np.sum(1.0 / np.arange(1, n + 1)))
+    out = k * math.log(alpha) - alpha * harmonic
+    if k:
+        counts = np.array(list(Counter(col.tobytes() for col in np.ascontiguousarray(Z.T)).values()))
+        out -= float(gammaln(counts + 1.0).sum())
+        mk = Z.sum(axis=0).astype(np.float64)
+        out += float(np.sum(gammaln(n - mk + 1.0) + gammaln(mk) - gammaln(n + 1.0)))
+    return out
+
+
+def sample_ibp(n: int, alpha: float, random_state=None, max_features: int | None = None) -> np.ndarray:
+    """Draw Z (n, K) uint8 from the Indian buffet process (the restaurant construction).
+
+    Customer i takes each previous dish k with probability m_k / i and
+    Poisson(alpha / i) new dishes; ``max_features`` truncates K.
+    """
+    rng = np.random.default_rng(random_state)
+    cols: list[list[int]] = []
+    counts: list[int] = []
+    for i in range(1, n + 1):
+        for k in range(len(cols)):
+            if rng.random() < counts[k] / i:
+                cols[k].append(i - 1)
+                counts[k] += 1
+        for _ in range(rng.poisson(alpha / i)):
+            if max_features is not None and len(cols) >= max_features:
+                break
+            cols.append([i - 1])
+            counts.append(1)
+    Z = np.zeros((n, len(cols)), dtype=np.uint8)
+    for k, rows in enumerate(cols):
+        Z[rows, k] = 1
+    return Z
+
+
+def simulate_linear_gaussian(Z, n_dims: int, sigma_x: float = 0.5, sigma_a: float = 1.0,
+                             random_state=None) -> tuple[np.ndarray, np.ndarray]:
+    """Data from the linear-Gaussian model: X = Z A + noise.
+
+    Returns ``(X (N, n_dims), A (K, n_dims))``.
+    """
+    rng = np.random.default_rng(random_state)
+    Z = np.asarray(Z, dtype=np.float64)
+    A = rng.normal(0.0, sigma_a, size=(Z.shape[1], n_dims))
+    X = Z @ A + rng.normal(0.0, sigma_x, size=(Z.shape[0], n_dims))
+    return X, A
+
+
+# --------------------------------------------------------------------------- the sampler
+
+
+def _check_positive(value, name: str, allow_none: bool = True):
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, Real) or not (np.isfinite(value) and value > 0):
+        raise ValueError(f"{name} must be a positive number{' or None (sampled)' if allow_none else ''}, got {value!r}")
+    return float(value)
+
+
+def _check_int(value, name: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, Integral) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def _check_prior(value, name: str) -> tuple[float, float]:
+    try:
+        shape, rate = (float(v) for v in value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a pair (shape, rate) of positive numbers, got {value!r}") from None
+    if not (shape > 0 and rate > 0 and np.isfinite(shape) and np.isfinite(rate)):
+        raise ValueError(f"{name} must be a pair (shape, rate) of positive numbers, got {value!r}")
+    return shape, rate
+
+
+def _inv_gamma(rng, shape, rate):
+    return 1.0 / rng.gamma(shape, 1.0 / rate)
+
+
+def _log_inv_gamma(x, shape, rate):
+    return shape * math.log(rate) - math.lgamma(shape) - (shape + 1.0) * math.log(x) - rate / x
+
+
+def _log_gamma_pdf(x, shape, rate):
+    return shape * math.log(rate) - math.lgamma(shape) + (shape - 1.0) * math.log(x) - rate * x
+
+
+class LinearGaussianIBP:
+    """Gibbs sampler for the linear-Gaussian IBP latent feature model.
+
+    Parameters
+    ----------
+    n_iter : int
+        Sweeps in total (burn-in included).
+    burn_in : int
+        Sweeps discarded before the first retained sample.
+    thin : int
+        Keep every ``thin``-th sweep after burn-in.
+    alpha : float or None
+        IBP concentration; None samples it (Gamma(``alpha_prior``) prior).
+    sigma_x : float or None
+        Noise standard deviation in the units of X; None samples sigma_x^2
+        (inverse-gamma ``sigma_x_prior`` prior, in scaled units, see ``scale``).
+    sigma_a : float or None
+        Loading standard deviation in the units of X; None samples it likewise.
+    max_features : int
+        Cap on K: no new feature is proposed when K reaches it.
+    max_new : int
+        Truncation of the number of features a cell may open in one step.
+    scale : bool
+        Divide X by its overall standard deviation (one number, so the
+        geometry is unchanged) before sampling; the hyperpriors then act on
+        unit-variance data whatever the units of the embedding.
+    alpha_prior, sigma_x_prior, sigma_a_prior : (shape, rate)
+        Gamma prior of alpha, inverse-gamma priors of the variances.
+    random_state : None, int or numpy Generator
+
+    Attributes
+    ----------
+    samples_ : list of ndarray (N, K_b) uint8
+        Retained posterior samples of Z (no empty columns).
+    sample_sweeps_ : ndarray (B,)
+        Sweep index (0-based) of each retained sample.
+    log_joint_ : ndarray (n_iter,)
+        log p(X, Z, A, hyperparameters) after each sweep (scaled units).
+    n_features_ : ndarray (n_iter,) ; alpha_, sigma_x_, sigma_a_ : ndarray (n_iter,)
+        Traces (standard deviations in the units of X).
+    Z_ : ndarray (N, K) uint8 ; A_ : ndarray (K, D)
+        Final state (A in the units of X).
+    scale_ : float
+    timings_ : dict
+        Seconds spent compiling/warming up and sampling.
+    """
+
+    def __init__(self, n_iter: int = 1000, burn_in: int = 500, thin: int = 5, alpha: float | None = None,
+                 sigma_x: float | None = None, sigma_a: float | None = None, max_features: int = 30,
+                 max_new: int = 3, scale: bool = True, alpha_prior=(1.0, 1.0), sigma_x_prior=(1.0, 1.0),
+                 sigma_a_prior=(1.0, 1.0), random_state=None):
+        self.n_iter = n_iter
+        self.burn_in = burn_in
+        self.thin = thin
+        self.alpha = alpha
+        self.sigma_x = sigma_x
+        self.sigma_a = sigma_a
+        self.max_features = max_features
+        self.max_new = max_new
+        self.scale = scale
+        self.alpha_prior = alpha_prior
+        self.sigma_x_prior = sigma_x_prior
+        self.sigma_a_prior = sigma_a_prior
+        self.random_state = random_state
+
+    def _validate(self, X):
+        n_iter = _check_int(self.n_iter, "n_iter", 1)
+        burn_in = _check_int(self.burn_in, "burn_in", 0)
+        thin = _check_int(self.thin, "thin", 1)
+        if burn_in >= n_iter:
+            raise ValueError(f"burn_in ({burn_in}) must be smaller than n_iter ({n_iter})")
+        _check_int(self.max_features, "max_features", 1)
+        _check_int(self.max_new, "max_new", 1)
+        for name in ("alpha", "sigma_x", "sigma_a"):
+            _check_positive(getattr(self, name), name)
+        for name in ("alpha_prior", "sigma_x_prior", "sigma_a_prior"):
+            _check_prior(getattr(self, name), name)
+        if hasattr(X, "toarray"):
+            raise ValueError("X must be a dense cells x dims matrix (an embedding), got a sparse matrix")
+        X = np.asarray(X, dtype=np.float64)
+        if X.ndim != 2 or X.shape[0] < 2 or X.shape[1] < 1:
+            raise ValueError(f"X must be a 2-D cells x dims matrix with at least 2 cells, got shape {X.shape}")
+        if not np.isfinite(X).all():
+            raise ValueError(f"X contains {int((~np.isfinite(X)).sum())} NaN or infinite values")
+        return X, n_iter, burn_in, thin
+
+    def fit(self, X, y=None):
+        """Run the sampler on X (N cells x D dims). Returns self."""
+        X, n_iter, burn_in, thin = self._validate(X)
+        rng = np.random.default_rng(self.random_state)
+        n, d = X.shape
+        scale = float(X.std()) if self.scale else 1.0
+        if not scale > 0:
+            raise ValueError("X is constant: there is nothing for latent features to explain")
+        Xs = np.ascontiguousarray(X / scale)
+        ax, bx = _check_prior(self.sigma_x_prior, "sigma_x_prior")
+        aa, ba = _check_prior(self.sigma_a_prior, "sigma_a_prior")
+        a_alpha, b_alpha = _check_prior(self.alpha_prior, "alpha_prior")
+        fixed_x = None if self.sigma_x is None else (float(self.sigma_x) / scale) ** 2
+        fixed_a = None if self.sigma_a is None else (float(self.sigma_a) / scale) ** 2
+        alpha = 1.0 if self.alpha is None else float(self.alpha)
+        s2x = 0.5 if fixed_x is None else fixed_x
+        s2a = 1.0 if fixed_a is None else fixed_a
+        kcap = int(self.max_features)
+        harmonic = float(np.sum(1.0 / np.arange(1, n + 1)))
+
+        Z = np.zeros((n, kcap), dtype=np.uint8)
+        A = np.zeros((kcap, d))
+        m = np.zeros(kcap, dtype=np.int64)
+        work_s = np.zeros((kcap, kcap))
+        work_h = np.zeros((kcap, d))
+        work_mu = np.zeros((kcap, d))
+        K = 0
+
+        t0 = time.perf_counter()
+        _warm_up()
+        _seed_numba(int(rng.integers(2**31 - 1)))
+        t_compile = time.perf_counter() - t0
+
+        log_joint = np.empty(n_iter)
+        trace_k = np.empty(n_iter, dtype=np.int64)
+        trace_alpha = np.empty(n_iter)
+        trace_sx = np.empty(n_iter)
+        trace_sa = np.empty(n_iter)
+        samples, sweeps = [], []
+        t1 = time.perf_counter()
+        for it in range(n_iter):
+            K = int(_sweep_rows(Xs, Z, m, K, float(s2x), float(s2a), float(alpha), kcap, int(self.max_new),
+                                work_s, work_h, work_mu))
+            Zk = Z[:, :K].astype(np.float64)
+            if K:
+                # A | Z, X: each column N(mean, prec^-1), prec = Z'Z / s2x + I / s2a.
+                prec = Zk.T @ Zk / s2x + np.eye(K) / s2a
+                L = np.linalg.cholesky(prec)
+                mean = np.linalg.solve(prec, Zk.T @ Xs / s2x)
+                A[:K] = mean + np.linalg.solve(L.T, rng.standard_normal((K, d)))
+            R = Xs - Zk @ A[:K]
+            rss = float(np.sum(R * R))
+            ssa = float(np.sum(A[:K] ** 2))
+            if fixed_x is None:
+                s2x = _inv_gamma(rng, ax + 0.5 * n * d, bx + 0.5 * rss)
+            if fixed_a is None:
+                s2a = _inv_gamma(rng, aa + 0.5 * K * d, ba + 0.5 * ssa)
+            if self.alpha is None:
+                alpha = rng.gamma(a_alpha + K, 1.0 / (b_alpha + harmonic))
+            lj = (-0.5 * n * d * math.log(2 * math.pi * s2x) - rss / (2 * s2x)
+                  - 0.5 * K * d * math.log(2 * math.pi * s2a) - ssa / (2 * s2a)
+                  + ibp_log_prob(Z[:, :K], alpha))
+            if fixed_x is None:
+                lj += _log_inv_gamma(s2x, ax, bx)
+            if fixed_a is None:
+                lj += _log_inv_gamma(s2a, aa, ba)
+            if self.alpha is None:
+                lj += _log_gamma_pdf(alpha, a_alpha, b_alpha)
+            log_joint[it] = lj
+            trace_k[it] = K
+            trace_alpha[it] = alpha
+            trace_sx[it] = math.sqrt(s2x) * scale
+            trace_sa[it] = math.sqrt(s2a) * scale
+            if it >= burn_in and (it - burn_in) % thin == 0:
+                samples.append(Z[:, :K].copy())
+                sweeps.append(it)
+        t2 = time.perf_counter()
+
+        self.samples_ = samples
+        self.sample_sweeps_ = np.asarray(sweeps, dtype=np.int64)
+        self.log_joint_ = log_joint
+        self.n_features_ = trace_k
+        self.alpha_ = trace_alpha
+        self.sigma_x_ = trace_sx
+        self.sigma_a_ = trace_sa
+        self.Z_ = Z[:, :K].copy()
+        self.A_ = A[:K].copy() * scale
+        self.scale_ = scale
+        self.timings_ = {"compile": t_compile, "sampling": t2 - t1}
+        return self
+
+    def traces(self) -> dict[str, np.ndarray]:
+        """The per-sweep traces, keyed as in the samples file."""
+        return {"log_joint": self.log_joint_, "K": self.n_features_, "alpha": self.alpha_,
+                "sigma_x": self.sigma_x_, "sigma_a": self.sigma_a_, "sweeps": self.sample_sweeps_}
+
+
+# --------------------------------------------------------------------------- samples file
+
+
+def pack_samples(samples) -> tuple[np.ndarray, np.ndarray]:
+    """Samples side by side: ``(Z (N, sum K_b) uint8, n_features (B,) int64)``."""
+    from .fangs import check_samples
+
+    S = check_samples(samples)
+    k = np.array([s.shape[1] for s in S], dtype=np.int64)
+    Z = np.concatenate(S, axis=1) if k.sum() else np.zeros((S[0].shape[0], 0), dtype=np.uint8)
+    return np.ascontiguousarray(Z, dtype=np.uint8), k
+
+
+def unpack_samples(Z, n_features) -> list[np.ndarray]:
+    """Inverse of ``pack_samples``: the list of (N, K_b) matrices."""
+    Z = np.asarray(Z)
+    k = np.asarray(n_features)
+    if Z.ndim != 2:
+        raise ValueError(f"packed samples Z must be 2-D (N, sum K_b), got {Z.ndim} dimension(s)")
+    if k.ndim != 1 or k.size == 0 or not np.issubdtype(k.dtype, np.integer) or (k < 0).any():
+        raise ValueError("n_features must be a non-empty 1-D array of non-negative integers")
+    if int(k.sum()) != Z.shape[1]:
+        raise ValueError(f"n_features sums to {int(k.sum())} but Z has {Z.shape[1]} columns")
+    off = np.concatenate([[0], np.cumsum(k)])
+    return [Z[:, off[b]:off[b + 1]] for b in range(k.size)]
+
+
+@dataclass
+class FeatureSamples:
+    """Posterior samples of a feature allocation read from a samples file."""
+
+    samples: list
+    cell_names: np.ndarray | None = None
+    log_joint: np.ndarray | None = None
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def n_features(self) -> np.ndarray:
+        return np.array([s.shape[1] for s in self.samples], dtype=np.int64)
+
+
+def save_samples(path, samples, *, cell_names=None, log_joint=None, **traces) -> None:
+    """Write samples (and optional cell names, log-joint and traces) to a ``.npz``.
+
+    Written to a temporary file then renamed, so a killed job leaves no
+    truncated file. See the module docstring for the format.
+    """
+    Z, k = pack_samples(samples)
+    out = {"format": np.array(FORMAT), "version": np.array(VERSION), "Z": Z, "n_features": k}
+    if cell_names is not None:
+        names = np.asarray(cell_names).astype(str)
+        if names.shape != (Z.shape[0],):
+            raise ValueError(f"cell_names has shape {names.shape} but the samples have {Z.shape[0]} rows")
+        out["cell_names"] = names
+    if log_joint is not None:
+        out["log_joint"] = np.asarray(log_joint, dtype=np.float64)
+    for key, value in traces.items():
+        if key in out:
+            raise ValueError(f"trace name '{key}' clashes with a reserved key of the samples file")
+        arr = np.asarray(value)
+        if not np.issubdtype(arr.dtype, np.number):
+            raise ValueError(f"trace '{key}' must be numeric, got dtype {arr.dtype}")
+        out[key] = arr
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            np.savez_compressed(fh, **out)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def load_samples(path) -> FeatureSamples:
+    """Read a samples file written by ``save_samples`` (or by hand in that format)."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"samples file '{path}' does not exist")
+    try:
+        data = np.load(path, allow_pickle=False)
+    except Exception as exc:  # numpy raises several types for non-npz files
+        raise ValueError(f"samples file '{path}' is not a readable .npz file: {exc}") from None
+    with data:
+        keys = set(data.files)
+        missing = {"Z", "n_features"} - keys
+        if missing:
+            raise ValueError(f"samples file '{path}' lacks {sorted(missing)} (see scontrast.latent_features)")
+        if "format" in keys and str(data["format"]) != FORMAT:
+            raise ValueError(f"samples file '{path}' has format '{data['format']}', expected '{FORMAT}'")
+        try:
+            samples = unpack_samples(data["Z"], data["n_features"])
+        except ValueError as exc:
+            raise ValueError(f"samples file '{path}': {exc}") from None
+        from .fangs import check_samples
+
+        try:
+            samples = check_samples(samples)
+        except ValueError as exc:
+            raise ValueError(f"samples file '{path}': {exc}") from None
+        names = data["cell_names"].astype(str) if "cell_names" in keys else None
+        if names is not None and names.shape != (samples[0].shape[0],):
+            raise ValueError(f"samples file '{path}': cell_names has shape {names.shape}, "
+                             f"expected ({samples[0].shape[0]},)")
+        log_joint = data["log_joint"] if "log_joint" in keys else None
+        extra = {k: data[k] for k in keys - {"Z", "n_features", "cell_names", "log_joint", "format", "version"}}
+    return FeatureSamples(samples=samples, cell_names=names, log_joint=log_joint, extra=extra)
