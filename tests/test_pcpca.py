@@ -1,0 +1,285 @@
+"""PCPCA estimator: reference package, closed-form invariants, admissible gamma, the paper's Figure 2,
+likelihood, embedding and generation."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy.linalg import subspace_angles
+from scipy.stats import multivariate_normal
+
+from scontrast.pcpca import PCPCA, max_gamma, observed_loglik
+
+Ref = pytest.importorskip("pcpca").PCPCA
+
+
+def correlated(n, D, seed, shift=0.0, scale=0.5):
+    rng = np.random.default_rng(seed)
+    return rng.normal(size=(n, D)) @ rng.normal(size=(D, D)) * scale + shift
+
+
+@pytest.fixture(scope="module")
+def pair():
+    return correlated(150, 12, 0, shift=3.0), correlated(120, 12, 1, shift=-1.0)
+
+
+def figure2(seed):
+    """The paper's Figure 2 data: n = m = 200, two target halves at (1,-1) and (-1,1)."""
+    rng = np.random.default_rng(seed)
+    S = np.array([[2.7, 2.6], [2.6, 2.7]])
+    X = np.vstack([rng.multivariate_normal([1, -1], S, 100), rng.multivariate_normal([-1, 1], S, 100)])
+    Y = rng.multivariate_normal([0, 0], S, 200)
+    return X, Y
+
+
+def line_angle(u, v):
+    """Angle in degrees between the lines spanned by vectors u and v."""
+    u, v = u / np.linalg.norm(u), v / np.linalg.norm(v)
+    return float(np.degrees(np.arccos(min(1.0, abs(u @ v)))))
+
+
+# ----------------------------------------------------------------------------- reference package
+
+
+@pytest.mark.parametrize("gamma_prime", [0.0, 0.25, 0.5])
+def test_equals_reference_where_its_answer_is_valid(pair, gamma_prime):
+    X, Y = pair
+    ours = PCPCA(2, gamma_prime=gamma_prime).fit(X, Y)
+    ref = Ref(n_components=2, gamma=ours.gamma_)
+    # The reference takes features x samples and does not centre.
+    ref.fit((X - X.mean(0)).T, (Y - Y.mean(0)).T)
+    assert not np.iscomplexobj(ref.W_mle) and ref.sigma2_mle > 0
+    assert ours.sigma2_ == pytest.approx(ref.sigma2_mle, rel=1e-10)
+    # Same loadings up to rotation: W W' is invariant.
+    np.testing.assert_allclose(ours.W_ @ ours.W_.T, ref.W_mle @ ref.W_mle.T, atol=1e-10)
+    np.testing.assert_allclose(np.abs(ours.W_), np.abs(ref.W_mle), atol=1e-10)  # distinct eigenvalues: signs only
+
+
+def test_reference_accepts_an_inadmissible_gamma_that_we_reject():
+    """Target variance dominated by one direction, background by another: the reference bound
+    (sum of target eigenvalues from index k, not k+1) admits a gamma' where sigma^2 < 0."""
+    rng = np.random.default_rng(3)
+    n = m = 400
+    X = rng.normal(size=(n, 3)) * np.sqrt([10.0, 1.0, 1.0])
+    Y = rng.normal(size=(m, 3)) * np.sqrt([0.1, 0.1, 2.0])
+    X, Y = X - X.mean(0), Y - Y.mean(0)
+    bound = max_gamma(X, Y, 1)
+    ref_bound = Ref(n_components=1).get_gamma_bound(X.T, Y.T)  # gamma' units, as its covariances are
+    assert ref_bound > 1.0 > bound * m / n  # the reference would allow any gamma' < 1
+    gamma = 0.5 * (bound + 1.0)
+    ref = Ref(n_components=1, gamma=gamma)
+    ref.fit(X.T, Y.T)
+    assert ref.sigma2_mle < 0  # invalid answer, silently returned
+    with pytest.raises(ValueError, match=r"need gamma < "):
+        PCPCA(1, gamma=gamma).fit(X, Y)
+    # The corrected (index k+1) Weyl bound is sufficient, hence below the exact bound.
+    mu = np.sort(np.linalg.eigvalsh(X.T @ X / n))[::-1]
+    rho = np.linalg.eigvalsh(Y.T @ Y / m).max()
+    assert mu[1:].sum() / (2 * rho) <= bound * m / n
+
+
+# ----------------------------------------------------------------------------- closed form
+
+
+def test_gamma_zero_is_ppca(pair):
+    X, _ = pair
+    Y = correlated(80, 12, 7)
+    model = PCPCA(3, gamma=0.0).fit(X, Y)
+    Xc = X - X.mean(0)
+    lam = np.linalg.eigvalsh(Xc.T @ Xc / len(X))[::-1]
+    assert model.sigma2_ == pytest.approx(lam[3:].mean(), rel=1e-10)  # Tipping & Bishop
+    np.testing.assert_allclose(np.sort(np.linalg.norm(model.W_, axis=0) ** 2)[::-1], lam[:3] - lam[3:].mean(),
+                               rtol=1e-10)
+    np.testing.assert_allclose(model.mean_, X.mean(0))
+
+
+def test_closed_form_is_a_stationary_point_and_objective(pair):
+    """The closed form maximises the objective: its value matches an independent evaluation and
+    small perturbations of W and sigma^2 only lower it."""
+    X, Y = pair
+    model = PCPCA(2, gamma_prime=0.4).fit(X, Y)
+    Xc, Yc = X - model.mean_, Y - model.background_mean_
+    cov = model.W_ @ model.W_.T + model.sigma2_ * np.eye(12)
+    direct = (multivariate_normal(np.zeros(12), cov).logpdf(Xc).sum()
+              - model.gamma_ * multivariate_normal(np.zeros(12), cov).logpdf(Yc).sum())
+    assert model.objective_ == pytest.approx(direct, rel=1e-10)
+    assert observed_loglik(Xc, Yc, model.W_, model.sigma2_, model.gamma_) == pytest.approx(direct, rel=1e-10)
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        W = model.W_ + 1e-3 * rng.normal(size=model.W_.shape)
+        s2 = model.sigma2_ * (1 + 1e-3 * rng.normal())
+        assert observed_loglik(Xc, Yc, W, s2, model.gamma_) < model.objective_
+
+
+def test_gamma_prime_scale_and_exclusivity(pair):
+    X, Y = pair
+    n, m = len(X), len(Y)
+    a = PCPCA(2, gamma_prime=0.3).fit(X, Y)
+    b = PCPCA(2, gamma=0.3 * n / m).fit(X, Y)
+    np.testing.assert_allclose(a.W_, b.W_)
+    assert a.gamma_prime_ == pytest.approx(0.3) and b.gamma_ == pytest.approx(0.3 * n / m)
+    for kwargs in ({}, {"gamma": 0.1, "gamma_prime": 0.1}):
+        with pytest.raises(ValueError, match="exactly one"):
+            PCPCA(2, **kwargs).fit(X, Y)
+    with pytest.raises(ValueError, match="gamma_prime"):
+        PCPCA(2, gamma_prime=-0.1).fit(X, Y)
+
+
+def test_bad_input(pair):
+    X, Y = pair
+    with pytest.raises(ValueError, match="n_components"):
+        PCPCA(12, gamma=0.1).fit(X, Y)
+    with pytest.raises(ValueError, match="Y: has 11 genes"):
+        PCPCA(2, gamma=0.1).fit(X, Y[:, :11])
+    Xi = X.copy()
+    Xi[0, 0] = np.inf
+    with pytest.raises(ValueError, match="X: contains inf"):
+        PCPCA(2, gamma=0.1).fit(Xi, Y)
+    Xs = sp.csr_matrix(X)
+    Xs.data[0] = np.nan
+    with pytest.raises(ValueError, match="sparse input contains NaN"):
+        PCPCA(2, gamma=0.1).fit(Xs, Y)
+    with pytest.raises(ValueError, match="call fit"):
+        PCPCA(2, gamma=0.1).transform(X)
+
+
+def test_sparse_input_and_arpack_match_dense():
+    rng = np.random.default_rng(5)
+    D = 300
+    dense_X = rng.poisson(0.4, size=(250, D)) * rng.gamma(2.0, 1.0, size=D)
+    dense_Y = rng.poisson(0.4, size=(200, D)) * rng.gamma(2.0, 1.0, size=D)
+    X, Y = sp.csr_matrix(dense_X), sp.csr_matrix(dense_Y)
+    a = PCPCA(3, gamma_prime=0.5, eigen_solver="arpack", random_state=0).fit(X, Y)
+    b = PCPCA(3, gamma_prime=0.5, eigen_solver="dense").fit(dense_X, dense_Y)
+    assert a.sigma2_ == pytest.approx(b.sigma2_, rel=1e-9)
+    np.testing.assert_allclose(a.W_, b.W_, atol=1e-8)
+    np.testing.assert_allclose(a.transform(X), b.transform(dense_X), atol=1e-8)
+    np.testing.assert_allclose(a.score_samples(X), b.score_samples(dense_X), rtol=1e-10)
+    assert max_gamma(X, Y, 3, eigen_solver="arpack", random_state=0) == pytest.approx(
+        max_gamma(dense_X, dense_Y, 3, eigen_solver="dense"), rel=1e-9)
+
+
+# ----------------------------------------------------------------------------- admissible range
+
+
+def test_max_gamma_is_the_end_of_the_admissible_range(pair):
+    X, Y = pair
+    bound = max_gamma(X, Y, 2)
+    assert 0 < bound < len(X) / len(Y)  # here sigma^2 > 0 binds, not n - gamma m > 0
+    PCPCA(2, gamma=0.999 * bound).fit(X, Y)
+    with pytest.raises(ValueError, match=f"need gamma < {bound:.6g}"):
+        PCPCA(2, gamma=1.001 * bound).fit(X, Y)
+    # Brute force: every gamma on a grid below the bound is admissible, every one above is not.
+    for g in np.linspace(0.0, 1.5 * bound, 31):
+        if g < bound:
+            model = PCPCA(2, gamma=g).fit(X, Y)
+            assert model.sigma2_ > 0 and np.all(np.isfinite(model.W_))
+        else:
+            with pytest.raises(ValueError, match="not admissible"):
+                PCPCA(2, gamma=g).fit(X, Y)
+
+
+def test_max_gamma_when_n_minus_gamma_m_binds():
+    """A background with little variance: sigma^2 stays positive, so the bound is n/m."""
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(90, 6)) * 2.0
+    Y = rng.normal(size=(60, 6)) * 0.1
+    assert max_gamma(X, Y, 2) == pytest.approx(90 / 60)
+    PCPCA(2, gamma_prime=0.999).fit(X, Y)
+    with pytest.raises(ValueError, match=r"n - gamma\*m"):
+        PCPCA(2, gamma_prime=1.0).fit(X, Y)
+
+
+def test_no_admissible_gamma_when_target_has_rank_k():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(30, 1)) @ rng.normal(size=(1, 5))
+    Y = rng.normal(size=(30, 5))
+    with pytest.raises(ValueError, match="no gamma is admissible"):
+        max_gamma(X, Y, 1)
+
+
+# ----------------------------------------------------------------------------- Figure 2
+
+
+def test_figure2_line_rotates_about_90_degrees():
+    X, Y = figure2(0)
+    w0 = PCPCA(1, gamma_prime=0.0).fit(X, Y).W_[:, 0]
+    w9 = PCPCA(1, gamma_prime=0.9).fit(X, Y).W_[:, 0]
+    assert line_angle(w0, [1, 1]) < 10  # PPCA: the shared axis
+    assert line_angle(w9, [1, -1]) < 10  # the axis that separates the two target halves
+    assert 80 < line_angle(w0, w9) <= 90
+
+
+def test_figure2_over_seeds():
+    """gamma' = 0.9 is close to the bound at n = m = 200 (sigma^2 = l_2 / c needs the target's variance
+    along (1,1) to exceed 0.9 times the background's): inadmissible draws must raise, and the rotation
+    of the admissible ones is near 90 degrees."""
+    angles, rejected = [], 0
+    for seed in range(40):
+        X, Y = figure2(seed)
+        w0 = PCPCA(1, gamma_prime=0.0).fit(X, Y).W_[:, 0]
+        assert line_angle(w0, [1, 1]) < 10
+        if max_gamma(X, Y, 1) <= 0.9:
+            rejected += 1
+            with pytest.raises(ValueError, match="not admissible"):
+                PCPCA(1, gamma_prime=0.9).fit(X, Y)
+            continue
+        angles.append(line_angle(w0, PCPCA(1, gamma_prime=0.9).fit(X, Y).W_[:, 0]))
+    assert rejected < 20 and len(angles) > 20
+    assert np.median(angles) > 75
+
+
+# ----------------------------------------------------------------------------- likelihood, embedding, samples
+
+
+def test_score_equals_scipy_logpdf(pair):
+    X, Y = pair
+    model = PCPCA(2, gamma_prime=0.4).fit(X, Y)
+    new = correlated(30, 12, 9, shift=3.0)
+    ref = multivariate_normal(model.mean_, model.W_ @ model.W_.T + model.sigma2_ * np.eye(12))
+    np.testing.assert_allclose(model.score_samples(new), ref.logpdf(new), rtol=1e-10)
+    assert model.score(new) == pytest.approx(ref.logpdf(new).mean(), rel=1e-10)
+    assert model.score(sp.csr_matrix(new)) == pytest.approx(ref.logpdf(new).mean(), rel=1e-10)
+    # With NaN: the marginal density of the observed genes.
+    holes = new.copy()
+    holes[np.random.default_rng(1).random(holes.shape) < 0.3] = np.nan
+    cov = model.W_ @ model.W_.T + model.sigma2_ * np.eye(12)
+    for x, got in zip(holes, model.score_samples(holes)):
+        o = ~np.isnan(x)
+        assert got == pytest.approx(multivariate_normal(model.mean_[o], cov[np.ix_(o, o)]).logpdf(x[o]), rel=1e-10)
+
+
+def test_transform_is_the_posterior_mean(pair):
+    X, Y = pair
+    model = PCPCA(2, gamma_prime=0.4).fit(X, Y)
+    W, s2 = model.W_, model.sigma2_
+    expected = (X - model.mean_) @ W @ np.linalg.inv(W.T @ W + s2 * np.eye(2))
+    np.testing.assert_allclose(model.transform(X), expected, atol=1e-12)
+    np.testing.assert_allclose(model.fit_transform(X, Y), expected, atol=1e-12)
+    # Posterior given the observed genes only (Gaussian conditioning, brute force).
+    x = X[0].copy()
+    x[[1, 4, 7]] = np.nan
+    o = ~np.isnan(x)
+    Wo = W[o]
+    z = np.linalg.solve(Wo.T @ Wo + s2 * np.eye(2), Wo.T @ (x[o] - model.mean_[o]))
+    np.testing.assert_allclose(model.transform(x[None, :])[0], z, atol=1e-12)
+
+
+def test_samples_have_the_fitted_mean_and_covariance(pair):
+    X, Y = pair
+    model = PCPCA(2, gamma_prime=0.4).fit(X, Y)
+    N = 40000
+    W, s2, mu = model.W_, model.sigma2_, model.mean_
+    for noise, cov in ((True, W @ W.T + s2 * np.eye(12)), (False, W @ W.T)):
+        S = model.sample(N, random_state=0, noise=noise)
+        assert S.shape == (N, 12)
+        se_mean = np.sqrt(np.diag(cov) / N)
+        assert np.all(np.abs(S.mean(0) - mu) < 5 * se_mean + 1e-12)
+        # Standard error of a sample covariance entry: sqrt((S_ii S_jj + S_ij^2) / N).
+        d = np.diag(cov)
+        se_cov = np.sqrt((np.outer(d, d) + cov**2) / N)
+        assert np.all(np.abs(np.cov(S.T) - cov) < 5 * se_cov + 1e-12)
+    noiseless = model.sample(500, random_state=1, noise=False) - mu
+    assert np.linalg.matrix_rank(noiseless, tol=1e-8) == 2  # lies in span(W)
+    np.testing.assert_array_equal(model.sample(5, random_state=3), model.sample(5, random_state=3))
