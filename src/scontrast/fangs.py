@@ -25,13 +25,16 @@ optimal alignment is the maximum-overlap assignment and does not depend on
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass, field
 from numbers import Integral, Real
 
+import numba
 import numpy as np
 from joblib import Parallel, delayed, effective_n_jobs
 from scipy.optimize import linear_sum_assignment
+from threadpoolctl import threadpool_limits
 
 __all__ = [
     "FangsResult",
@@ -49,6 +52,22 @@ _CHUNK = 4096
 
 
 # --------------------------------------------------------------------------- validation
+
+
+def _one_blas_thread(func):
+    """Run ``func`` with a single BLAS thread.
+
+    Its products are small and the parallelism is across worker processes;
+    a multithreaded BLAS on busy cores made them ~70x slower.
+    """
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        with threadpool_limits(limits=1, user_api="blas"):
+            return func(*args, **kwargs)
+
+    return wrapper
+
 
 
 def _check_a(a) -> float:
@@ -228,6 +247,7 @@ def _expected(nE: float, v: np.ndarray, P: _Packed, a: float) -> float:
     return float(np.mean(a * nE + (2.0 - a) * P.nnz - 2.0 * v))
 
 
+@_one_blas_thread
 def expected_loss(samples, estimate, a: float = 1.0) -> float:
     """Monte Carlo posterior expected FARO loss of ``estimate``.
 
@@ -293,6 +313,7 @@ class FangsResult:
 # --------------------------------------------------------------------------- draws
 
 
+@_one_blas_thread
 def _draws_rows(P: _Packed, rows: np.ndarray) -> list[np.ndarray]:
     """Match values of samples ``rows`` against every later sample.
 
@@ -319,6 +340,7 @@ def _parallel(jobs: int):
     return Parallel(n_jobs=jobs, prefer="processes")
 
 
+@_one_blas_thread
 def draws(samples, a: float = 1.0, n_jobs: int | None = -1) -> FangsResult:
     """The draws method: the sample with the lowest expected FARO loss.
 
@@ -365,6 +387,7 @@ def draws(samples, a: float = 1.0, n_jobs: int | None = -1) -> FangsResult:
 # --------------------------------------------------------------------------- FANGS: initialisation
 
 
+@_one_blas_thread
 def _initial_candidate(P: _Packed, c: int, a: float) -> tuple[np.ndarray, float, float]:
     """Align every sample to baseline ``c``, threshold the mean at a/2.
 
@@ -404,6 +427,152 @@ def _initial_candidate(P: _Packed, c: int, a: float) -> tuple[np.ndarray, float,
 # --------------------------------------------------------------------------- FANGS: sweetening
 
 
+@numba.njit(cache=True)
+def _lap_max(M, nr, nc, assign):
+    """Maximum-weight assignment of the block M[:nr, :nc] (zero-padded to a square).
+
+    The shortest-augmenting-path Hungarian method (O(n^3), n = max(nr, nc))
+    on the costs -M, compiled so that the sweetening can call it without
+    Python overhead. Writes ``assign[k]`` = column of row k (-1 = a padding
+    column) and returns the optimum. Checked against scipy in the tests.
+    """
+    n = max(nr, nc)
+    u = np.zeros(n + 1)
+    w = np.zeros(n + 1)
+    p = np.zeros(n + 1, np.int64)
+    way = np.zeros(n + 1, np.int64)
+    minv = np.empty(n + 1)
+    used = np.empty(n + 1, np.bool_)
+    for i in range(1, n + 1):
+        p[0] = i
+        j0 = 0
+        minv[:] = np.inf
+        used[:] = False
+        while True:
+            used[j0] = True
+            i0 = p[j0]
+            delta = np.inf
+            j1 = 0
+            for jj in range(1, n + 1):
+                if not used[jj]:
+                    c = -M[i0 - 1, jj - 1] if (i0 <= nr and jj <= nc) else 0.0
+                    cur = c - u[i0] - w[jj]
+                    if cur < minv[jj]:
+                        minv[jj] = cur
+                        way[jj] = j0
+                    if minv[jj] < delta:
+                        delta = minv[jj]
+                        j1 = jj
+            for jj in range(n + 1):
+                if used[jj]:
+                    u[p[jj]] += delta
+                    w[jj] -= delta
+                else:
+                    minv[jj] -= delta
+            j0 = j1
+            if p[j0] == 0:
+                break
+        while True:
+            j1 = way[j0]
+            p[j0] = p[j1]
+            j0 = j1
+            if j0 == 0:
+                break
+    total = 0.0
+    for jj in range(1, n + 1):
+        r = p[jj] - 1
+        if r < nr:
+            if jj <= nc:
+                assign[r] = jj - 1
+                total += M[r, jj - 1]
+            else:
+                assign[r] = -1
+    return total
+
+
+@numba.njit(cache=True)
+def _evaluate_flip(i, j, d, S, off, O, v, match, rowmax, rowany_i, a, early_stop, dv, new_match, solved):
+    """Summed change of the FARO loss over the samples if E[i, j] flips (d = +1 on, -1 off).
+
+    See ``_Sweetener``. Fills ``dv`` (B,) with the change of each sample's
+    optimum, ``solved`` (B,) with 1 where the block was re-solved and then
+    ``new_match[b]`` with its new assignment. Returns NaN when the bounds
+    prove the flip cannot lower the loss (with ``early_stop``).
+    """
+    B = v.shape[0]
+    W = O.shape[0]
+    upper = 0.0
+    n_open = 0
+    for b in range(B):
+        mj = match[b, j]
+        mt = 0.0
+        if mj >= 0:
+            mt = float(S[i, off[b] + mj])
+        hi = 0.0
+        if d == 1:
+            lo = mt
+            if rowany_i[b]:
+                hi = 1.0
+        else:
+            lo = -mt
+        dv[b] = lo
+        upper += hi
+        if lo != hi:
+            solved[b] = 1
+            n_open += 1
+        else:
+            solved[b] = 0
+    need = d * a * B / 2.0
+    if early_stop and upper <= need:
+        return np.nan
+    if n_open == 0:
+        return d * a * B - 2.0 * dv.sum()
+    # An assignment sending column j to a sample column l with r[l] = 1 (on) or
+    # r[l] = 0 (off) is worth at most sum_{k != j} rowmax[k] + O[j, l].
+    for b in range(B):
+        if solved[b] == 0:
+            continue
+        alt = 0.0
+        for k in range(W):
+            if k != j:
+                alt += rowmax[b, k]
+        best = 0.0
+        for c in range(off[b], off[b + 1]):
+            if (S[i, c] == 1) == (d == 1):
+                if O[j, c] > best:
+                    best = O[j, c]
+        if alt + best < v[b] - 0.5:
+            solved[b] = 0
+            upper -= 1.0  # the bracket [lo, lo + 1] closes at lo
+    if early_stop and upper <= need:
+        return np.nan
+    kmax = 0
+    for b in range(B):
+        kmax = max(kmax, off[b + 1] - off[b])
+    block = np.empty((W, kmax))
+    assign = np.empty(W, np.int64)
+    for b in range(B):
+        if solved[b] == 0:
+            continue
+        kb = off[b + 1] - off[b]
+        for k in range(W):
+            for c in range(kb):
+                block[k, c] = O[k, off[b] + c]
+        for c in range(kb):
+            block[j, c] += d * S[i, off[b] + c]
+        val = _lap_max(block, W, kb, assign)
+        hi = 0.0
+        if d == 1 and rowany_i[b]:
+            hi = 1.0
+        dv[b] = val - v[b]
+        for k in range(W):
+            new_match[b, k] = assign[k]
+        upper += dv[b] - hi
+        if early_stop and upper <= need:
+            return np.nan
+    return d * a * B - 2.0 * dv.sum()
+
+
 def _segment_max(x: np.ndarray, P: _Packed) -> np.ndarray:
     """(B,) maximum of ``x`` (L,) over each sample's columns; 0 for empty samples."""
     out = np.zeros(P.B)
@@ -434,8 +603,10 @@ class _Sweetener:
     r[l] = 1 (on) or r[l] = 0 (off); every assignment doing so is worth at
     most sum_{k != j} rowmax_b[k] + max_l O[j, l] over those l, so when that
     is below v_b the bracket closes too. Only the remaining samples are
-    re-solved, on their (W, K_b) block with the changed row. Wherever the
-    bracket closes at its keep end the old assignment stays optimal.
+    re-solved, on their (W, K_b) block with the changed row, by a compiled
+    Hungarian method (``_lap_max``); the whole evaluation is one compiled
+    call. Wherever the bracket closes at its keep end the old assignment
+    stays optimal.
     """
 
     def __init__(self, P: _Packed, E: np.ndarray, a: float):
@@ -452,7 +623,6 @@ class _Sweetener:
             self.match[b, rows] = cols
         self.rowmax = np.stack([_segment_max(row, P) for row in self.O], axis=1)
         self._first = P.off[:-1]
-        self.n_solved = 0
 
     @property
     def width(self) -> int:
@@ -471,57 +641,23 @@ class _Sweetener:
         loss), or None when the bounds prove that the flip cannot lower the
         loss (only with ``early_stop``); ``pending`` = what ``commit`` needs.
         """
-        P, a = self.P, self.a
+        P = self.P
         d = 1 - 2 * int(self.E[i, j])
-        srow = P.S[i]
-        mj = self.match[:, j]
-        has = mj >= 0
-        matched = np.zeros(P.B)
-        if has.any():
-            matched[has] = srow[self._first[has] + mj[has]]
-        if d == 1:
-            lo, hi = matched, P.rowany[i].astype(np.float64)
-        else:
-            lo, hi = -matched, np.zeros(P.B)
-        # The summed loss changes by d a B - 2 sum(dv): the flip helps iff sum(dv) > d a B / 2.
-        need = d * a * P.B / 2.0
-        upper = float(hi.sum())
-        if early_stop and upper <= need:
+        dv = np.empty(P.B)
+        solved = np.empty(P.B, dtype=np.int8)
+        new_match = np.empty((P.B, self.width), dtype=np.intp)
+        delta = _evaluate_flip(i, j, d, P.S, P.off, self.O, self.v, self.match, self.rowmax, P.rowany[i],
+                               self.a, early_stop, dv, new_match, solved)
+        if np.isnan(delta):
             return None, None
-        open_ = lo != hi
-        if open_.any():
-            # Best value of an assignment sending column j to a column with r = 1 (on) / r = 0 (off).
-            target = srow if d == 1 else 1 - srow
-            alt = self.rowmax.sum(axis=1) - self.rowmax[:, j] + _segment_max(self.O[j] * target, P)
-            closes = open_ & (alt < self.v - 0.5)
-            upper -= float((hi - lo)[closes].sum())
-            open_ &= ~closes
-            if early_stop and upper <= need:
-                return None, None
-        dv = lo.copy()  # exact wherever the bracket is closed
-        solved = {}
-        sign = float(d)
-        for b in np.flatnonzero(open_):
-            s0, s1 = P.off[b], P.off[b + 1]
-            Ob = self.O[:, s0:s1].copy()
-            Ob[j] += sign * srow[s0:s1]
-            rows, cols = linear_sum_assignment(Ob, maximize=True)
-            self.n_solved += 1
-            dv[b] = Ob[rows, cols].sum() - self.v[b]
-            solved[b] = (rows, cols)
-            upper += dv[b] - hi[b]
-            if early_stop and upper <= need:
-                return None, None
-        return d * a * P.B - 2.0 * float(dv.sum()), (d, dv, solved)
+        return float(delta), (d, dv, solved.astype(bool), new_match)
 
     def commit(self, i: int, j: int, pending) -> None:
         """Apply the flip of E[i, j] evaluated by ``evaluate``."""
-        d, dv, solved = pending
+        d, dv, solved, new_match = pending
         srow = self.P.S[i]
         self.v += dv
-        for b, (rows, cols) in solved.items():
-            self.match[b] = -1
-            self.match[b, rows] = cols
+        self.match[solved] = new_match[solved]
         if d == 1:
             self.O[j] += srow
         else:
@@ -547,6 +683,7 @@ class _Sweetener:
             self.colsum = np.delete(self.colsum, j)
 
 
+@_one_blas_thread
 def _sweeten(P: _Packed, E0: np.ndarray, a: float, n_iter: int | None, deadline: float | None,
              seed: int) -> tuple[np.ndarray, float, int, int]:
     """Greedy one-entry flips from ``E0``; keep a flip only if the expected loss falls.
@@ -594,6 +731,7 @@ def _generator(random_state) -> np.random.Generator:
     return np.random.default_rng(random_state)
 
 
+@_one_blas_thread
 def fangs(samples, a: float = 1.0, n_init: int = 16, n_sweet: int = 4, n_iter: int | None = None,
           max_seconds: float | None = None, n_jobs: int | None = -1, random_state=None) -> FangsResult:
     """FANGS: a feature allocation minimising the expected FARO loss.

@@ -66,6 +66,7 @@ from pathlib import Path
 import numba
 import numpy as np
 from scipy.special import gammaln
+from threadpoolctl import threadpool_limits
 
 __all__ = [
     "LinearGaussianIBP",
@@ -525,6 +526,11 @@ class LinearGaussianIBP:
 
     def fit(self, X, y=None):
         """Run the sampler on X (N cells x D dims). Returns self."""
+        # The K x K algebra is tiny: BLAS threads only cost time (a lot on busy cores).
+        with threadpool_limits(limits=1, user_api="blas"):
+            return self._fit(X)
+
+    def _fit(self, X):
         X, n_iter, burn_in, thin = self._validate(X)
         rng = np.random.default_rng(self.random_state)
         n, d = X.shape

@@ -1,0 +1,169 @@
+"""AnnData front end of FANGS: ``tl.fangs(adata, ...)``, a point estimate of the cells' features."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import anndata as ad
+import numpy as np
+
+from .. import fangs as _fangs
+from ..io import ScontrastError
+from ..latent_features import FeatureSamples, load_samples
+from ._common import TARGET_KEY, record_params
+from ._latent_features import samples_from_adata
+
+log = logging.getLogger(__name__)
+
+
+def _aligned(feature_samples: FeatureSamples, adata: ad.AnnData, origin: str) -> list[np.ndarray]:
+    """The samples' rows put in the order of ``adata.obs_names``."""
+    samples = feature_samples.samples
+    n = samples[0].shape[0]
+    names = feature_samples.cell_names
+    if names is None:
+        if n != adata.n_obs:
+            raise ScontrastError(f"samples: {origin} has {n} rows and no cell names, but the data has "
+                                 f"{adata.n_obs} cells")
+        return samples
+    index = {name: i for i, name in enumerate(names)}
+    if len(index) != len(names):
+        raise ScontrastError(f"samples: {origin} has duplicated cell names")
+    missing = [c for c in adata.obs_names if c not in index]
+    if missing:
+        raise ScontrastError(f"samples: {len(missing)} of the {adata.n_obs} cells are not in {origin} "
+                             f"(e.g. {missing[:3]})")
+    rows = np.fromiter((index[c] for c in adata.obs_names), dtype=np.intp, count=adata.n_obs)
+    if n == adata.n_obs and np.array_equal(rows, np.arange(n)):
+        return samples
+    return [s[rows] for s in samples]
+
+
+def _resolve_samples(adata, samples, samples_key):
+    """(list of (n_obs, K_b) matrices, description of the source, log-joint trace or None)."""
+    if samples is None:
+        out = samples_from_adata(adata, samples_key)
+        lj = adata.uns[samples_key].get("log_joint")
+        return out, f"adata (obsm['{samples_key}_samples'])", None if lj is None else np.asarray(lj)
+    if isinstance(samples, (str, os.PathLike)):
+        try:
+            fs = load_samples(samples)
+        except ValueError as exc:
+            raise ScontrastError(f"samples: {exc}") from None
+        return _aligned(fs, adata, f"'{Path(samples)}'"), str(samples), fs.log_joint
+    if isinstance(samples, FeatureSamples):
+        return _aligned(samples, adata, "the FeatureSamples"), "FeatureSamples", samples.log_joint
+    out = list(samples)
+    return out, "list", None
+
+
+def fangs(
+    adata: ad.AnnData,
+    *,
+    samples=None,
+    samples_key: str = "latent_features",
+    a: float = 1.0,
+    n_init: int = 16,
+    n_sweet: int = 4,
+    n_iter: int | None = 1000,
+    max_seconds: float | None = None,
+    draws: bool = True,
+    n_jobs: int | None = -1,
+    key: str = TARGET_KEY,
+    random_state: int = 0,
+    copy: bool = False,
+):
+    """FANGS point estimate of the cells' feature allocation from posterior samples.
+
+    Parameters
+    ----------
+    adata
+        Cells x genes; ``obs[key]`` (True = target) annotates the features.
+    samples
+        Posterior samples of a feature allocation of the cells: None (read
+        those written by ``tl.latent_features`` under ``samples_key``), a path
+        to a samples ``.npz`` (``scontrast.latent_features`` format; rows
+        matched to ``obs_names`` by its ``cell_names`` when present), a
+        ``FeatureSamples``, or a list of (n_obs, K_b) binary matrices.
+    samples_key
+        Where ``tl.latent_features`` wrote its samples.
+    a
+        FARO loss cost of an entry the estimate has and a sample lacks, in
+        (0, 2); the converse costs 2 - a. Lower a gives denser estimates.
+    n_init, n_sweet, n_iter, max_seconds
+        FANGS baselines, candidates sweetened, flips tried per sweetening and
+        a wall-clock limit (see :func:`scontrast.fangs.fangs`).
+    draws
+        Also run the draws method (the best single sample) for comparison.
+    n_jobs
+        Worker processes (-1 = all cores); results do not depend on it.
+    key
+        Boolean obs column of the target/background split.
+    random_state
+        Seed of FANGS.
+    copy
+        Work on (and return) a copy.
+
+    Writes
+    ------
+    ``obsm['fangs_features']`` (n_obs x K, uint8): the estimate, features
+    sorted by decreasing size; ``uns['fangs']``: params, versions, seed,
+    ``a``, ``expected_loss``, ``draws_expected_loss`` and ``draws_index``
+    (NaN / -1 when ``draws`` is False), ``n_features``, ``n_samples``,
+    ``samples_K_values``/``samples_K_counts`` (K distribution of the samples),
+    ``feature_n_cells``, ``feature_n_target``, ``feature_n_background`` (K,),
+    ``timings`` (seconds: initialization, sweetening, total, draws),
+    ``source`` and, when the samples carry it, ``log_joint``.
+    """
+    given = None if samples is None else str(samples) if isinstance(samples, (str, os.PathLike)) \
+        else type(samples).__name__
+    params = dict(samples=given, samples_key=samples_key, a=a, n_init=n_init, n_sweet=n_sweet, n_iter=n_iter,
+                  max_seconds=max_seconds, draws=draws, key=key)
+    adata = adata.copy() if copy else adata
+    S, source, log_joint = _resolve_samples(adata, samples, samples_key)
+    try:
+        S = _fangs.check_samples(S)
+    except ValueError as exc:
+        raise ScontrastError(f"samples: {exc}") from None
+    if S[0].shape[0] != adata.n_obs:
+        raise ScontrastError(f"samples: {S[0].shape[0]} rows but the data has {adata.n_obs} cells")
+
+    result = _fangs.fangs(S, a=a, n_init=n_init, n_sweet=n_sweet, n_iter=n_iter, max_seconds=max_seconds,
+                          n_jobs=n_jobs, random_state=random_state)
+    est = result.estimate
+    order = np.argsort(-est.sum(axis=0), kind="stable")
+    est = np.ascontiguousarray(est[:, order], dtype=np.uint8)
+    timings = {k: float(v) for k, v in result.timings.items()}
+    draws_loss, draws_index = float("nan"), -1
+    if draws:
+        d = _fangs.draws(S, a=a, n_jobs=n_jobs)
+        draws_loss, draws_index = d.expected_loss, d.index
+        timings["draws"] = float(d.timings["total"])
+    k_values, k_counts = np.unique([s.shape[1] for s in S], return_counts=True)
+    adata.obsm["fangs_features"] = est
+    extra = {}
+    if key in adata.obs:
+        is_target = adata.obs[key].to_numpy(dtype=bool)
+        extra = {"feature_n_target": est[is_target].sum(axis=0).astype(np.int64),
+                 "feature_n_background": est[~is_target].sum(axis=0).astype(np.int64)}
+    if log_joint is not None:
+        extra["log_joint"] = np.asarray(log_joint, dtype=np.float64)
+    log.info("fangs: K=%d, expected FARO loss %.4g (draws %.4g) from %d samples in %.1f s",
+             est.shape[1], result.expected_loss, draws_loss, len(S), timings["total"])
+    record_params(
+        adata, "fangs", params, random_state,
+        a=float(result.a), expected_loss=float(result.expected_loss), draws_expected_loss=float(draws_loss),
+        draws_index=int(draws_index), n_features=int(est.shape[1]), n_samples=len(S),
+        samples_K_values=k_values.astype(np.int64), samples_K_counts=k_counts.astype(np.int64),
+        feature_n_cells=est.sum(axis=0).astype(np.int64), timings=timings, source=source,
+        initial_losses=np.asarray(result.details["initial_losses"], dtype=float),
+        sweetened_losses=np.asarray(result.details["sweetened_losses"], dtype=float),
+        accepted_flips=np.asarray(result.details["accepted"], dtype=np.int64),
+        **extra,
+    )
+    return adata if copy else None
+
+
+__all__ = ["fangs"]
