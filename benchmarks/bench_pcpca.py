@@ -74,11 +74,11 @@ def missing_data_speed(n, m, D, k, frac, n_iter, seed, gamma_prime=0.3):
     conv_s = time.perf_counter() - t0
 
     # Cost of one objective-and-gradient evaluation, ours against the reference's closures.
-    X0, O, w = _stack(Xc, Yc, gamma)
+    data = _stack(Xc, Yc, gamma)
     reps = 20
     t0 = time.perf_counter()
     for _ in range(reps):
-        _loglik_and_grad(ours.W_, ours.sigma2_, X0, O, w)
+        _loglik_and_grad(ours.W_, ours.sigma2_, data)
     eval_s = (time.perf_counter() - t0) / reps
     return {
         "n": n, "m": m, "D": D, "k": k, "frac": frac, "n_iter": n_iter,

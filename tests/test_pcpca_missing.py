@@ -72,11 +72,11 @@ def test_objective_equals_brute_force_and_reference(holes):
 
 def test_gradients_match_finite_differences_and_reference(holes):
     Xm, Ym, W, s2, g = holes
-    X0, O, w = _stack(Xm, Ym, g)
-    _, gW, gs2 = _loglik_and_grad(W, s2, X0, O, w)
+    data = _stack(Xm, Ym, g)
+    _, gW, gs2 = _loglik_and_grad(W, s2, data)
 
     def f(W_, s2_):
-        return _loglik_and_grad(W_, s2_, X0, O, w, grad=False)[0]
+        return _loglik_and_grad(W_, s2_, data, grad=False)[0]
 
     eps = 1e-6
     num = np.zeros_like(W)
@@ -94,11 +94,11 @@ def test_gradients_match_finite_differences_and_reference(holes):
 def test_optimiser_reproduces_the_closed_form_without_missing_values():
     X, Y, _ = planted(200, 200, 10, seed=3)
     closed = PCPCA(2, gamma_prime=0.5).fit(X, Y)
-    X0, O, w = _stack(X - closed.mean_, Y - closed.background_mean_, closed.gamma_)
-    assert O is None
+    data = _stack(X - closed.mean_, Y - closed.background_mean_, closed.gamma_)
+    assert data.O is None
     rng = np.random.default_rng(0)
     W, s2, res, trace = _maximise(closed.W_ + 0.5 * rng.normal(size=closed.W_.shape), 3 * closed.sigma2_,
-                                  X0, O, w, max_iter=2000, tol=1e-13)
+                                  data, max_iter=2000, tol=1e-13)
     assert res.success, res.message
     assert max_angle(W, closed.W_) < 1e-3
     assert s2 == pytest.approx(closed.sigma2_, rel=1e-6)
