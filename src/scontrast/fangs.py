@@ -34,7 +34,7 @@ import numba
 import numpy as np
 from joblib import Parallel, delayed, effective_n_jobs
 from scipy.optimize import linear_sum_assignment
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController
 
 __all__ = [
     "FangsResult",
@@ -54,16 +54,22 @@ _CHUNK = 4096
 # --------------------------------------------------------------------------- validation
 
 
+_CONTROLLER: list = []
+
+
 def _one_blas_thread(func):
     """Run ``func`` with a single BLAS thread.
 
-    Its products are small and the parallelism is across worker processes;
-    a multithreaded BLAS on busy cores made them ~70x slower.
+    Its products are small and the parallelism is across our own threads; a
+    multithreaded BLAS on busy cores made them ~70x slower. (The controller
+    is created once: discovering the libraries costs ~1 ms per call.)
     """
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
-        with threadpool_limits(limits=1, user_api="blas"):
+        if not _CONTROLLER:
+            _CONTROLLER.append(ThreadpoolController())
+        with _CONTROLLER[0].limit(limits=1, user_api="blas"):
             return func(*args, **kwargs)
 
     return wrapper
@@ -236,10 +242,25 @@ def _max_overlap(M: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
     return float(M[rows, cols].sum()), rows, cols
 
 
+def _match(E: np.ndarray, P: _Packed, S=None, off=None) -> tuple[np.ndarray, np.ndarray]:
+    """Maximum-overlap assignment of ``E`` (N, K) to every sample.
+
+    Returns ``(v (B,), assign (B, K))``: the optimum per sample and the
+    sample column given to each column of E (-1 = none). ``S``/``off``
+    default to all samples of ``P``.
+    """
+    S = P.S if S is None else S
+    off = P.off if off is None else off
+    O = _overlaps(E, S)
+    v = np.empty(off.size - 1)
+    assign = np.empty((off.size - 1, E.shape[1]), dtype=np.int64)
+    _solve_blocks(O, off, v, assign)
+    return v, assign
+
+
 def _match_values(E: np.ndarray, P: _Packed) -> np.ndarray:
     """(B,) maximum total overlap between ``E`` (N, K) and each sample."""
-    O = _overlaps(E, P.S)
-    return np.array([_max_overlap(O[:, P.off[b]:P.off[b + 1]])[0] for b in range(P.B)])
+    return _match(E, P)[0]
 
 
 def _expected(nE: float, v: np.ndarray, P: _Packed, a: float) -> float:
@@ -266,7 +287,10 @@ def expected_loss(samples, estimate, a: float = 1.0) -> float:
     S = check_samples(samples)
     E = _as_binary(estimate, "estimate", n_rows=S[0].shape[0])
     P = _Packed(S)
-    return _expected(float(E.sum()), _match_values(E, P), P, a)
+    # scipy here, the compiled solver in the search: each checks the other in the tests.
+    O = _overlaps(E, P.S)
+    v = np.array([_max_overlap(O[:, P.off[b]:P.off[b + 1]])[0] for b in range(P.B)])
+    return _expected(float(E.sum()), v, P, a)
 
 
 # --------------------------------------------------------------------------- results
@@ -313,7 +337,6 @@ class FangsResult:
 # --------------------------------------------------------------------------- draws
 
 
-@_one_blas_thread
 def _draws_rows(P: _Packed, rows: np.ndarray) -> list[np.ndarray]:
     """Match values of samples ``rows`` against every later sample.
 
@@ -322,11 +345,8 @@ def _draws_rows(P: _Packed, rows: np.ndarray) -> list[np.ndarray]:
     """
     out = []
     for c in rows:
-        Sc = P.sample(c)
         start = P.off[c + 1]
-        O = _overlaps(Sc, P.S[:, start:])
-        base = P.off[c + 1:] - start
-        out.append(np.array([_max_overlap(O[:, base[i]:base[i + 1]])[0] for i in range(P.B - c - 1)]))
+        out.append(_match(P.sample(c), P, S=P.S[:, start:], off=P.off[c + 1:] - start)[0])
     return out
 
 
@@ -336,8 +356,9 @@ def _n_tasks(n_jobs, n_items: int) -> tuple[int, int]:
 
 
 def _parallel(jobs: int):
-    # Processes: scipy's assignment solver holds the GIL, so threads do not scale.
-    return Parallel(n_jobs=jobs, prefer="processes")
+    # Threads: the heavy parts (BLAS products, the compiled assignment kernels)
+    # release the GIL, and threads need no worker start-up or data copies.
+    return Parallel(n_jobs=jobs, prefer="threads")
 
 
 @_one_blas_thread
@@ -349,8 +370,7 @@ def draws(samples, a: float = 1.0, n_jobs: int | None = -1) -> FangsResult:
     samples : sequence of (N, K_b) binary matrices
     a : float in (0, 2)
     n_jobs : int or None
-        joblib worker processes (-1 = all cores). The result does not depend
-        on it.
+        Threads (-1 = all cores). The result does not depend on it.
 
     Returns
     -------
@@ -387,7 +407,6 @@ def draws(samples, a: float = 1.0, n_jobs: int | None = -1) -> FangsResult:
 # --------------------------------------------------------------------------- FANGS: initialisation
 
 
-@_one_blas_thread
 def _initial_candidate(P: _Packed, c: int, a: float) -> tuple[np.ndarray, float, float]:
     """Align every sample to baseline ``c``, threshold the mean at a/2.
 
@@ -398,18 +417,18 @@ def _initial_candidate(P: _Packed, c: int, a: float) -> tuple[np.ndarray, float,
     base = P.sample(c)
     kc = base.shape[1]
     width = max(kc, P.kmax)
-    O = _overlaps(base, P.S)
-    v = np.empty(P.B)
-    # target[l] = column of the aligned matrix that sample column l moves to
-    target = np.empty(P.S.shape[1], dtype=np.intp)
-    for b in range(P.B):
-        lo, hi = P.off[b], P.off[b + 1]
-        v[b], rows, cols = _max_overlap(O[:, lo:hi])
-        pos = np.full(hi - lo, -1, dtype=np.intp)
-        pos[cols] = rows
-        spare = np.flatnonzero(pos < 0)  # sample columns left over when K_b > K_c
-        pos[spare] = kc + np.arange(spare.size)
-        target[lo:hi] = pos
+    v, assign = _match(base, P)
+    # target[l] = column of the aligned matrix that sample column l moves to:
+    # the baseline column it is assigned to, or else (sample columns left
+    # over when K_b > K_c) kc, kc + 1, ... in their order within the sample.
+    target = np.full(P.S.shape[1], -1, dtype=np.intp)
+    bb, rr = np.nonzero(assign >= 0)
+    target[P.off[bb] + assign[bb, rr]] = rr
+    spare = np.flatnonzero(target < 0)
+    if spare.size:
+        owner = np.searchsorted(P.off, spare, side="right") - 1
+        first = np.searchsorted(owner, owner, side="left")  # owner is sorted
+        target[spare] = kc + np.arange(spare.size) - first
     # Sum the aligned samples column by column: S @ G with G the (L, width) one-hot of target.
     counts = np.zeros((P.n, width))
     for start in range(0, P.S.shape[1], _CHUNK):
@@ -427,7 +446,7 @@ def _initial_candidate(P: _Packed, c: int, a: float) -> tuple[np.ndarray, float,
 # --------------------------------------------------------------------------- FANGS: sweetening
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _lap_max(M, nr, nc, assign):
     """Maximum-weight assignment of the block M[:nr, :nc] (zero-padded to a square).
 
@@ -490,7 +509,34 @@ def _lap_max(M, nr, nc, assign):
     return total
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
+def _solve_blocks(O, off, v_out, assign_out):
+    """Assignment of the rows of O (W, L) to each sample's columns off[b]:off[b+1].
+
+    Fills ``v_out[b]`` (the optimum) and ``assign_out[b]`` (W,) (column within
+    the sample of each row, -1 = none).
+    """
+    W = O.shape[0]
+    B = off.shape[0] - 1
+    kmax = 0
+    for b in range(B):
+        kmax = max(kmax, off[b + 1] - off[b])
+    block = np.empty((W, kmax))
+    assign = np.empty(W, np.int64)
+    for b in range(B):
+        kb = off[b + 1] - off[b]
+        if kb == 0 or W == 0:
+            v_out[b] = 0.0
+            assign_out[b, :] = -1
+            continue
+        for k in range(W):
+            for c in range(kb):
+                block[k, c] = O[k, off[b] + c]
+        v_out[b] = _lap_max(block, W, kb, assign)
+        assign_out[b, :] = assign
+
+
+@numba.njit(cache=True, nogil=True)
 def _evaluate_flip(i, j, d, S, off, O, v, match, rowmax, rowany_i, a, early_stop, dv, new_match, solved):
     """Summed change of the FARO loss over the samples if E[i, j] flips (d = +1 on, -1 off).
 
@@ -617,10 +663,8 @@ class _Sweetener:
         self.nE = int(self.colsum.sum())
         self.O = _overlaps(self.E, P.S)
         self.v = np.empty(P.B)
-        self.match = np.full((P.B, self.E.shape[1]), -1, dtype=np.intp)
-        for b in range(P.B):
-            self.v[b], rows, cols = _max_overlap(self.O[:, P.off[b]:P.off[b + 1]])
-            self.match[b, rows] = cols
+        self.match = np.empty((P.B, self.E.shape[1]), dtype=np.int64)
+        _solve_blocks(self.O, P.off, self.v, self.match)
         self.rowmax = np.stack([_segment_max(row, P) for row in self.O], axis=1)
         self._first = P.off[:-1]
 
@@ -645,7 +689,7 @@ class _Sweetener:
         d = 1 - 2 * int(self.E[i, j])
         dv = np.empty(P.B)
         solved = np.empty(P.B, dtype=np.int8)
-        new_match = np.empty((P.B, self.width), dtype=np.intp)
+        new_match = np.empty((P.B, self.width), dtype=np.int64)
         delta = _evaluate_flip(i, j, d, P.S, P.off, self.O, self.v, self.match, self.rowmax, P.rowany[i],
                                self.a, early_stop, dv, new_match, solved)
         if np.isnan(delta):
@@ -683,24 +727,24 @@ class _Sweetener:
             self.colsum = np.delete(self.colsum, j)
 
 
-@_one_blas_thread
-def _sweeten(P: _Packed, E0: np.ndarray, a: float, n_iter: int | None, deadline: float | None,
+def _sweeten(P: _Packed, E0: np.ndarray, a: float, n_iter: int | None, seconds: float | None,
              seed: int) -> tuple[np.ndarray, float, int, int]:
     """Greedy one-entry flips from ``E0``; keep a flip only if the expected loss falls.
 
     Returns ``(estimate, expected loss, iterations run, flips accepted)``.
     """
+    deadline = None if seconds is None else time.perf_counter() + seconds
     rng = np.random.default_rng(seed)
     state = _Sweetener(P, E0, a)
     t, accepted, batch = 0, 0, 1024
     while n_iter is None or t < n_iter:
-        if deadline is not None and time.time() >= deadline:
+        if deadline is not None and time.perf_counter() >= deadline:
             break
         rows = rng.integers(P.n, size=batch)
         cols = rng.random(batch)
         for r, u in zip(rows, cols):
-            if (n_iter is not None and t >= n_iter) or (deadline is not None and t % 64 == 0
-                                                         and time.time() >= deadline):
+            if (n_iter is not None and t >= n_iter) or (deadline is not None and t % 16 == 0
+                                                         and time.perf_counter() >= deadline):
                 break
             t += 1
             j = int(u * state.width)
@@ -749,10 +793,11 @@ def fangs(samples, a: float = 1.0, n_init: int = 16, n_sweet: int = 4, n_iter: i
        and only the samples whose optimum can change are re-solved.
     3. The sweetened candidate with the lowest expected loss is returned.
 
-    Both phases run in joblib worker processes, one task per baseline and per
-    sweetening, each with its own seed spawned from ``random_state``: the
-    result does not depend on ``n_jobs`` (it does on ``max_seconds``, which
-    stops the sweetening by the clock).
+    Both phases run in ``n_jobs`` threads, one task per baseline and per
+    sweetening (the BLAS products and the compiled assignment kernels release
+    the GIL); the baselines and each sweetening's seed are drawn from
+    ``random_state`` up front, so the result does not depend on ``n_jobs``
+    (it does on ``max_seconds``, which stops the sweetening by the clock).
 
     Parameters
     ----------
@@ -767,9 +812,11 @@ def fangs(samples, a: float = 1.0, n_init: int = 16, n_sweet: int = 4, n_iter: i
         Flips tried per sweetening. None: 1,000, or unlimited when
         ``max_seconds`` is given.
     max_seconds : float or None
-        Stop sweetening this many seconds after the call started.
+        Time budget of the whole call: what is left after the
+        initialisation is shared out between the sweetenings (each round of
+        ``n_jobs`` concurrent sweetenings gets an equal part).
     n_jobs : int or None
-        joblib worker processes; -1 = all cores.
+        Threads; -1 = all cores.
     random_state : None, int, numpy Generator or RandomState
 
     Returns
@@ -777,7 +824,6 @@ def fangs(samples, a: float = 1.0, n_init: int = 16, n_sweet: int = 4, n_iter: i
     FangsResult
     """
     t0 = time.perf_counter()
-    wall0 = time.time()
     a = _check_a(a)
     n_init = _check_count(n_init, "n_init")
     n_sweet = _check_count(n_sweet, "n_sweet")
@@ -787,7 +833,6 @@ def fangs(samples, a: float = 1.0, n_init: int = 16, n_sweet: int = 4, n_iter: i
             raise ValueError(f"max_seconds must be a positive number or None, got {max_seconds!r}")
     if n_iter is None and max_seconds is None:
         n_iter = 1000
-    deadline = None if max_seconds is None else wall0 + float(max_seconds)
     P = _Packed(check_samples(samples))
     rng = _generator(random_state)
     baselines = rng.choice(P.B, size=n_init, replace=P.B < n_init)
@@ -817,7 +862,11 @@ def fangs(samples, a: float = 1.0, n_init: int = 16, n_sweet: int = 4, n_iter: i
         chosen.append((idx, np.ascontiguousarray(start)))
         if len(chosen) == n_sweet:
             break
-    sweet = run([delayed(_sweeten)(P, start, a, n_iter, deadline, int(s))
+    seconds = None
+    if max_seconds is not None:
+        rounds = -(-len(chosen) // jobs)
+        seconds = max(0.0, float(max_seconds) - (time.perf_counter() - t0)) / rounds
+    sweet = run([delayed(_sweeten)(P, start, a, n_iter, seconds, int(s))
                  for (_, start), s in zip(chosen, seeds)])
     t2 = time.perf_counter()
     final = np.array([r[1] for r in sweet])
