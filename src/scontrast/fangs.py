@@ -202,7 +202,8 @@ class _Packed:
         self.B = len(samples)
         self.k = np.array([s.shape[1] for s in samples], dtype=np.intp)
         self.off = np.concatenate([[0], np.cumsum(self.k)]).astype(np.intp)
-        self.S = np.ascontiguousarray(np.concatenate(samples, axis=1)) if self.off[-1] else np.zeros((self.n, 0), np.uint8)
+        self.S = (np.ascontiguousarray(np.concatenate(samples, axis=1)) if self.off[-1]
+                  else np.zeros((self.n, 0), np.uint8))
         self.nnz = np.array([int(s.sum()) for s in samples], dtype=np.float64)
         self.rowany = np.stack([s.any(axis=1) for s in samples], axis=1)
         self.kmax = int(self.k.max())

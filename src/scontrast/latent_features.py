@@ -20,6 +20,10 @@ the O(N K^2) of recomputing the marginal likelihood:
 
 * z_ik for features other cells also hold: Bernoulli with prior odds
   m_-i,k / (N - m_-i,k) times the predictive ratio;
+* Metropolis moves flipping 2 or 3 of the cell's entries at once (a
+  symmetric proposal among the features other cells hold), which let a cell
+  move between representations that single flips cannot connect, such as
+  one feature with loading a + b versus two features with a and b;
 * the features held by cell i alone are resampled as one block: their number
   k from Poisson(alpha / N) times the predictive with k more loadings of
   variance sigma_a^2, truncated at ``max_new`` and at the cap on K;
@@ -119,7 +123,7 @@ def _drop_feature(k, K, Z, m, S, h, mu):
 
 
 @numba.njit(cache=True)
-def _sweep_rows(X, Z, m, K, s2x, s2a, alpha, max_features, max_new, S, h, mu):
+def _sweep_rows(X, Z, m, K, s2x, s2a, alpha, max_features, max_new, n_moves, S, h, mu):
     """One collapsed Gibbs pass over the rows of Z (in place), A integrated out.
 
     X (N, D); Z (N, Kcap) uint8 with the first K columns active; m (Kcap,)
@@ -162,6 +166,8 @@ def _sweep_rows(X, Z, m, K, s2x, s2a, alpha, max_features, max_new, S, h, mu):
     u = np.zeros(kcap)
     pred = np.zeros(D)
     logp = np.empty(max_new + 1)
+    elig = np.empty(kcap, np.int64)
+    pick = np.empty(3, np.int64)
     for i in range(N):
         for a in range(K):
             z[a] = Z[i, a]
@@ -245,6 +251,62 @@ def _sweep_rows(X, Z, m, K, s2x, s2a, alpha, max_features, max_new, S, h, mu):
                 z[k] = new
                 Z[i, k] = new
                 m[k] += 1 if new == 1 else -1
+        # Joint flips of 2 or 3 entries (Metropolis, symmetric proposal): single
+        # flips cannot move a cell between representations that fit equally
+        # well, e.g. one feature with loading a + b versus two with a and b.
+        n_elig = 0
+        for k in range(K):
+            if m[k] - Z[i, k] > 0:
+                elig[n_elig] = k
+                n_elig += 1
+        if n_elig >= 2:
+            for _ in range(n_moves):
+                size = 2 if (n_elig == 2 or np.random.random() < 0.5) else 3
+                # a uniform random subset of the eligible features
+                for t in range(size):
+                    while True:
+                        pick[t] = elig[np.random.randint(n_elig)]
+                        dup = False
+                        for t2 in range(t):
+                            if pick[t2] == pick[t]:
+                                dup = True
+                        if not dup:
+                            break
+                # new q = q + 2 delta'u + delta' S delta, new pred = pred + sum delta_k mu_k
+                dq = 0.0
+                lprior = 0.0
+                for t in range(size):
+                    k = pick[t]
+                    dk = 1.0 - 2.0 * z[k]
+                    dq += 2.0 * dk * u[k]
+                    for t2 in range(size):
+                        dq += dk * (1.0 - 2.0 * z[pick[t2]]) * S[k, pick[t2]]
+                    mk = m[k] - Z[i, k]
+                    lprior += dk * (math.log(mk) - math.log(N - mk))
+                r_old = 0.0
+                r_new = 0.0
+                for d in range(D):
+                    pn = pred[d]
+                    for t in range(size):
+                        pn += (1.0 - 2.0 * z[pick[t]]) * mu[pick[t], d]
+                    r_old += (X[i, d] - pred[d]) ** 2
+                    r_new += (X[i, d] - pn) ** 2
+                v_old = q + s2x
+                v_new = q + dq + s2x
+                lr = (lprior - 0.5 * D * (math.log(v_new) - math.log(v_old))
+                      - r_new / (2.0 * v_new) + r_old / (2.0 * v_old))
+                if lr >= 0.0 or np.random.random() < math.exp(lr):
+                    for t in range(size):
+                        k = pick[t]
+                        dk = 1.0 - 2.0 * z[k]
+                        for a2 in range(K):
+                            u[a2] += dk * S[a2, k]
+                        for d in range(D):
+                            pred[d] += dk * mu[k, d]
+                        z[k] = 1.0 - z[k]
+                        Z[i, k] = 1 - Z[i, k]
+                        m[k] += 1 if Z[i, k] == 1 else -1
+                    q += dq
         # Cell i's own features: their loadings are uninformed by the other
         # cells, so drop them and redraw how many the cell holds.
         k = K - 1
@@ -325,7 +387,7 @@ def _sweep_rows(X, Z, m, K, s2x, s2a, alpha, max_features, max_new, S, h, mu):
 
 def _warm_up() -> None:
     """Compile (or load from numba's cache) the row sweep before the clock and the seed."""
-    _sweep_rows(np.zeros((2, 1)), np.zeros((2, 1), np.uint8), np.zeros(1, np.int64), 0, 1.0, 1.0, 1.0, 1, 1,
+    _sweep_rows(np.zeros((2, 1)), np.zeros((2, 1), np.uint8), np.zeros(1, np.int64), 0, 1.0, 1.0, 1.0, 1, 1, 1,
                 np.zeros((1, 1)), np.zeros((1, 1)), np.zeros((1, 1)))
 
 
@@ -460,6 +522,9 @@ class LinearGaussianIBP:
         Cap on K: no new feature is proposed when K reaches it.
     max_new : int
         Truncation of the number of features a cell may open in one step.
+    block_moves : int
+        Metropolis proposals per cell and sweep that flip 2 or 3 of its
+        entries at once (0 = single-site Gibbs only).
     scale : bool
         Divide X by its overall standard deviation (one number, so the
         geometry is unchanged) before sampling; the hyperpriors then act on
@@ -487,8 +552,8 @@ class LinearGaussianIBP:
 
     def __init__(self, n_iter: int = 1000, burn_in: int = 500, thin: int = 5, alpha: float | None = None,
                  sigma_x: float | None = None, sigma_a: float | None = None, max_features: int = 30,
-                 max_new: int = 3, scale: bool = True, alpha_prior=(1.0, 1.0), sigma_x_prior=(1.0, 1.0),
-                 sigma_a_prior=(1.0, 1.0), random_state=None):
+                 max_new: int = 3, block_moves: int = 4, scale: bool = True, alpha_prior=(1.0, 1.0),
+                 sigma_x_prior=(1.0, 1.0), sigma_a_prior=(1.0, 1.0), random_state=None):
         self.n_iter = n_iter
         self.burn_in = burn_in
         self.thin = thin
@@ -497,6 +562,7 @@ class LinearGaussianIBP:
         self.sigma_a = sigma_a
         self.max_features = max_features
         self.max_new = max_new
+        self.block_moves = block_moves
         self.scale = scale
         self.alpha_prior = alpha_prior
         self.sigma_x_prior = sigma_x_prior
@@ -511,6 +577,7 @@ class LinearGaussianIBP:
             raise ValueError(f"burn_in ({burn_in}) must be smaller than n_iter ({n_iter})")
         _check_int(self.max_features, "max_features", 1)
         _check_int(self.max_new, "max_new", 1)
+        _check_int(self.block_moves, "block_moves", 0)
         for name in ("alpha", "sigma_x", "sigma_a"):
             _check_positive(getattr(self, name), name)
         for name in ("alpha_prior", "sigma_x_prior", "sigma_a_prior"):
@@ -571,6 +638,7 @@ class LinearGaussianIBP:
         t1 = time.perf_counter()
         for it in range(n_iter):
             K = int(_sweep_rows(Xs, Z, m, K, float(s2x), float(s2a), float(alpha), kcap, int(self.max_new),
+                                int(self.block_moves),
                                 work_s, work_h, work_mu))
             Zk = Z[:, :K].astype(np.float64)
             if K:

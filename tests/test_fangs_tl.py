@@ -1,0 +1,151 @@
+"""AnnData front ends of latent_features and FANGS, and the FANGS figure, on made-up data."""
+
+from __future__ import annotations
+
+import anndata as ad
+import matplotlib
+import numpy as np
+import pandas as pd
+import pytest
+
+from scontrast.fangs import faro_loss
+from scontrast.io import ScontrastError
+from scontrast.latent_features import load_samples, save_samples, simulate_linear_gaussian
+from scontrast.pl._fangs import cell_order
+from scontrast.pl._fangs import fangs as plot_fangs
+from scontrast.tl._fangs import fangs
+from scontrast.tl._latent_features import latent_features, samples_from_adata
+
+matplotlib.use("Agg")
+
+
+def made_up(n=120, seed=0):
+    """Cells whose 5-D embedding is Z A + noise; feature 0 is held by target cells only."""
+    rng = np.random.default_rng(seed)
+    is_target = np.arange(n) % 2 == 0
+    Z = np.zeros((n, 3), dtype=np.uint8)
+    Z[:, 0] = is_target & (rng.random(n) < 0.8)
+    Z[:, 1] = rng.random(n) < 0.4
+    Z[:, 2] = rng.random(n) < 0.3
+    X, _ = simulate_linear_gaussian(Z, 5, sigma_x=0.2, sigma_a=1.5, random_state=seed)
+    adata = ad.AnnData(X=rng.poisson(1.0, size=(n, 8)).astype(np.float32),
+                       obs=pd.DataFrame({"scontrast_target": is_target}, index=[f"cell{i}" for i in range(n)]))
+    adata.obsm["X_cpca"] = X
+    return adata, Z
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    adata, Z = made_up()
+    latent_features(adata, n_iter=300, burn_in=150, thin=3, random_state=0)
+    return adata, Z
+
+
+def test_latent_features_writes_its_slots(fitted):
+    adata, _ = fitted
+    info = adata.uns["latent_features"]
+    k = np.asarray(info["n_features"])
+    assert k.size == 50
+    assert adata.obsm["latent_features_samples"].shape == (adata.n_obs, k.sum())
+    assert adata.obsm["latent_features_samples"].dtype == np.uint8
+    for key in ("log_joint", "K", "alpha", "sigma_x", "sigma_a"):
+        assert np.asarray(info[key]).shape == (300,)
+    assert info["params"]["use_rep"] == "X_cpca" and info["params"]["n_dims"] == "None"
+    assert info["random_state"] == 0 and "numba" in info["versions"]
+    assert info["n_target"] == 60 and info["n_background"] == 60
+    samples = samples_from_adata(adata)
+    assert len(samples) == 50 and all(s.shape == (adata.n_obs, kk) for s, kk in zip(samples, k))
+
+
+def test_fangs_from_adata_recovers_features(fitted, tmp_path):
+    adata, Z = fitted
+    adata = adata.copy()
+    out = fangs(adata, n_jobs=1, random_state=0, copy=True)
+    assert "fangs_features" not in adata.obsm  # copy=True leaves the input alone
+    est = out.obsm["fangs_features"]
+    info = out.uns["fangs"]
+    assert est.dtype == np.uint8 and est.shape == (adata.n_obs, info["n_features"])
+    assert np.all(np.diff(est.sum(axis=0).astype(int)) <= 0)  # features sorted by size
+    assert faro_loss(est, Z) <= 0.02 * Z.size
+    assert info["expected_loss"] <= info["draws_expected_loss"]
+    assert info["a"] == 1.0 and info["n_samples"] == 50
+    assert int(np.sum(info["samples_K_counts"])) == 50
+    assert set(info["timings"]) == {"initialization", "sweetening", "total", "draws"}
+    # the target-only feature shows up as such
+    only_target = (np.asarray(info["feature_n_background"]) == 0) & (np.asarray(info["feature_n_target"]) > 30)
+    assert only_target.any()
+    assert np.asarray(info["log_joint"]).shape == (300,)
+    out.write_h5ad(tmp_path / "fangs.h5ad")  # every uns value is storable
+    back = ad.read_h5ad(tmp_path / "fangs.h5ad")
+    np.testing.assert_array_equal(back.obsm["fangs_features"], est)
+
+
+def test_fangs_from_a_samples_file_matches_rows_by_name(fitted, tmp_path):
+    adata, _ = fitted
+    samples = samples_from_adata(adata)
+    ref = fangs(adata, n_jobs=1, random_state=0, draws=False, copy=True)
+    perm = np.random.default_rng(1).permutation(adata.n_obs)
+    path = tmp_path / "samples.npz"
+    save_samples(path, [s[perm] for s in samples], cell_names=adata.obs_names.to_numpy()[perm])
+    shuffled = fangs(adata, samples=str(path), n_jobs=1, random_state=0, draws=False, copy=True)
+    np.testing.assert_array_equal(shuffled.obsm["fangs_features"], ref.obsm["fangs_features"])
+    assert np.isnan(shuffled.uns["fangs"]["draws_expected_loss"]) and shuffled.uns["fangs"]["draws_index"] == -1
+    assert shuffled.uns["fangs"]["source"] == str(path)
+    # extra cells in the file are fine; missing ones are not
+    save_samples(path, [s[:-3] for s in samples], cell_names=adata.obs_names.to_numpy()[:-3])
+    with pytest.raises(ScontrastError, match="3 of the 120 cells are not in"):
+        fangs(adata, samples=path, n_jobs=1, copy=True)
+    save_samples(path, [s[:-3] for s in samples])
+    with pytest.raises(ScontrastError, match="117 rows and no cell names"):
+        fangs(adata, samples=path, n_jobs=1, copy=True)
+    with pytest.raises(ScontrastError, match="does not exist"):
+        fangs(adata, samples=tmp_path / "nope.npz", n_jobs=1, copy=True)
+    loaded = load_samples(tmp_path / "samples.npz")
+    assert len(loaded.samples) == 50
+
+
+def test_fangs_from_a_list_and_bad_inputs(fitted):
+    adata, Z = fitted
+    out = fangs(adata, samples=[Z, Z[:, ::-1]], n_jobs=1, random_state=0, copy=True)
+    assert faro_loss(out.obsm["fangs_features"], Z) == 0.0
+    assert out.uns["fangs"]["expected_loss"] == 0.0
+    with pytest.raises(ScontrastError, match="not binary"):
+        fangs(adata, samples=[Z * 3], n_jobs=1, copy=True)
+    with pytest.raises(ScontrastError, match="rows but the data has"):
+        fangs(adata, samples=[Z[:10]], n_jobs=1, copy=True)
+    bare = ad.AnnData(X=np.zeros((4, 2)))
+    with pytest.raises(ScontrastError, match="run tl.latent_features first"):
+        fangs(bare, n_jobs=1)
+    with pytest.raises(ScontrastError, match=r"obsm\['X_pcpca'\] is missing"):
+        latent_features(adata.copy(), use_rep="X_pcpca")
+    with pytest.raises(ScontrastError, match="n_dims"):
+        latent_features(adata.copy(), n_dims=9)
+
+
+def test_latent_features_uses_the_leading_dims(fitted):
+    adata, _ = fitted
+    out = latent_features(adata, n_dims=2, n_iter=20, burn_in=10, thin=5, key_added="lf2", copy=True)
+    assert out.uns["lf2"]["n_dims_used"] == 2
+    assert out.obsm["lf2_samples"].shape[0] == adata.n_obs
+    assert len(samples_from_adata(out, "lf2")) == 2
+
+
+def test_figure(fitted):
+    adata, Z = fitted
+    out = fangs(adata, n_jobs=1, random_state=0, copy=True)
+    fig = plot_fangs(out)
+    axes = fig.get_axes()
+    assert any("FANGS estimate" in ax.get_title() for ax in axes)
+    assert any(ax.get_title() == "sampler trace" for ax in axes)
+    fig2 = plot_fangs(out, ax=matplotlib.pyplot.figure().add_subplot())
+    assert fig2 is not None
+    matplotlib.pyplot.close("all")
+    with pytest.raises(ValueError, match="fangs_features"):
+        plot_fangs(adata)
+
+
+def test_cell_order_groups_then_patterns():
+    F = np.array([[0, 1], [1, 0], [1, 1], [0, 0], [1, 0]])
+    is_target = np.array([True, False, True, False, False])
+    order = cell_order(F, is_target)
+    assert list(order) == [1, 4, 3, 2, 0]  # background: [1,0] rows then [0,0]; target: [1,1] before [0,1]
