@@ -119,6 +119,7 @@ def pcpca(
 
     X, Y, mask = group_matrices(adata, genes=genes, layer=layer, key=key, min_cells=2)
     n, m = X.shape[0], Y.shape[0]
+    given = "gamma_prime" if gamma is None else "gamma"
     if gamma is None:
         gamma = (DEFAULT_GAMMA_PRIME if gamma_prime is None else float(gamma_prime)) * n / m
     gamma = float(gamma)
@@ -128,7 +129,7 @@ def pcpca(
     if gamma >= bound:
         if on_inadmissible == "error":
             raise ValueError(
-                f"gamma_prime: {gamma * m / n:.4g} (gamma={gamma:.4g}) is not admissible for these "
+                f"{given}: gamma_prime={gamma * m / n:.4g} (gamma={gamma:.4g}) is not admissible for these "
                 f"{n} target and {m} background cells: need gamma_prime < {bound * m / n:.4g} "
                 f"(gamma < {bound:.4g}); lower it or set on_inadmissible='clip'"
             )
