@@ -1,0 +1,95 @@
+"""Figure of SPARDA: the weights of the selected genes and the projected populations."""
+
+from __future__ import annotations
+
+import anndata as ad
+import matplotlib.pyplot as plt
+import numpy as np
+
+from ..tl._common import TARGET_KEY
+
+_TARGET_COLOUR = "#d62728"
+_BACKGROUND_COLOUR = "#1f77b4"
+
+
+def _weights_panel(ax, adata: ad.AnnData, n_genes: int) -> None:
+    w = adata.var["sparda_weight"].to_numpy(dtype=float)
+    order = np.argsort(-np.abs(w), kind="stable")
+    order = order[np.abs(w[order]) > 0][:n_genes]
+    if order.size == 0:
+        ax.text(0.5, 0.5, "no gene selected", ha="center", va="center", transform=ax.transAxes)
+        ax.set_axis_off()
+        return
+    y = np.arange(order.size)[::-1]
+    colours = np.where(w[order] > 0, _TARGET_COLOUR, _BACKGROUND_COLOUR)
+    ax.barh(y, w[order], color=colours)
+    ax.set_yticks(y)
+    ax.set_yticklabels(adata.var_names[order], fontsize=8 if order.size <= 25 else 6)
+    ax.axvline(0, color="k", lw=0.6)
+    n_sel = int(adata.var["sparda_selected"].sum())
+    ax.set_xlabel("weight in the first direction")
+    ax.set_title(f"top {order.size} of {n_sel} selected genes")
+
+
+def _density_panel(ax, proj: np.ndarray, is_target: np.ndarray, title: str) -> None:
+    lo, hi = np.percentile(proj, [0.5, 99.5])
+    pad = 0.05 * (hi - lo if hi > lo else 1.0)
+    bins = np.linspace(lo - pad, hi + pad, 40)
+    ax.hist(proj[~is_target], bins=bins, density=True, alpha=0.55, color=_BACKGROUND_COLOUR,
+            label=f"background (n={int((~is_target).sum())})")
+    ax.hist(proj[is_target], bins=bins, density=True, alpha=0.55, color=_TARGET_COLOUR,
+            label=f"target (n={int(is_target.sum())})")
+    ax.set_xlabel("projection on the SPARDA direction")
+    ax.set_ylabel("density")
+    ax.set_title(title)
+    ax.legend(frameon=False, fontsize=8)
+
+
+def sparda(
+    adata: ad.AnnData,
+    *,
+    n_genes: int = 20,
+    key: str = TARGET_KEY,
+    figsize=(11.5, 4.6),
+    ax=None,
+) -> plt.Figure:
+    """Weights of the top genes and projected target/background densities.
+
+    Left: the ``n_genes`` largest weights (by magnitude) of the first direction
+    (red positive, blue negative; the sign is fixed so that the largest weight is
+    positive).  Right: histograms of the projections
+    ``obsm['X_sparda'][:, 0]`` of target and background cells, titled with the
+    Wasserstein divergence and the permutation p-value.  With ``ax`` (a sequence of
+    two Axes) the panels are drawn there.
+    """
+    for slot, name in ((adata.var, "sparda_weight"), (adata.var, "sparda_selected"), (adata.obsm, "X_sparda")):
+        if name not in slot:
+            raise ValueError(f"adata: '{name}' is missing; run scontrast.tl.sparda first")
+    if "sparda" not in adata.uns:
+        raise ValueError("adata: uns['sparda'] is missing; run scontrast.tl.sparda first")
+    if key not in adata.obs:
+        raise ValueError(f"key: obs column '{key}' does not exist")
+    if n_genes < 1:
+        raise ValueError(f"n_genes: expected a positive integer, got {n_genes!r}")
+    info = adata.uns["sparda"]
+    if ax is None:
+        fig, axes = plt.subplots(1, 2, figsize=figsize, gridspec_kw={"width_ratios": [1, 1.3]})
+    else:
+        axes = list(ax)
+        if len(axes) != 2:
+            raise ValueError(f"ax: expected two Axes, got {len(axes)}")
+        fig = axes[0].figure
+    _weights_panel(axes[0], adata, n_genes)
+    proj = np.asarray(adata.obsm["X_sparda"])[:, 0]
+    is_target = adata.obs[key].to_numpy(dtype=bool)
+    p = float(info.get("pvalue", np.nan))
+    ptxt = "no permutation test" if not np.isfinite(p) else f"permutation p = {p:.3g}"
+    lam = float(info.get("lam", np.nan))
+    title = f"W2$^2$ = {float(info['divergence']):.3g}, {ptxt}\n(lambda = {lam:.3g})"
+    _density_panel(axes[1], proj, is_target, title)
+    fig.suptitle("SPARDA: sparse direction of largest Wasserstein difference (target vs background)")
+    fig.tight_layout()
+    return fig
+
+
+__all__ = ["sparda"]

@@ -1,0 +1,186 @@
+"""AnnData front end of sparse principal differences analysis: ``tl.sparda(adata, ...)``."""
+
+from __future__ import annotations
+
+import logging
+
+import anndata as ad
+import numpy as np
+import scipy.sparse as sp
+
+from ..sparda import SPARDA
+from ._common import TARGET_KEY, group_matrices, record_params
+
+log = logging.getLogger(__name__)
+
+
+def sparda(
+    adata: ad.AnnData,
+    *,
+    lam: float | None = None,
+    k: int | None = None,
+    n_directions: int = 1,
+    n_permutations: int = 99,
+    cv_folds: int = 3,
+    n_lambdas: int = 8,
+    lam_min_ratio: float = 0.01,
+    cv_rule: str = "max",
+    max_genes: int = 200,
+    relax_max_cells: int = 300,
+    relax_max_iter: int = 60,
+    standardize: bool = False,
+    genes: str = "highly_variable",
+    layer: str | None = None,
+    key: str = TARGET_KEY,
+    n_jobs: int = 1,
+    random_state: int = 0,
+    copy: bool = False,
+):
+    """Sparse principal differences analysis of the target against the background cells.
+
+    Finds the sparse unit direction along which the projected target and background
+    cells differ most in squared 2-Wasserstein distance (any kind of difference:
+    mean, spread, correlation), with a permutation p-value; see
+    :class:`scontrast.sparda.SPARDA` for the algorithm.
+
+    Parameters
+    ----------
+    adata
+        Cells x genes, log-normalised, with boolean ``obs[key]`` (True = target).
+    lam
+        L1 penalty; ``None`` (with ``k=None``) chooses it by cross-validated held-out
+        divergence over ``n_lambdas`` values; ``0`` is plain PDA (no sparsity).
+    k
+        Fixed number of genes instead of a penalty.
+    n_directions
+        Directions found in succession by deflation.
+    n_permutations
+        Label permutations for the p-value (0: none); the fit is repeated on each.
+    cv_folds, n_lambdas, lam_min_ratio, cv_rule
+        Cross-validation of ``lam`` (see :class:`~scontrast.sparda.SPARDA`).
+    max_genes
+        Genes kept by marginal-Wasserstein screening before the relaxation when the
+        gene set is larger (recorded in ``uns['sparda']['screening']``).
+    relax_max_cells
+        Cells per group used by the relaxation: both groups are subsampled to
+        ``min(n_target, n_background, relax_max_cells)`` (the tightening, the reported
+        divergence and the permutation statistic use every cell).
+    relax_max_iter
+        Iteration cap of the relaxation.
+    standardize
+        Scale genes to unit pooled standard deviation first.
+    genes
+        ``'all'`` or a boolean var column (default ``'highly_variable'``).
+    layer
+        Matrix to use instead of ``X``.
+    key
+        Boolean obs column of the target/background split.
+    n_jobs
+        Parallel workers for cross-validation folds and permutations.
+    random_state
+        Seed of subsampling, folds and permutations.
+    copy
+        Work on (and return) a copy.
+
+    Writes
+    ------
+    ``var['sparda_weight']`` weight of every gene in the first direction (0 outside the
+    gene set or not selected); ``var['sparda_selected']`` (bool) nonzero in any
+    direction; ``var['sparda_marginal_w2']`` marginal squared W2 of each gene (the
+    screening score; NaN outside the gene set); ``varm['sparda_directions']``
+    (n_vars x n_directions); ``obsm['X_sparda']`` projection of every cell on the
+    directions; ``uns['sparda']``: params, versions, seed, divergence(s), pvalue
+    (NaN without permutations), selected genes, lambda (and the CV path when chosen by
+    CV), screening and iteration diagnostics.
+    """
+    params = dict(lam=lam, k=k, n_directions=n_directions, n_permutations=n_permutations, cv_folds=cv_folds,
+                  n_lambdas=n_lambdas, lam_min_ratio=lam_min_ratio, cv_rule=cv_rule, max_genes=max_genes,
+                  relax_max_cells=relax_max_cells, relax_max_iter=relax_max_iter, standardize=standardize,
+                  genes=genes, layer=layer, key=key)
+    adata = adata.copy() if copy else adata
+    X, Y, mask = group_matrices(adata, genes=genes, layer=layer, key=key, min_cells=2)
+    model = SPARDA(
+        lam=lam, k=k, n_directions=n_directions, n_permutations=n_permutations, cv_folds=cv_folds,
+        n_lambdas=n_lambdas, lam_min_ratio=lam_min_ratio, cv_rule=cv_rule, max_genes=max_genes,
+        relax_max_cells=relax_max_cells, relax_max_iter=relax_max_iter, standardize=standardize,
+        n_jobs=n_jobs, random_state=random_state,
+    ).fit(X, Y)
+    names = adata.var_names[mask].to_numpy()
+    log.info("sparda: lambda=%.4g, %d genes selected, divergence %.4g, p=%s", model.lam_, model.selected_.size,
+             model.divergence_, model.pvalue_)
+
+    n_vars = adata.n_vars
+    W = np.zeros((n_vars, n_directions))
+    W[mask] = model.components_.T
+    adata.var["sparda_weight"] = W[:, 0]
+    adata.var["sparda_selected"] = np.any(W != 0, axis=1)
+    w2 = np.full(n_vars, np.nan)
+    w2[mask] = model.marginal_w2_
+    adata.var["sparda_marginal_w2"] = w2
+    adata.varm["sparda_directions"] = W
+
+    full = adata.X if layer is None else adata.layers[layer]
+    full = full[:, mask]
+    full = sp.csr_matrix(full) if sp.issparse(full) else np.asarray(full)
+    adata.obsm["X_sparda"] = model.transform(full)
+
+    d_in = int(mask.sum())
+    screening = {
+        "method": "marginal_w2",
+        "screened": bool(d_in > max_genes),
+        "n_genes_in": d_in,
+        "n_genes_kept": int(model.screened_.size),
+        "max_genes": int(max_genes),
+        # smallest marginal W2 that entered the relaxation (0 genes below it were kept)
+        "min_kept_w2": float(model.marginal_w2_[model.screened_].min()),
+        "genes_kept": names[model.screened_].astype(str),
+    }
+    relax_info = {
+        "n_iter": np.array([r["n_iter"] for r in model.relax_info_], dtype=int),
+        "eig_fraction": np.array([r["eig_fraction"] for r in model.relax_info_], dtype=float),
+        "objective": np.array([r["objective"] for r in model.relax_info_], dtype=float),
+        "divergence": np.array([r["divergence"] for r in model.relax_info_], dtype=float),
+        # both groups are subsampled to this size (equal sizes: assignment problems)
+        "n_cells_per_group": int(model.n_relax_cells_),
+        "subsampled": bool(max(X.shape[0], Y.shape[0]) > model.n_relax_cells_),
+    }
+    tighten_info = {
+        "n_iter": np.array([t["n_iter"] for t in model.tighten_info_], dtype=int),
+        "divergence": np.array([t["divergence"] for t in model.tighten_info_], dtype=float),
+    }
+    extra = {}
+    if model.cv_results_ is not None:
+        cv = model.cv_results_
+        extra["lambda_path"] = {
+            "lam": np.asarray(cv["lam"], dtype=float),
+            "cv_score": np.asarray(cv["score"], dtype=float),
+            "cv_score_se": np.asarray(cv["score_se"], dtype=float),
+            "n_selected": np.asarray(cv["n_selected"], dtype=float),
+            "best_index": int(cv["best_index"]),
+            "rule": cv_rule,
+        }
+        extra["pda_divergence"] = float(model.pda_divergence_)
+    if model.null_divergences_ is not None:
+        extra["null_divergences"] = np.asarray(model.null_divergences_, dtype=float)
+    selected = names[model.selected_].astype(str)
+    record_params(
+        adata, "sparda", params, random_state,
+        divergence=float(model.divergence_),
+        divergences=np.asarray(model.divergences_, dtype=float),
+        pvalue=float("nan") if model.pvalue_ is None else float(model.pvalue_),
+        lam=float(model.lam_),
+        k=int(model.k_),
+        n_selected=int(selected.size),
+        selected_genes=selected,
+        n_target=int(X.shape[0]),
+        n_background=int(Y.shape[0]),
+        n_genes=d_in,
+        screening=screening,
+        relax=relax_info,
+        tighten=tighten_info,
+        **extra,
+    )
+    return adata if copy else None
+
+
+__all__ = ["sparda"]
