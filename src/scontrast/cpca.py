@@ -1,0 +1,819 @@
+"""Contrastive PCA (Abid et al. 2018) with automatic alpha, and kernel cPCA.
+
+For target cells X (n x d) and background cells Y (m x d), each centred on its own
+mean, the contrastive components at contrast strength ``alpha`` are the top
+eigenvectors of the symmetric matrix ``C_X - alpha * C_Y`` (sample covariances
+with denominators n - 1 and m - 1, as the reference package ``contrastive``).
+
+The automatic choice of alpha follows Algorithm 2 of the paper: the subspaces of a
+grid of alphas (0 plus ``n_alphas`` values log-spaced in [0.1, 10**max_log_alpha])
+are compared by the product of the cosines of their principal angles, the
+resulting affinity matrix is split by spectral clustering, the cluster holding
+alpha = 0 is dropped and each other cluster contributes its medoid (the alpha of
+largest summed affinity to its cluster).
+
+Three solvers give the same subspaces (to the tolerance ``tol``):
+
+``'full'``
+    the d x d covariances, then a partial symmetric eigensolver
+    (``scipy.linalg.eigh(subset_by_index=...)``) per alpha; for small d.
+``'covariance'``
+    the covariances once and one eigendecomposition ``C_Y = Q diag(lam) Q'``
+    shared by the whole grid: in that basis ``C_X - alpha C_Y`` is a fixed dense
+    matrix minus ``alpha * diag(lam)``, so a block Davidson iteration with the
+    diagonal as preconditioner converges in a few sweeps for every alpha, and all
+    alphas advance together (one matrix product per sweep for the whole grid).
+``'implicit'``
+    no d x d matrix at all: ``v -> C_X v - alpha C_Y v`` is applied through the
+    (sparse) data with implicit centring, in the same batched Davidson
+    iteration with the gene-wise diagonal as preconditioner; for many genes.
+"""
+
+from __future__ import annotations
+
+import numbers
+import warnings
+
+import numpy as np
+import scipy.linalg as sla
+import scipy.sparse as sp
+from sklearn.cluster import SpectralClustering
+from sklearn.metrics.pairwise import pairwise_kernels
+from sklearn.utils import check_random_state
+
+__all__ = [
+    "CPCA",
+    "KernelCPCA",
+    "alpha_grid",
+    "subspace_affinity",
+    "select_alphas",
+]
+
+_SOLVERS = ("auto", "full", "covariance", "implicit")
+_AFFINITIES = ("loadings", "projection")
+_KERNELS = ("rbf", "poly", "linear")
+
+# d up to which the per-alpha partial eigh is cheaper than any shared reduction.
+_FULL_MAX_D = 128
+# d up to which two dense d x d covariances (and one eigh) are formed; beyond it the
+# operator is applied through the data (2 x 5000^2 doubles = 400 MB).
+_COVARIANCE_MAX_D = 5000
+# Rows densified at a time when a sparse matrix's covariance is formed.
+_CHUNK_BYTES = 64 * 2**20
+
+
+# --------------------------------------------------------------------------- grid
+
+
+def alpha_grid(n_alphas: int = 40, max_log_alpha: float = 3) -> np.ndarray:
+    """Candidate contrast strengths: 0, then ``n_alphas`` values log-spaced in [0.1, 10**max_log_alpha].
+
+    Returns
+    -------
+    alphas : ndarray, shape (n_alphas + 1,)
+    """
+    return np.concatenate(([0.0], np.logspace(-1, max_log_alpha, n_alphas)))
+
+
+# ----------------------------------------------------------------- input checks
+
+
+def _check_matrix(A, name: str):
+    """float64 dense array or CSR matrix, 2-d, finite."""
+    if sp.issparse(A):
+        A = sp.csr_matrix(A, dtype=np.float64)
+        values = A.data
+    else:
+        A = np.asarray(A, dtype=np.float64)
+        values = A
+    if A.ndim != 2:
+        raise ValueError(f"{name} must be a 2-d matrix (cells x genes), got {A.ndim} dimension(s)")
+    if values.size and not np.isfinite(values).all():
+        raise ValueError(f"{name} contains NaN or infinite values")
+    return A
+
+
+def _check_pair(X, Y):
+    X = _check_matrix(X, "X")
+    Y = _check_matrix(Y, "Y")
+    if X.shape[1] != Y.shape[1]:
+        raise ValueError(f"X and Y must have the same number of genes, got {X.shape[1]} and {Y.shape[1]}")
+    for A, name in ((X, "X"), (Y, "Y")):
+        if A.shape[0] < 2:
+            raise ValueError(f"{name} needs at least 2 cells, got {A.shape[0]}")
+    if X.shape[1] < 1:
+        raise ValueError("X and Y have no genes")
+    return X, Y
+
+
+def _check_alpha(alpha):
+    """'auto', or a float >= 0, or a non-empty list of floats >= 0 -> (mode, values)."""
+    if isinstance(alpha, str):
+        if alpha != "auto":
+            raise ValueError(f"alpha must be 'auto', a number >= 0 or a list of them, got '{alpha}'")
+        return "auto", None
+    if isinstance(alpha, numbers.Real) and not isinstance(alpha, bool):
+        values = np.array([float(alpha)])
+        mode = "float"
+    else:
+        try:
+            values = np.asarray(alpha, dtype=np.float64).ravel()
+        except (TypeError, ValueError):
+            raise ValueError(f"alpha must be 'auto', a number >= 0 or a list of them, got {alpha!r}") from None
+        if values.size == 0:
+            raise ValueError("alpha is an empty list")
+        mode = "list"
+    if not np.isfinite(values).all() or (values < 0).any():
+        raise ValueError(f"alpha must be finite and >= 0, got {alpha!r}")
+    return mode, values
+
+
+def _check_int(value, name: str, minimum: int):
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+# -------------------------------------------------------------------- moments
+
+
+def _column_moments(A, standardize: bool):
+    """Column means (d,) and scale factors (d,): 1/sd (ddof 0; 0 for a constant gene) or ones."""
+    if sp.issparse(A):
+        mean = np.asarray(A.mean(axis=0)).ravel()
+    else:
+        mean = A.mean(axis=0)
+    if not standardize:
+        return mean, np.ones(A.shape[1])
+    if sp.issparse(A):
+        var = np.maximum(np.asarray(A.multiply(A).mean(axis=0)).ravel() - mean**2, 0.0)
+    else:
+        var = A.var(axis=0)
+    sd = np.sqrt(var)
+    # a constant gene carries no variance: weight 0, like the reference package's nan_to_num(0/0)
+    tiny = 1e-12 * max(1.0, float(np.abs(mean).max(initial=0.0)))
+    scale = np.divide(1.0, sd, out=np.zeros_like(sd), where=sd > tiny)
+    return mean, scale
+
+
+def _covariance(A, mean, scale) -> np.ndarray:
+    """Scaled covariance ``diag(s) (A - 1 mean')' (A - 1 mean') diag(s) / (n - 1)``, shape (d, d).
+
+    Sparse input is densified a block of rows at a time, so the centring is exact
+    and memory stays bounded.
+    """
+    n, d = A.shape
+    if sp.issparse(A):
+        C = np.zeros((d, d))
+        rows = max(1, _CHUNK_BYTES // (8 * d))
+        for start in range(0, n, rows):
+            block = A[start:start + rows].toarray()
+            block -= mean
+            C += block.T @ block
+    else:
+        Ac = A - mean
+        C = Ac.T @ Ac
+    C /= n - 1
+    C *= scale[:, None]
+    C *= scale[None, :]
+    return (C + C.T) / 2
+
+
+class _Moments:
+    """Centring/scaling of target and background and the covariance operators."""
+
+    def __init__(self, X, Y, standardize: bool):
+        self.X, self.Y = X, Y
+        self.n, self.m = X.shape[0], Y.shape[0]
+        self.mean_x, self.scale_x = _column_moments(X, standardize)
+        self.mean_y, self.scale_y = _column_moments(Y, standardize)
+        self.standardize = standardize
+        self._xt = self._yt = None
+
+    def covariances(self):
+        """(C_X, C_Y), each (d, d)."""
+        return (_covariance(self.X, self.mean_x, self.scale_x),
+                _covariance(self.Y, self.mean_y, self.scale_y))
+
+    def diagonals(self):
+        """Diagonals of C_X and C_Y, each (d,)."""
+        out = []
+        for A, mean, scale, n in ((self.X, self.mean_x, self.scale_x, self.n),
+                                  (self.Y, self.mean_y, self.scale_y, self.m)):
+            if sp.issparse(A):
+                sq = np.asarray(A.multiply(A).sum(axis=0)).ravel()
+            else:
+                sq = np.einsum("ij,ij->j", A, A)
+            var = np.maximum(sq - n * mean**2, 0.0) / (n - 1)
+            out.append(var * scale**2)
+        return out
+
+    def _apply(self, A, At, mean, scale, n, T):
+        S = T * scale[:, None] if self.standardize else T
+        AS = A @ S - np.outer(np.ones(n), mean @ S)
+        # (A - 1 mean')' AS = A' AS - mean (1' AS); 1' AS is 0 up to rounding
+        out = At @ AS - np.outer(mean, AS.sum(axis=0))
+        out /= n - 1
+        if self.standardize:
+            out *= scale[:, None]
+        return np.asarray(out)
+
+    def matmat_x(self, T):
+        """C_X T, T of shape (d, c)."""
+        if self._xt is None:
+            self._xt = self.X.T.tocsr() if sp.issparse(self.X) else self.X.T
+        return self._apply(self.X, self._xt, self.mean_x, self.scale_x, self.n, T)
+
+    def matmat_y(self, T):
+        """C_Y T, T of shape (d, c)."""
+        if self._yt is None:
+            self._yt = self.Y.T.tocsr() if sp.issparse(self.Y) else self.Y.T
+        return self._apply(self.Y, self._yt, self.mean_y, self.scale_y, self.m, T)
+
+
+# ------------------------------------------------------------------ eigensolvers
+
+
+def _norm_estimate(matmat, d: int, n_iter: int = 30) -> float:
+    """Largest |eigenvalue| of a symmetric operator by power iteration from a fixed start."""
+    v = np.random.default_rng(0).standard_normal(d)
+    v /= np.linalg.norm(v)
+    est = 0.0
+    for _ in range(n_iter):
+        w = matmat(v[:, None])[:, 0]
+        est = float(np.linalg.norm(w))
+        if est == 0.0:
+            return 0.0
+        v = w / est
+    return est
+
+
+def _sign_flips(U: np.ndarray) -> np.ndarray:
+    """Signs (a, k) that make the largest-magnitude entry of each column of U (a, d, k) positive."""
+    idx = np.abs(U).argmax(axis=1)
+    picked = np.take_along_axis(U, idx[:, None, :], axis=1)[:, 0, :]
+    return np.where(picked < 0, -1.0, 1.0)
+
+
+def _davidson(apply_p, apply_q, p_diag, q_diag, alphas, k, V0, scale, tol, max_iter, max_basis):
+    """Top-k eigenpairs of ``P - alpha Q`` for every alpha at once (batched block Davidson).
+
+    Each alpha keeps its own search space (all of the same size, so that they
+    stack); one sweep applies P and Q to the new directions of every alpha in a
+    single product. Corrections are residuals divided by ``theta - diag(P - alpha Q)``
+    (Davidson's preconditioner), which is exact when the matrix is diagonal.
+
+    Parameters
+    ----------
+    apply_p, apply_q : callables (d, c) -> (d, c)
+    p_diag, q_diag : ndarray (d,)
+    alphas : ndarray (a,)
+    k : int, eigenpairs wanted; two more are iterated as guards
+    V0 : ndarray (a, d, b0), initial search spaces (b0 >= k + 2)
+    scale : ndarray (a,), ||P - alpha Q|| estimates; convergence is
+        ``||residual|| <= tol * scale``
+    max_iter, max_basis : int
+
+    Returns
+    -------
+    Z : (a, d, k) eigenvectors; theta : (a, k) eigenvalues (descending);
+    residual : (a,) largest relative residual norm; n_iter : (a,) sweeps used
+    """
+    n_alpha, d, _ = V0.shape
+    kk = min(k + 2, d)
+    max_basis = min(max(max_basis, 3 * kk), d)
+
+    def H(T, a):
+        nb, _, c = T.shape
+        flat = np.ascontiguousarray(T.transpose(1, 0, 2)).reshape(d, nb * c)
+        P = apply_p(flat).reshape(d, nb, c).transpose(1, 0, 2)
+        Q = apply_q(flat).reshape(d, nb, c).transpose(1, 0, 2)
+        return P - a[:, None, None] * Q
+
+    V = np.linalg.qr(V0)[0]
+    HV = H(V, alphas)
+    G = np.matmul(V.transpose(0, 2, 1), HV)
+    idx = np.arange(n_alpha)
+    Z_out = np.zeros((n_alpha, d, k))
+    theta_out = np.zeros((n_alpha, k))
+    res_out = np.full(n_alpha, np.inf)
+    it_out = np.zeros(n_alpha, dtype=int)
+    it = 0
+    while idx.size:
+        it += 1
+        a = alphas[idx]
+        G = (G + G.transpose(0, 2, 1)) / 2
+        w, S = np.linalg.eigh(G)
+        w, S = w[:, ::-1], S[:, :, ::-1]
+        St, wt = S[:, :, :kk], w[:, :kk]
+        Z = np.matmul(V, St)
+        R = np.matmul(HV, St) - Z * wt[:, None, :]
+        res = np.linalg.norm(R, axis=1) / scale[idx][:, None]
+        done = (res[:, :k].max(axis=1) <= tol) | (it >= max_iter)
+        Z_out[idx] = Z[:, :, :k]
+        theta_out[idx] = wt[:, :k]
+        res_out[idx] = res[:, :k].max(axis=1)
+        it_out[idx] = it
+        keep = ~done
+        if not keep.any():
+            break
+        idx, a = idx[keep], a[keep]
+        V, HV, S, w, R, wt = V[keep], HV[keep], S[keep], w[keep], R[keep], wt[keep]
+        diag = p_diag[None, :] - a[:, None] * q_diag[None, :]
+        den = wt[:, None, :] - diag[:, :, None]
+        floor = 1e-8 * scale[idx][:, None, None]
+        den = np.where(np.abs(den) < floor, np.where(den >= 0, floor, -floor), den)
+        T = R / den
+        if V.shape[2] + kk > max_basis:
+            # thick restart on the leading Ritz vectors; G becomes their Ritz values
+            m2 = min(2 * kk, V.shape[2])
+            V, HV = np.matmul(V, S[:, :, :m2]), np.matmul(HV, S[:, :, :m2])
+            G = np.zeros((idx.size, m2, m2))
+            G[:, np.arange(m2), np.arange(m2)] = w[:, :m2]
+        else:
+            G = G[keep]
+        for _ in range(2):  # twice is enough (Kahan's rule)
+            T = T - np.matmul(V, np.matmul(V.transpose(0, 2, 1), T))
+        T = np.linalg.qr(T)[0]
+        HT = H(T, a)
+        top = np.matmul(V.transpose(0, 2, 1), HT)
+        corner = np.matmul(T.transpose(0, 2, 1), HT)
+        G = np.concatenate([np.concatenate([G, top], axis=2),
+                            np.concatenate([top.transpose(0, 2, 1), corner], axis=2)], axis=1)
+        V = np.concatenate([V, T], axis=2)
+        HV = np.concatenate([HV, HT], axis=2)
+    return Z_out, theta_out, res_out, it_out
+
+
+def _unit_starts(diag_values: np.ndarray, b: int) -> np.ndarray:
+    """Initial search spaces: the unit vectors of the b largest diagonal entries, (a, d, b)."""
+    n_alpha, d = diag_values.shape
+    top = np.argsort(-diag_values, axis=1, kind="stable")[:, :b]
+    V0 = np.zeros((n_alpha, d, b))
+    V0[np.arange(n_alpha)[:, None], top, np.arange(b)[None, :]] = 1.0
+    return V0
+
+
+def _solve(moments: _Moments, alphas: np.ndarray, k: int, solver: str, tol: float, max_iter: int):
+    """Contrastive components for every alpha.
+
+    Returns
+    -------
+    U : (a, d, k) orthonormal columns; theta : (a, k); residual : (a,);
+    n_iter : (a,); gram : (a*k, a*k) = U_all' C_X U_all (for the projection affinity)
+    """
+    d = moments.X.shape[1]
+    n_alpha = alphas.size
+    if solver == "full":
+        CX, CY = moments.covariances()
+        U = np.empty((n_alpha, d, k))
+        theta = np.empty((n_alpha, k))
+        for i, a in enumerate(alphas):
+            w, E = sla.eigh(CX - a * CY, subset_by_index=[d - k, d - 1])
+            U[i], theta[i] = E[:, ::-1], w[::-1]
+        U *= _sign_flips(U)[:, None, :]
+        flat = U.transpose(1, 0, 2).reshape(d, -1)
+        return U, theta, np.zeros(n_alpha), np.ones(n_alpha, dtype=int), flat.T @ (CX @ flat)
+
+    kk = min(k + 2, d)
+    if solver == "covariance":
+        CX, CY = moments.covariances()
+        lam, Q = sla.eigh(CY, driver="evd")
+        del CY
+        B = Q.T @ (CX @ Q)
+        del CX
+        B = (B + B.T) / 2
+        b_diag = np.diag(B).copy()
+        scale = _norm_estimate(lambda T: B @ T, d) + alphas * np.abs(lam).max()
+        V0 = _unit_starts(b_diag[None, :] - alphas[:, None] * lam[None, :], 2 * kk)
+        Z, theta, res, its = _davidson(lambda T: B @ T, lambda T: lam[:, None] * T, b_diag, lam,
+                                       alphas, k, V0, scale, tol, max_iter, 6 * kk)
+        Zs = Z.transpose(1, 0, 2).reshape(d, -1)
+        gram = Zs.T @ (B @ Zs)
+        U = np.matmul(Q[None, :, :], Z)
+    else:
+        dx, dy = moments.diagonals()
+        scale = _norm_estimate(moments.matmat_x, d) + alphas * _norm_estimate(moments.matmat_y, d)
+        V0 = _unit_starts(dx[None, :] - alphas[:, None] * dy[None, :], 2 * kk)
+        U, theta, res, its = _davidson(moments.matmat_x, moments.matmat_y, dx, dy,
+                                       alphas, k, V0, scale, tol, max_iter, 4 * kk)
+        flat = U.transpose(1, 0, 2).reshape(d, -1)
+        gram = flat.T @ moments.matmat_x(flat)
+    flips = _sign_flips(U)
+    U = U * flips[:, None, :]
+    f = flips.reshape(-1)
+    gram = gram * f[:, None] * f[None, :]
+    return U, theta, res, its, gram
+
+
+# ------------------------------------------------------------------- alpha choice
+
+
+def subspace_affinity(U: np.ndarray, gram: np.ndarray | None = None) -> np.ndarray:
+    """Product of the cosines of the principal angles between the subspaces of each pair.
+
+    Parameters
+    ----------
+    U : ndarray, shape (a, d, k)
+        Orthonormal bases (the loadings) of the a subspaces.
+    gram : ndarray, shape (a*k, a*k), optional
+        Inner products of the columns under another metric, e.g. ``U' C_X U`` to
+        compare the spans of the projected target data ``X_c U`` (the measure of
+        the ``contrastive`` package) instead of the loadings.
+
+    Returns
+    -------
+    affinity : ndarray, shape (a, a), symmetric, ones on the diagonal where defined.
+
+    Notes
+    -----
+    The product of the cosines equals ``|det(Qa' Qb)|`` for orthonormal bases,
+    i.e. ``|det G_ab| / sqrt(det G_aa det G_bb)`` for any bases with Gram blocks G.
+    Pairs involving a subspace along which the metric vanishes get 0.
+    """
+    n_alpha, _, k = U.shape
+    if gram is None:
+        flat = U.transpose(1, 0, 2).reshape(U.shape[1], -1)
+        gram = flat.T @ flat
+    blocks = gram.reshape(n_alpha, k, n_alpha, k).transpose(0, 2, 1, 3)
+    sign, logdet = np.linalg.slogdet(blocks)
+    own = np.diagonal(logdet).copy()
+    own_ok = np.diagonal(sign) > 0
+    with np.errstate(invalid="ignore", over="ignore"):
+        aff = np.exp(logdet - 0.5 * (own[:, None] + own[None, :]))
+    aff[(sign == 0) | ~own_ok[:, None] | ~own_ok[None, :]] = 0.0
+    aff = np.nan_to_num(np.minimum(aff, 1.0))
+    aff = (aff + aff.T) / 2
+    np.fill_diagonal(aff, np.where(own_ok, 1.0, 0.0))
+    return aff
+
+
+def select_alphas(affinity: np.ndarray, n_clusters: int, random_state=None):
+    """Spectral clustering of the alpha grid; one medoid per cluster not holding alpha = 0 (index 0).
+
+    Returns
+    -------
+    chosen : ndarray of grid indices (ascending); labels : (a,) cluster labels
+    """
+    spectral = SpectralClustering(n_clusters=n_clusters, affinity="precomputed",
+                                  random_state=check_random_state(random_state))
+    with warnings.catch_warnings():
+        # a disconnected affinity graph is legitimate here (far-apart subspaces)
+        warnings.filterwarnings("ignore", message="Graph is not fully connected")
+        labels = spectral.fit(affinity).labels_
+    chosen = []
+    for c in range(n_clusters):
+        members = np.flatnonzero(labels == c)
+        if members.size == 0 or 0 in members:
+            continue
+        sums = affinity[np.ix_(members, members)].sum(axis=0)
+        chosen.append(members[np.argmax(sums)])
+    return np.sort(np.asarray(chosen, dtype=int)), labels
+
+
+# ------------------------------------------------------------------------- CPCA
+
+
+class CPCA:
+    """Contrastive PCA of target X against background Y.
+
+    Parameters
+    ----------
+    n_components : int, default 2
+        Contrastive components per alpha.
+    alpha : 'auto', float >= 0 or list of floats >= 0, default 'auto'
+        'auto' chooses alphas from a grid as in the paper (alpha = 0, plain PCA
+        of the target, is always reported first); a number or list fits those.
+    n_alphas : int, default 40
+        Non-zero grid values, log-spaced in [0.1, 10**max_log_alpha] ('auto' only).
+    max_log_alpha : float, default 3
+    n_alpha_clusters : int, default 4
+        Spectral clusters of the grid; the one holding alpha = 0 is dropped, so at
+        most ``n_alpha_clusters - 1`` non-zero alphas are returned.
+    affinity : {'loadings', 'projection'}, default 'loadings'
+        Principal angles between the loadings (the paper) or between the projected
+        target data (what the ``contrastive`` package computes).
+    standardize : bool, default False
+        Scale each gene to unit variance within its own set (target, background).
+    random_state : int, Generator, RandomState or None
+        Seeds the k-means step of the spectral clustering.
+    solver : {'auto', 'full', 'covariance', 'implicit'}, default 'auto'
+        See the module docstring; 'auto' picks 'full' for d <= 128, 'covariance'
+        for d <= 5000 and 'implicit' beyond.
+    tol : float, default 1e-10
+        Relative residual norm ``||A u - theta u|| / ||A||`` at which an
+        iterative solver stops.
+    max_iter : int, default 500
+        Davidson sweeps at most; alphas not converged by then raise a warning.
+
+    Attributes
+    ----------
+    alphas_ : ndarray (n_fitted,)
+        Fitted alphas: for 'auto' 0 followed by the chosen values (ascending).
+    default_alpha_ : float
+        The first non-zero fitted alpha (the chosen one for 'auto', the given
+        one otherwise); ``transform`` uses it when no alpha is passed.
+    default_index_ : int
+        Its position in ``alphas_``.
+    components_ : ndarray (n_fitted, n_components, n_features)
+        Orthonormal contrastive directions per fitted alpha.
+    explained_contrast_ : ndarray (n_fitted, n_components)
+        Their eigenvalues of ``C_X - alpha C_Y`` (target minus alpha times
+        background variance), descending.
+    alpha_grid_ : ndarray (n_grid,)
+        Alphas compared by the affinity ('auto': the grid; else ``alphas_``).
+    affinity_ : ndarray (n_grid, n_grid)
+    alpha_labels_ : ndarray (n_grid,) of int
+        Spectral cluster of each grid alpha ('auto'); -1 otherwise.
+    grid_explained_contrast_ : ndarray (n_grid, n_components)
+    residuals_ : ndarray (n_grid,)
+        Relative residual norm reached per grid alpha (0 for the 'full' solver).
+    solver_ : str
+    mean_, scale_ : ndarray (n_features,)
+        Target centring and scaling (scale is ones unless standardize).
+    background_mean_, background_scale_ : ndarray (n_features,)
+    n_features_in_ : int
+    """
+
+    def __init__(self, n_components=2, alpha="auto", n_alphas=40, max_log_alpha=3, n_alpha_clusters=4,
+                 affinity="loadings", standardize=False, random_state=None, solver="auto", tol=1e-10,
+                 max_iter=500):
+        self.n_components = n_components
+        self.alpha = alpha
+        self.n_alphas = n_alphas
+        self.max_log_alpha = max_log_alpha
+        self.n_alpha_clusters = n_alpha_clusters
+        self.affinity = affinity
+        self.standardize = standardize
+        self.random_state = random_state
+        self.solver = solver
+        self.tol = tol
+        self.max_iter = max_iter
+
+    # -- parameter checks
+    def _validate(self, d: int):
+        k = _check_int(self.n_components, "n_components", 1)
+        if k > d:
+            raise ValueError(f"n_components must be <= the number of genes ({d}), got {k}")
+        mode, values = _check_alpha(self.alpha)
+        if mode == "auto":
+            n_alphas = _check_int(self.n_alphas, "n_alphas", 1)
+            if not isinstance(self.max_log_alpha, numbers.Real) or not np.isfinite(self.max_log_alpha) \
+                    or self.max_log_alpha <= -1:
+                raise ValueError(f"max_log_alpha must be a number > -1, got {self.max_log_alpha!r}")
+            p = _check_int(self.n_alpha_clusters, "n_alpha_clusters", 2)
+            if p > n_alphas + 1:
+                raise ValueError(f"n_alpha_clusters must be <= n_alphas + 1 = {n_alphas + 1}, got {p}")
+        if self.affinity not in _AFFINITIES:
+            raise ValueError(f"affinity must be one of {_AFFINITIES}, got {self.affinity!r}")
+        if self.solver not in _SOLVERS:
+            raise ValueError(f"solver must be one of {_SOLVERS}, got {self.solver!r}")
+        if not isinstance(self.tol, numbers.Real) or not 0 < self.tol < 1:
+            raise ValueError(f"tol must be a number in (0, 1), got {self.tol!r}")
+        _check_int(self.max_iter, "max_iter", 1)
+        if not isinstance(self.standardize, (bool, np.bool_)):
+            raise ValueError(f"standardize must be True or False, got {self.standardize!r}")
+        return k, mode, values
+
+    def _pick_solver(self, d: int, k: int) -> str:
+        if self.solver != "auto":
+            return self.solver
+        if d <= max(_FULL_MAX_D, 8 * (k + 2)):
+            return "full"
+        return "covariance" if d <= _COVARIANCE_MAX_D else "implicit"
+
+    def fit(self, X, Y):
+        """Fit on target X (n x d) and background Y (m x d); dense arrays or scipy.sparse.
+
+        Returns
+        -------
+        self
+        """
+        X, Y = _check_pair(X, Y)
+        d = X.shape[1]
+        k, mode, values = self._validate(d)
+        grid = alpha_grid(self.n_alphas, self.max_log_alpha) if mode == "auto" else values
+        solver = self._pick_solver(d, k)
+        if solver in ("full", "covariance") and d > _COVARIANCE_MAX_D:
+            warnings.warn(f"solver='{solver}' forms two {d} x {d} matrices", stacklevel=2)
+        moments = _Moments(X, Y, bool(self.standardize))
+        U, theta, res, its, gram = _solve(moments, grid, k, solver, float(self.tol), int(self.max_iter))
+        bad = res > self.tol
+        if solver != "full" and bad.any():
+            warnings.warn(f"cPCA did not converge to tol={self.tol:g} for {int(bad.sum())} alpha(s) within "
+                          f"max_iter={self.max_iter} (largest relative residual {res.max():.2e})", stacklevel=2)
+        affinity = subspace_affinity(U, gram if self.affinity == "projection" else None)
+        if mode == "auto":
+            chosen, labels = select_alphas(affinity, int(self.n_alpha_clusters), self.random_state)
+            keep = np.concatenate(([0], chosen))
+        else:
+            labels = np.full(grid.size, -1)
+            keep = np.arange(grid.size)
+
+        self.solver_ = solver
+        self.n_features_in_ = d
+        self.mean_, self.scale_ = moments.mean_x, moments.scale_x
+        self.background_mean_, self.background_scale_ = moments.mean_y, moments.scale_y
+        self.alpha_grid_ = grid
+        self.affinity_ = affinity
+        self.alpha_labels_ = labels
+        self.grid_explained_contrast_ = theta
+        self.residuals_ = res
+        self.n_iter_ = its
+        self.alphas_ = grid[keep]
+        self.components_ = U[keep].transpose(0, 2, 1).copy()
+        self.explained_contrast_ = theta[keep]
+        nonzero = np.flatnonzero(self.alphas_ > 0)
+        self.default_index_ = int(nonzero[0]) if nonzero.size else 0
+        self.default_alpha_ = float(self.alphas_[self.default_index_])
+        return self
+
+    def _alpha_index(self, alpha) -> int:
+        if not hasattr(self, "components_"):
+            raise ValueError("this CPCA is not fitted yet: call fit(X, Y) first")
+        if alpha is None:
+            return self.default_index_
+        hits = np.flatnonzero(np.isclose(self.alphas_, float(alpha), rtol=1e-9, atol=0.0))
+        if hits.size == 0:
+            raise ValueError(f"alpha={alpha!r} was not fitted; fitted alphas are {np.round(self.alphas_, 6).tolist()}")
+        return int(hits[0])
+
+    def transform(self, X, alpha=None) -> np.ndarray:
+        """Project cells onto the contrastive components of one fitted alpha.
+
+        Cells are centred (and scaled) with the target's mean (and scale), so
+        target and background cells passed here share one embedding.
+
+        Parameters
+        ----------
+        X : (n, d) dense or sparse
+        alpha : float or None
+            A fitted alpha (one of ``alphas_``); None = ``default_alpha_``.
+
+        Returns
+        -------
+        embedding : ndarray (n, n_components)
+        """
+        i = self._alpha_index(alpha)
+        X = _check_matrix(X, "X")
+        if X.shape[1] != self.n_features_in_:
+            raise ValueError(f"X has {X.shape[1]} genes, the model was fitted on {self.n_features_in_}")
+        W = (self.components_[i] * self.scale_[None, :]).T  # (d, k)
+        return np.asarray(X @ W) - self.mean_ @ W
+
+    def fit_transform(self, X, Y) -> np.ndarray:
+        """``fit(X, Y).transform(X)`` at the default alpha, shape (n, n_components)."""
+        return self.fit(X, Y).transform(X)
+
+
+# ------------------------------------------------------------------ kernel cPCA
+
+
+class KernelCPCA:
+    """Kernel contrastive PCA (Abid et al. 2018, Appendix E).
+
+    Target and background are mapped by a kernel; in feature space each set is
+    centred on its own mean and cPCA is solved there. With the centred kernel
+    ``K = L L'`` (``L = U_r diag(s_r)^{1/2}`` from its eigendecomposition, rank r)
+    the rows of L are isometric coordinates of the centred feature vectors, so
+    the dual eigenproblem of the block-row-scaled kernel becomes the symmetric
+    r x r problem ``L_X' L_X / (n-1) - alpha L_Y' L_Y / (m-1)`` solved by
+    :class:`CPCA` (automatic alpha included). The dual coefficients ``a``
+    (minimum-norm representers) satisfy ``a' K a = 1`` and the embedding of the
+    training cells is ``K a``. With a linear kernel the embedding spans the same
+    space as cPCA's.
+
+    Parameters
+    ----------
+    kernel : {'rbf', 'poly', 'linear'}, default 'rbf'
+    alpha : 'auto', float >= 0 or list, default 'auto'
+    n_components : int, default 2
+    gamma : float or None
+        rbf/poly coefficient; None = 1 / n_features (scikit-learn's convention).
+    degree : int, default 3; coef0 : float, default 1 (poly kernel)
+    n_alphas, max_log_alpha, n_alpha_clusters, affinity, random_state, tol :
+        as :class:`CPCA`.
+    standardize : bool, default False
+        Scale each input gene to unit variance within its own set before the kernel.
+    rank_tol : float, default 1e-10
+        Kernel eigenvalues below ``rank_tol * largest`` are dropped.
+
+    Attributes
+    ----------
+    alphas_, default_alpha_, explained_contrast_, alpha_grid_, affinity_,
+    alpha_labels_ : as :class:`CPCA`.
+    dual_coef_ : ndarray (n_fitted, n + m, n_components)
+        Coefficients ``a`` of each component over the training cells (target rows first).
+    rank_ : int
+        Numerical rank of the centred kernel.
+    """
+
+    def __init__(self, kernel="rbf", alpha="auto", n_components=2, gamma=None, degree=3, coef0=1.0,
+                 n_alphas=40, max_log_alpha=3, n_alpha_clusters=4, affinity="loadings", standardize=False,
+                 random_state=None, tol=1e-10, rank_tol=1e-10):
+        self.kernel = kernel
+        self.alpha = alpha
+        self.n_components = n_components
+        self.gamma = gamma
+        self.degree = degree
+        self.coef0 = coef0
+        self.n_alphas = n_alphas
+        self.max_log_alpha = max_log_alpha
+        self.n_alpha_clusters = n_alpha_clusters
+        self.affinity = affinity
+        self.standardize = standardize
+        self.random_state = random_state
+        self.tol = tol
+        self.rank_tol = rank_tol
+
+    def _kernel(self, A, B):
+        params = {}
+        if self.kernel in ("rbf", "poly"):
+            params["gamma"] = self._gamma
+        if self.kernel == "poly":
+            params.update(degree=self.degree, coef0=self.coef0)
+        return pairwise_kernels(A, B, metric="polynomial" if self.kernel == "poly" else self.kernel, **params)
+
+    def _prepare(self, A):
+        A = _check_matrix(A, "X")
+        A = A.toarray() if sp.issparse(A) else A
+        return (A - self._in_mean) * self._in_scale
+
+    def fit(self, X, Y):
+        """Fit on target X (n x d) and background Y (m x d). Returns self."""
+        if self.kernel not in _KERNELS:
+            raise ValueError(f"kernel must be one of {_KERNELS}, got {self.kernel!r}")
+        if self.gamma is not None and (not isinstance(self.gamma, numbers.Real) or self.gamma <= 0):
+            raise ValueError(f"gamma must be a number > 0 or None, got {self.gamma!r}")
+        _check_int(self.degree, "degree", 1)
+        if not isinstance(self.rank_tol, numbers.Real) or not 0 <= self.rank_tol < 1:
+            raise ValueError(f"rank_tol must be a number in [0, 1), got {self.rank_tol!r}")
+        X, Y = _check_pair(X, Y)
+        X = X.toarray() if sp.issparse(X) else X
+        Y = Y.toarray() if sp.issparse(Y) else Y
+        n, m = X.shape[0], Y.shape[0]
+        self._gamma = 1.0 / X.shape[1] if self.gamma is None else float(self.gamma)
+        if self.standardize:
+            mx, sx = _column_moments(X, True)
+            my, sy = _column_moments(Y, True)
+            Xs, Ys = (X - mx) * sx, (Y - my) * sy
+            # new data is mapped like the target
+            self._in_mean, self._in_scale = mx, sx
+        else:
+            Xs, Ys = X, Y
+            self._in_mean, self._in_scale = np.zeros(X.shape[1]), np.ones(X.shape[1])
+        Z = np.vstack([Xs, Ys])
+        K = self._kernel(Z, Z)
+        groups = [slice(0, n), slice(n, n + m)]
+        # feature-space centring, each set on its own mean
+        col_mean = np.vstack([K[g].mean(axis=0) for g in groups])          # (2, N): mean over each set's rows
+        block_mean = np.array([[K[g, h].mean() for h in groups] for g in groups])
+        group_of = np.repeat([0, 1], [n, m])
+        Kc = K - col_mean[group_of] - col_mean[group_of].T + block_mean[group_of][:, group_of]
+        Kc = (Kc + Kc.T) / 2
+        s, V = sla.eigh(Kc, driver="evd")
+        keep = s > self.rank_tol * max(s.max(), 0.0)
+        if not keep.any():
+            raise ValueError("the centred kernel is zero: no variance to contrast")
+        s, V = s[keep][::-1], V[:, keep][:, ::-1]
+        L = V * np.sqrt(s)
+        inner = CPCA(n_components=self.n_components, alpha=self.alpha, n_alphas=self.n_alphas,
+                     max_log_alpha=self.max_log_alpha, n_alpha_clusters=self.n_alpha_clusters,
+                     affinity=self.affinity, standardize=False, random_state=self.random_state,
+                     tol=self.tol)
+        if _check_int(self.n_components, "n_components", 1) > L.shape[1]:
+            raise ValueError(f"n_components must be <= the kernel rank ({L.shape[1]}), got {self.n_components}")
+        inner.fit(L[:n], L[n:])
+        self.cpca_ = inner
+        self.rank_ = int(L.shape[1])
+        for name in ("alphas_", "default_alpha_", "default_index_", "explained_contrast_", "alpha_grid_", "affinity_",
+                     "alpha_labels_", "residuals_"):
+            setattr(self, name, getattr(inner, name))
+        # minimum-norm dual coefficients: K a = L b and a' K a = b'b = 1
+        self.dual_coef_ = np.einsum("nr,r,ark->ank", V, 1.0 / np.sqrt(s), inner.components_.transpose(0, 2, 1))
+        self._Z = Z
+        self._n = n
+        self._col_mean_target = col_mean[0]
+        self._row_target_mean = np.array([block_mean[0, 0], block_mean[0, 1]])[group_of]
+        self._group_of = group_of
+        self._groups = groups
+        self._target_embedding = {i: L[:n] @ inner.components_[i].T for i in range(len(self.alphas_))}
+        return self
+
+    def transform(self, X, alpha=None) -> np.ndarray:
+        """Embed cells (centred in feature space on the target mean), shape (n_cells, n_components)."""
+        if not hasattr(self, "dual_coef_"):
+            raise ValueError("this KernelCPCA is not fitted yet: call fit(X, Y) first")
+        i = self.cpca_._alpha_index(alpha)
+        A = self._prepare(X)
+        if A.shape[1] != self._Z.shape[1]:
+            raise ValueError(f"X has {A.shape[1]} genes, the model was fitted on {self._Z.shape[1]}")
+        Kn = self._kernel(A, self._Z)
+        own = np.column_stack([Kn[:, g].mean(axis=1) for g in self._groups])  # (n_new, 2)
+        Kc = Kn - own[:, self._group_of] - self._col_mean_target[None, :] + self._row_target_mean[None, :]
+        return Kc @ self.dual_coef_[i]
+
+    def fit_transform(self, X, Y) -> np.ndarray:
+        """Fit, then the target cells' embedding at the default alpha, shape (n, n_components)."""
+        self.fit(X, Y)
+        return self._target_embedding[self.default_index_].copy()

@@ -1,0 +1,123 @@
+"""Scatter figure of the contrastive PCA embeddings, one panel per fitted alpha."""
+
+from __future__ import annotations
+
+import anndata as ad
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from ..tl._common import TARGET_KEY
+
+_BACKGROUND_COLOUR = "#c8c8c8"
+
+
+def _coordinates(E, components, rng):
+    """(x, y) of the cells; a 1-D embedding gets a small vertical jitter so cells do not overlap."""
+    if E.shape[1] == 1:
+        return E[:, 0], rng.uniform(-0.4, 0.4, size=E.shape[0])
+    return E[:, components[0]], E[:, components[1]]
+
+
+def cpca(
+    adata: ad.AnnData,
+    color: str = TARGET_KEY,
+    *,
+    key: str = TARGET_KEY,
+    components: tuple[int, int] = (0, 1),
+    show_background: bool = True,
+    point_size: float | None = None,
+    panel_size: float = 3.6,
+    ax=None,
+) -> plt.Figure:
+    """Cells in the cPCA embedding of every fitted alpha (``obsm['X_cpca_alpha<i>']``).
+
+    One panel per alpha (alpha = 0 is plain PCA of the target). Target cells, the
+    ones cPCA embeds, are coloured by ``obs[color]`` (categorical: one colour per
+    level, shared across panels; numeric: a colour bar); background cells, projected
+    on the same components, are drawn underneath in grey. With ``color == key``
+    the target cells get one colour. ``ax``: a sequence of Axes, one per alpha.
+    """
+    uns = adata.uns.get("cpca")
+    if uns is None or "embedding_keys" not in uns:
+        raise ValueError("adata: uns['cpca'] is missing; run scontrast.tl.cpca first")
+    names = [str(k) for k in np.asarray(uns["embedding_keys"]).ravel()]
+    missing = [k for k in names if k not in adata.obsm]
+    if missing:
+        raise ValueError(f"adata: obsm {missing} missing; run scontrast.tl.cpca first")
+    if color not in adata.obs:
+        raise ValueError(f"color: obs column '{color}' does not exist (have: {list(adata.obs.columns)[:15]})")
+    alphas = np.asarray(uns["alphas"], dtype=float).ravel()
+    k = adata.obsm[names[0]].shape[1]
+    if k > 1 and not (0 <= components[0] < k and 0 <= components[1] < k and components[0] != components[1]):
+        raise ValueError(f"components: {components} is not a pair of distinct indices below {k}")
+    is_target = adata.obs[key].to_numpy(dtype=bool)
+
+    if ax is None:
+        n = len(names)
+        ncols = min(n, 4)
+        nrows = int(np.ceil(n / ncols))
+        fig, axes = plt.subplots(nrows, ncols, figsize=(panel_size * ncols + 1.8, panel_size * nrows),
+                                 squeeze=False, layout="constrained")
+        axes = list(axes.ravel())
+        for extra in axes[n:]:
+            extra.set_visible(False)
+    else:
+        axes = list(np.atleast_1d(ax))
+        if len(axes) < len(names):
+            raise ValueError(f"ax: {len(names)} Axes are needed (one per alpha), got {len(axes)}")
+        fig = axes[0].figure
+    s = point_size if point_size is not None else max(2.0, min(30.0, 3000.0 / max(adata.n_obs, 1)))
+
+    values = adata.obs[color]
+    one_colour = color == key
+    categorical = one_colour or not pd.api.types.is_numeric_dtype(values) or pd.api.types.is_bool_dtype(values)
+    if categorical:
+        codes = np.where(is_target, "target", "background") if one_colour else np.asarray(values.astype(str))
+        levels = ["target"] if one_colour else list(pd.Categorical(codes[is_target]).categories)
+        cmap = plt.get_cmap("tab10" if len(levels) <= 10 else "tab20")
+        colours = {lev: cmap(i % cmap.N) for i, lev in enumerate(levels)}
+    else:
+        vals = values.to_numpy(dtype=float)
+        vmin, vmax = np.nanmin(vals[is_target]), np.nanmax(vals[is_target])
+
+    rng = np.random.default_rng(0)
+    sc = None
+    for i, (panel, name) in enumerate(zip(axes, names)):
+        E = np.asarray(adata.obsm[name])
+        x, y = _coordinates(E, components, rng)
+        if show_background:
+            panel.scatter(x[~is_target], y[~is_target], s=s, color=_BACKGROUND_COLOUR, alpha=0.6,
+                          linewidths=0, rasterized=True)
+        if categorical:
+            for lev in levels:
+                pick = is_target & (codes == lev)
+                panel.scatter(x[pick], y[pick], s=s, color=colours[lev], alpha=0.85, linewidths=0,
+                              rasterized=True)
+        else:
+            sc = panel.scatter(x[is_target], y[is_target], s=s, c=vals[is_target], cmap="viridis", vmin=vmin,
+                               vmax=vmax, linewidths=0, rasterized=True)
+        a = alphas[i] if i < alphas.size else float("nan")
+        chosen = " (default)" if int(uns.get("default_index", -1)) == i else ""
+        panel.set_title("alpha = 0 (PCA of target)" if a == 0 else f"alpha = {a:.3g}{chosen}")
+        panel.set_xlabel(f"cPC {components[0] + 1 if k > 1 else 1}")
+        panel.set_ylabel(f"cPC {components[1] + 1}" if k > 1 else "jitter")
+
+    handles = []
+    if categorical:
+        handles = [plt.Line2D([], [], marker="o", linestyle="", color=colours[lev],
+                              label=f"{lev} ({int(np.sum(is_target & (codes == lev)))})") for lev in levels]
+    if show_background:
+        handles.append(plt.Line2D([], [], marker="o", linestyle="", color=_BACKGROUND_COLOUR,
+                                  label=f"background ({int((~is_target).sum())})"))
+    if handles:
+        fig.legend(handles=handles, title=None if one_colour else f"target: {color}", loc="outside right center",
+                   fontsize="small", ncols=1 if len(handles) <= 20 else 2)
+    if sc is not None:
+        fig.colorbar(sc, ax=axes[:len(names)], label=f"{color} (target cells)")
+    fig.suptitle(f"contrastive PCA: {int(np.sum(is_target))} target vs {int(np.sum(~is_target))} background cells, "
+                 f"{int(uns.get('n_genes', 0))} genes")
+    return fig
+
+
+__all__ = ["cpca"]

@@ -1,0 +1,125 @@
+"""AnnData front end of contrastive PCA: ``tl.cpca(adata, ...)``."""
+
+from __future__ import annotations
+
+import logging
+
+import anndata as ad
+import numpy as np
+import scipy.sparse as sp
+
+from ..cpca import CPCA
+from ._common import TARGET_KEY, group_matrices, record_params
+
+log = logging.getLogger(__name__)
+
+
+def _alpha_param(alpha):
+    """The alpha setting in a form h5ad can store (a string, a float or a float array)."""
+    if isinstance(alpha, str):
+        return alpha
+    arr = np.asarray(alpha, dtype=float)
+    return float(arr) if arr.ndim == 0 else arr
+
+
+def cpca(
+    adata: ad.AnnData,
+    *,
+    n_components: int = 2,
+    alpha="auto",
+    genes: str = "highly_variable",
+    layer: str | None = None,
+    key: str = TARGET_KEY,
+    n_alphas: int = 40,
+    max_log_alpha: float = 3,
+    n_alpha_clusters: int = 4,
+    affinity: str = "loadings",
+    standardize: bool = False,
+    solver: str = "auto",
+    tol: float = 1e-10,
+    max_iter: int = 500,
+    random_state: int = 0,
+    copy: bool = False,
+):
+    """Contrastive PCA of the target cells against the background cells.
+
+    Parameters
+    ----------
+    adata
+        Cells x genes, log-normalised, with boolean ``obs[key]`` (True = target).
+    n_components
+        Contrastive components per alpha.
+    alpha
+        ``'auto'`` (alphas chosen from a grid by spectral clustering of subspaces, as in
+        the paper; alpha = 0, plain PCA of the target, always comes first), a number
+        >= 0, or a list of them.
+    genes
+        ``'highly_variable'`` (default), ``'sparda_selected'`` (needs SPARDA's
+        ``var['sparda_selected']``), ``'all'`` or any boolean var column.
+    layer
+        Matrix to use instead of ``X``.
+    key
+        Boolean obs column of the target/background split.
+    n_alphas, max_log_alpha, n_alpha_clusters, affinity, standardize, solver, tol, max_iter
+        Passed to :class:`scontrast.cpca.CPCA`.
+    random_state
+        Seed of the spectral clustering of the alpha grid.
+    copy
+        Work on (and return) a copy.
+
+    Writes
+    ------
+    ``obsm['X_cpca']`` (n_obs x k): every cell projected (centred on the target mean)
+    on the components of the default alpha (the first chosen non-zero alpha for
+    ``'auto'``, else the first non-zero given alpha);
+    ``obsm['X_cpca_alpha<i>']``: the same for the i-th fitted alpha
+    (``uns['cpca']['alphas'][i]``; for ``'auto'`` i = 0 is alpha = 0);
+    ``varm['cPCs']`` (n_vars x k) loadings of the default alpha and
+    ``varm['cPCs_alpha<i>']`` per fitted alpha, 0 for genes outside the gene set;
+    ``uns['cpca']``: params, versions, seed, ``alphas``, ``alpha`` (the default),
+    ``alpha_grid``, ``affinity`` (grid x grid), ``alpha_labels`` (spectral
+    clusters), ``explained_contrast`` (fitted alphas x k eigenvalues of
+    C_X - alpha C_Y), ``grid_explained_contrast``, ``residuals``, ``solver``, the
+    group sizes and the number of genes.
+    """
+    params = dict(n_components=n_components, alpha=_alpha_param(alpha), genes=genes, layer=layer, key=key,
+                  n_alphas=n_alphas, max_log_alpha=max_log_alpha, n_alpha_clusters=n_alpha_clusters,
+                  affinity=affinity, standardize=standardize, solver=solver, tol=tol, max_iter=max_iter)
+    adata = adata.copy() if copy else adata
+    X, Y, mask = group_matrices(adata, genes=genes, layer=layer, key=key, min_cells=2)
+    model = CPCA(n_components=n_components, alpha=alpha, n_alphas=n_alphas, max_log_alpha=max_log_alpha,
+                 n_alpha_clusters=n_alpha_clusters, affinity=affinity, standardize=standardize,
+                 random_state=random_state, solver=solver, tol=tol, max_iter=max_iter).fit(X, Y)
+    log.info("cpca: %d target x %d background cells, %d genes, solver %s; alphas %s (default %.4g)",
+             X.shape[0], Y.shape[0], X.shape[1], model.solver_, np.round(model.alphas_, 4).tolist(),
+             model.default_alpha_)
+
+    full = adata.X if layer is None else adata.layers[layer]
+    full = full[:, mask]
+    full = sp.csr_matrix(full) if sp.issparse(full) else np.asarray(full)
+    keys = []
+    for i, a in enumerate(model.alphas_):
+        name = f"X_cpca_alpha{i}"
+        adata.obsm[name] = model.transform(full, alpha=a)
+        W = np.zeros((adata.n_vars, model.components_.shape[1]))
+        W[mask] = model.components_[i].T
+        adata.varm[f"cPCs_alpha{i}"] = W
+        keys.append(name)
+    default = model.default_index_
+    adata.obsm["X_cpca"] = adata.obsm[keys[default]].copy()
+    adata.varm["cPCs"] = adata.varm[f"cPCs_alpha{default}"].copy()
+    record_params(
+        adata, "cpca", params, random_state,
+        alphas=np.asarray(model.alphas_, dtype=float), alpha=float(model.default_alpha_),
+        default_index=int(default), embedding_keys=np.asarray(keys, dtype=str),
+        alpha_grid=np.asarray(model.alpha_grid_, dtype=float), affinity=np.asarray(model.affinity_, dtype=float),
+        alpha_labels=np.asarray(model.alpha_labels_, dtype=int),
+        explained_contrast=np.asarray(model.explained_contrast_, dtype=float),
+        grid_explained_contrast=np.asarray(model.grid_explained_contrast_, dtype=float),
+        residuals=np.asarray(model.residuals_, dtype=float), solver=model.solver_,
+        n_target=int(X.shape[0]), n_background=int(Y.shape[0]), n_genes=int(mask.sum()),
+    )
+    return adata if copy else None
+
+
+__all__ = ["cpca"]
