@@ -6,7 +6,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from scipy.linalg import subspace_angles
 from scipy.stats import multivariate_normal
 
 from scontrast.pcpca import PCPCA, max_gamma, observed_loglik
