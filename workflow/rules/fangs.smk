@@ -23,8 +23,8 @@ rule latent_features:
         "results/{dataset}/benchmarks/latent_features.tsv"
     threads: 1
     resources:
-        mem_mb=lambda w, input: max(2000, int(6 * input.size_mb)),
-        runtime=lambda w, input: max(10, int(input.size_mb / 5)),
+        mem_mb=mem_mb(per_input_mb=6),
+        runtime=runtime_min(per_input_mb=0.2),
     conda:
         "../../envs/scontrast.yaml"
     script:
@@ -53,8 +53,8 @@ rule fangs:
         "results/{dataset}/benchmarks/fangs.tsv"
     threads: 2
     resources:
-        mem_mb=lambda w, input: max(2000, int(8 * input.size_mb)),
-        runtime=lambda w, input: max(10, int(input.size_mb / 5)),
+        mem_mb=mem_mb(per_input_mb=8),
+        runtime=runtime_min(per_input_mb=0.2),
     conda:
         "../../envs/scontrast.yaml"
     script:

@@ -19,8 +19,8 @@ rule pcpca:
         "results/{dataset}/benchmarks/pcpca.tsv"
     threads: 2
     resources:
-        mem_mb=lambda w, input: max(2000, int(8 * input.size_mb)),
-        runtime=lambda w, input: max(10, int(input.size_mb / 10)),
+        mem_mb=mem_mb(per_input_mb=8),
+        runtime=runtime_min(per_input_mb=0.1),
     conda:
         "../../envs/scontrast.yaml"
     script:

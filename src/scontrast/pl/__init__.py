@@ -3,6 +3,8 @@
 Functions only build figures (never ``plt.show()``); the rule scripts save them.
 """
 
+from ._fangs import fangs
+from ._pcpca import pcpca
 from ._preprocess import preprocess
 
-__all__ = ["preprocess"]
+__all__ = ["fangs", "pcpca", "preprocess"]

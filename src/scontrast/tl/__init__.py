@@ -6,5 +6,8 @@ versions and the seed.
 """
 
 from ._common import gene_mask, group_matrices, record_params, target_mask
+from ._fangs import fangs
+from ._latent_features import latent_features
+from ._pcpca import pcpca
 
-__all__ = ["gene_mask", "group_matrices", "record_params", "target_mask"]
+__all__ = ["fangs", "gene_mask", "group_matrices", "latent_features", "pcpca", "record_params", "target_mask"]
