@@ -46,7 +46,7 @@ key                dtype, shape            meaning
 ``n_features``     int64 (B,)              K_b: sample b is ``Z[:, off[b]:off[b+1]]``,
                                            ``off = [0, cumsum(n_features)]``
 ``cell_names``     str (N,), optional      the cells (rows), matched to ``obs_names``
-``log_joint``      float64 (T,), optional  log joint density per sweep
+``log_joint``      float64 (T,), optional  log p(X, [Z], hyperparameters) per sweep
 other keys         numeric arrays          traces (``K``, ``alpha``, ``sigma_x``,
                                            ``sigma_a``, ``sweeps``), free-form
 =================  ======================  =========================================
@@ -75,6 +75,7 @@ from threadpoolctl import threadpool_limits
 __all__ = [
     "LinearGaussianIBP",
     "ibp_log_prob",
+    "collapsed_log_likelihood",
     "sample_ibp",
     "simulate_linear_gaussian",
     "FeatureSamples",
@@ -423,6 +424,32 @@ def ibp_log_prob(Z, alpha: float) -> float:
     return out
 
 
+def collapsed_log_likelihood(X, Z, sigma_x: float, sigma_a: float) -> float:
+    """log p(X | Z, sigma_x, sigma_a) with the loadings A integrated out.
+
+    Griffiths and Ghahramani 2011, eq. 26: with W = Z'Z + (sigma_x / sigma_a)^2 I,
+    ``-ND/2 log 2pi - (N-K) D log sigma_x - K D log sigma_a - D/2 log|W|
+    - tr(X'X - X'Z W^-1 Z'X) / (2 sigma_x^2)``; equivalently each column of
+    X is N(0, sigma_a^2 Z Z' + sigma_x^2 I).
+
+    X (N, D) float, Z (N, K) binary.
+    """
+    X = np.asarray(X, dtype=np.float64)
+    Z = np.asarray(Z, dtype=np.float64)
+    n, d = X.shape
+    k = Z.shape[1]
+    out = -0.5 * n * d * math.log(2 * math.pi) - (n - k) * d * math.log(sigma_x) - k * d * math.log(sigma_a)
+    quad = float(np.sum(X * X))
+    if k:
+        W = Z.T @ Z + (sigma_x / sigma_a) ** 2 * np.eye(k)
+        L = np.linalg.cholesky(W)
+        ZtX = Z.T @ X
+        half = np.linalg.solve(L, ZtX)  # L^-1 Z'X, so that |half|^2 = tr(X'Z W^-1 Z'X)
+        out -= d * float(np.sum(np.log(np.diag(L))))
+        quad -= float(np.sum(half * half))
+    return out - quad / (2 * sigma_x**2)
+
+
 def sample_ibp(n: int, alpha: float, random_state=None, max_features: int | None = None) -> np.ndarray:
     """Draw Z (n, K) uint8 from the Indian buffet process (the restaurant construction).
 
@@ -540,7 +567,9 @@ class LinearGaussianIBP:
     sample_sweeps_ : ndarray (B,)
         Sweep index (0-based) of each retained sample.
     log_joint_ : ndarray (n_iter,)
-        log p(X, Z, A, hyperparameters) after each sweep (scaled units).
+        log p(X, [Z], hyperparameters) after each sweep, the loadings A
+        integrated out (``collapsed_log_likelihood`` + ``ibp_log_prob`` +
+        the log priors of the sampled hyperparameters; X in scaled units).
     n_features_ : ndarray (n_iter,) ; alpha_, sigma_x_, sigma_a_ : ndarray (n_iter,)
         Traces (standard deviations in the units of X).
     Z_ : ndarray (N, K) uint8 ; A_ : ndarray (K, D)
@@ -656,9 +685,8 @@ class LinearGaussianIBP:
                 s2a = _inv_gamma(rng, aa + 0.5 * K * d, ba + 0.5 * ssa)
             if self.alpha is None:
                 alpha = rng.gamma(a_alpha + K, 1.0 / (b_alpha + harmonic))
-            lj = (-0.5 * n * d * math.log(2 * math.pi * s2x) - rss / (2 * s2x)
-                  - 0.5 * K * d * math.log(2 * math.pi * s2a) - ssa / (2 * s2a)
-                  + ibp_log_prob(Z[:, :K], alpha))
+            # A integrated out, so that values are comparable across K.
+            lj = collapsed_log_likelihood(Xs, Z[:, :K], math.sqrt(s2x), math.sqrt(s2a)) + ibp_log_prob(Z[:, :K], alpha)
             if fixed_x is None:
                 lj += _log_inv_gamma(s2x, ax, bx)
             if fixed_a is None:
