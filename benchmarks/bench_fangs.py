@@ -148,6 +148,7 @@ def sampler_run(n=2000, d=10, k=5, sweeps=1000, burn_in=500, thin=5, n_jobs=-1, 
             "compile_s": model.timings_["compile"], "B": len(ks), "K_range": (min(ks), max(ks)),
             "sigma_x_mean": float(model.sigma_x_[burn_in:].mean()),
             "fangs_loss": f.expected_loss, "draws_loss": dr.expected_loss, "fangs_s": f.timings["total"],
+            "init_s": f.timings["initialization"], "sweet_s": f.timings["sweetening"],
             "draws_s": dr.timings["total"], "fangs_K": f.n_features,
             "fangs_to_truth": faro_loss(f.estimate, Z), "draws_to_truth": faro_loss(dr.estimate, Z),
             "truth_loss": expected_loss(model.samples_, Z)}

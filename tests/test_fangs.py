@@ -124,18 +124,26 @@ def test_not_symmetric_when_a_differs_from_one(a):
         assert faro_loss(A, B, a) + faro_loss(B, C, a) >= faro_loss(A, C, a) - 1e-9
 
 
-def test_compiled_assignment_matches_scipy():
+def test_compiled_assignment_matches_scipy_and_gives_optimal_duals():
     rng = np.random.default_rng(4)
     for _ in range(400):
         nr, nc = (int(x) for x in rng.integers(1, 12, size=2))
         M = rng.integers(0, 30, size=(nr, nc)).astype(float)
-        assign = np.empty(nr, dtype=np.int64)
-        val = _lap_max(M, nr, nc, assign)
+        n = max(nr, nc)
+        assign, du, dw = np.empty(nr, dtype=np.int64), np.empty(n), np.empty(n)
+        val = _lap_max(M, nr, nc, assign, du, dw)
         r, c = linear_sum_assignment(M, maximize=True)
         assert val == M[r, c].sum()
-        used = assign >= 0
-        assert used.sum() == min(nr, nc) and len(set(assign[used])) == used.sum()
-        assert M[np.flatnonzero(used), assign[used]].sum() == val
+        assert len(set(assign)) == nr and assign.max() < n
+        real = assign < nc
+        assert M[np.flatnonzero(real), assign[real]].sum() == val
+        # duals of the zero-padded square problem: feasible, tight on the assignment, same optimum
+        Mp = np.zeros((n, n))
+        Mp[:nr, :nc] = M
+        assert np.all(du[:, None] + dw[None, :] >= Mp - 1e-9)
+        assert np.allclose(du[np.arange(nr)] + dw[assign], Mp[np.arange(nr), assign])
+        assert du.sum() + dw.sum() == pytest.approx(val)
+        assert np.allclose(du, np.round(du)) and np.allclose(dw, np.round(dw))  # integer data, integer duals
 
 
 # --------------------------------------------------------------------------- validation
@@ -198,7 +206,16 @@ def test_incremental_flips_equal_recomputation(a):
         if rng.random() < 0.5:  # accept arbitrary flips so the estimate wanders (features born and dropped)
             state.commit(i, j, pending)
             assert state.loss() == pytest.approx(expected_loss(samples, state.estimate(), a), abs=1e-9)
-            assert not state.E[:, -1].any() and state.E[:, :-1].any(axis=0).all()
+            if not state.has_empty_column():  # what the search does when every column became a feature
+                state = _Sweetener(P, state.estimate(), a, extra=2)
+            Mp = np.zeros((P.B, state.width, state.width))  # the duals stay feasible and tight
+            for b in range(P.B):
+                Mp[b, :, :P.k[b]] = state.O[:, P.off[b]:P.off[b + 1]]
+            assert np.all(state.du[:, :, None] + state.dw[:, None, :] >= Mp - 1e-9)
+            rows = np.arange(state.width)
+            assert np.allclose(np.take_along_axis(state.dw, state.match, 1) + state.du,
+                               Mp[np.arange(P.B)[:, None], rows, state.match])
+            assert np.allclose(state.du.sum(1) + state.dw.sum(1), state.v)
 
 
 # --------------------------------------------------------------------------- search

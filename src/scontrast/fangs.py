@@ -207,7 +207,6 @@ class _Packed:
         self.nnz = np.array([int(s.sum()) for s in samples], dtype=np.float64)
         self.rowany = np.stack([s.any(axis=1) for s in samples], axis=1)
         self.kmax = int(self.k.max())
-        self.nonempty = self.k > 0
 
     def sample(self, b: int) -> np.ndarray:
         return self.S[:, self.off[b]:self.off[b + 1]]
@@ -448,13 +447,16 @@ def _initial_candidate(P: _Packed, c: int, a: float) -> tuple[np.ndarray, float,
 
 
 @numba.njit(cache=True, nogil=True)
-def _lap_max(M, nr, nc, assign):
-    """Maximum-weight assignment of the block M[:nr, :nc] (zero-padded to a square).
+def _lap_max(M, nr, nc, assign, du, dw):
+    """Maximum-weight assignment of the block M[:nr, :nc], zero-padded to n x n.
 
     The shortest-augmenting-path Hungarian method (O(n^3), n = max(nr, nc))
-    on the costs -M, compiled so that the sweetening can call it without
-    Python overhead. Writes ``assign[k]`` = column of row k (-1 = a padding
-    column) and returns the optimum. Checked against scipy in the tests.
+    on the costs -M, compiled so that the search can call it without Python
+    overhead and from several threads (no GIL). Writes ``assign[r]`` = the
+    column of row r (>= nc: a padding column) for r < nr, and optimal duals
+    ``du[:n]``, ``dw[:n]`` with du[r] + dw[c] >= M[r, c] (0 outside the
+    block), equality on the assignment. Returns the optimum. Checked against
+    scipy in the tests.
     """
     n = max(nr, nc)
     u = np.zeros(n + 1)
@@ -502,11 +504,12 @@ def _lap_max(M, nr, nc, assign):
     for jj in range(1, n + 1):
         r = p[jj] - 1
         if r < nr:
+            assign[r] = jj - 1
             if jj <= nc:
-                assign[r] = jj - 1
                 total += M[r, jj - 1]
-            else:
-                assign[r] = -1
+    for k in range(n):
+        du[k] = -u[k + 1]
+        dw[k] = -w[k + 1]
     return total
 
 
@@ -522,8 +525,11 @@ def _solve_blocks(O, off, v_out, assign_out):
     kmax = 0
     for b in range(B):
         kmax = max(kmax, off[b + 1] - off[b])
+    n = max(W, kmax)
     block = np.empty((W, kmax))
     assign = np.empty(W, np.int64)
+    du = np.empty(n)
+    dw = np.empty(n)
     for b in range(B):
         kb = off[b + 1] - off[b]
         if kb == 0 or W == 0:
@@ -533,28 +539,49 @@ def _solve_blocks(O, off, v_out, assign_out):
         for k in range(W):
             for c in range(kb):
                 block[k, c] = O[k, off[b] + c]
-        v_out[b] = _lap_max(block, W, kb, assign)
-        assign_out[b, :] = assign
+        v_out[b] = _lap_max(block, W, kb, assign, du, dw)
+        for k in range(W):
+            assign_out[b, k] = assign[k] if assign[k] < kb else -1
 
 
 @numba.njit(cache=True, nogil=True)
-def _evaluate_flip(i, j, d, S, off, O, v, match, rowmax, rowany_i, a, early_stop, dv, new_match, solved):
-    """Summed change of the FARO loss over the samples if E[i, j] flips (d = +1 on, -1 off).
+def _solve_square(O, off, v, match, du, dw):
+    """Square (W x W, samples padded with zero columns) assignments and duals; needs W >= every K_b."""
+    W = O.shape[0]
+    B = off.shape[0] - 1
+    block = np.empty((W, W))
+    assign = np.empty(W, np.int64)
+    for b in range(B):
+        kb = off[b + 1] - off[b]
+        for k in range(W):
+            for c in range(kb):
+                block[k, c] = O[k, off[b] + c]
+        v[b] = _lap_max(block, W, kb, assign, du[b], dw[b])
+        for k in range(W):
+            match[b, k] = assign[k]
 
-    See ``_Sweetener``. Fills ``dv`` (B,) with the change of each sample's
-    optimum, ``solved`` (B,) with 1 where the block was re-solved and then
-    ``new_match[b]`` with its new assignment. Returns NaN when the bounds
-    prove the flip cannot lower the loss (with ``early_stop``).
+
+@numba.njit(cache=True, nogil=True)
+def _evaluate_flip(i, j, E, S, off, O, v, match, du, dw, rowany_i, a, early_stop,
+                   dv, solved, new_match, new_du, new_dw, block, assign):
+    """Summed change of the FARO loss over the samples if E[i, j] flips. See ``_Sweetener``.
+
+    Fills ``dv`` (B,) with each sample's change of optimum and ``solved``
+    (B,) with 1 where the sample was re-solved (its new assignment and duals
+    then in ``new_match[b]``, ``new_du[b]``, ``new_dw[b]``). Returns NaN when
+    the bounds prove that the flip cannot lower the loss (with ``early_stop``).
     """
     B = v.shape[0]
     W = O.shape[0]
+    d = 1 - 2 * int(E[i, j])
     upper = 0.0
     n_open = 0
     for b in range(B):
-        mj = match[b, j]
+        kb = off[b + 1] - off[b]
+        lj = match[b, j]
         mt = 0.0
-        if mj >= 0:
-            mt = float(S[i, off[b] + mj])
+        if lj < kb:
+            mt = float(S[i, off[b] + lj])
         hi = 0.0
         if d == 1:
             lo = mt
@@ -564,120 +591,177 @@ def _evaluate_flip(i, j, d, S, off, O, v, match, rowmax, rowany_i, a, early_stop
             lo = -mt
         dv[b] = lo
         upper += hi
+        solved[b] = 0
         if lo != hi:
-            solved[b] = 1
-            n_open += 1
-        else:
-            solved[b] = 0
+            # dv leaves its keep-the-assignment end only through an optimal
+            # assignment sending j to a column with r = 1 (on) or r = 0 (off):
+            # impossible when every such column has reduced cost >= 1.
+            tight = False
+            for c in range(W):
+                r = 0
+                if c < kb:
+                    r = S[i, off[b] + c]
+                if (d == 1 and r == 1) or (d == -1 and r == 0):
+                    m = O[j, off[b] + c] if c < kb else 0.0
+                    if du[b, j] + dw[b, c] - m < 0.5:
+                        tight = True
+                        break
+            if tight:
+                solved[b] = 1
+                n_open += 1
+            else:
+                upper -= 1.0
     need = d * a * B / 2.0
     if early_stop and upper <= need:
         return np.nan
-    if n_open == 0:
-        return d * a * B - 2.0 * dv.sum()
-    # An assignment sending column j to a sample column l with r[l] = 1 (on) or
-    # r[l] = 0 (off) is worth at most sum_{k != j} rowmax[k] + O[j, l].
-    for b in range(B):
-        if solved[b] == 0:
-            continue
-        alt = 0.0
-        for k in range(W):
-            if k != j:
-                alt += rowmax[b, k]
-        best = 0.0
-        for c in range(off[b], off[b + 1]):
-            if (S[i, c] == 1) == (d == 1):
-                if O[j, c] > best:
-                    best = O[j, c]
-        if alt + best < v[b] - 0.5:
-            solved[b] = 0
-            upper -= 1.0  # the bracket [lo, lo + 1] closes at lo
-    if early_stop and upper <= need:
-        return np.nan
-    kmax = 0
-    for b in range(B):
-        kmax = max(kmax, off[b + 1] - off[b])
-    block = np.empty((W, kmax))
-    assign = np.empty(W, np.int64)
-    for b in range(B):
-        if solved[b] == 0:
-            continue
-        kb = off[b + 1] - off[b]
-        for k in range(W):
+    if n_open > 0:
+        for b in range(B):
+            if solved[b] == 0:
+                continue
+            kb = off[b + 1] - off[b]
+            for k in range(W):
+                for c in range(kb):
+                    block[k, c] = O[k, off[b] + c]
             for c in range(kb):
-                block[k, c] = O[k, off[b] + c]
-        for c in range(kb):
-            block[j, c] += d * S[i, off[b] + c]
-        val = _lap_max(block, W, kb, assign)
-        hi = 0.0
-        if d == 1 and rowany_i[b]:
-            hi = 1.0
-        dv[b] = val - v[b]
-        for k in range(W):
-            new_match[b, k] = assign[k]
-        upper += dv[b] - hi
-        if early_stop and upper <= need:
-            return np.nan
+                block[j, c] += d * S[i, off[b] + c]
+            val = _lap_max(block, W, kb, assign, new_du[b], new_dw[b])
+            for k in range(W):
+                new_match[b, k] = assign[k]
+            hi = 0.0
+            if d == 1 and rowany_i[b]:
+                hi = 1.0
+            dv[b] = val - v[b]
+            upper += dv[b] - hi
+            if early_stop and upper <= need:
+                return np.nan
     return d * a * B - 2.0 * dv.sum()
 
 
-def _segment_max(x: np.ndarray, P: _Packed) -> np.ndarray:
-    """(B,) maximum of ``x`` (L,) over each sample's columns; 0 for empty samples."""
-    out = np.zeros(P.B)
-    if P.nonempty.any():
-        out[P.nonempty] = np.maximum.reduceat(x, P.off[:-1][P.nonempty])
-    return out
+@numba.njit(cache=True, nogil=True)
+def _commit_flip(i, j, E, colsum, S, O, v, match, du, dw, dv, solved, new_match, new_du, new_dw):
+    """Apply the flip of E[i, j] evaluated by ``_evaluate_flip``."""
+    B = v.shape[0]
+    W = O.shape[0]
+    d = 1 - 2 * int(E[i, j])
+    for b in range(B):
+        v[b] += dv[b]
+        if solved[b]:
+            for k in range(W):
+                match[b, k] = new_match[b, k]
+                du[b, k] = new_du[b, k]
+                dw[b, k] = new_dw[b, k]
+        else:
+            # the old assignment stays optimal; shifting row j's dual by dv
+            # keeps the duals feasible and tight for the changed row
+            du[b, j] += dv[b]
+    for c in range(O.shape[1]):
+        O[j, c] += d * S[i, c]
+    E[i, j] = 1 - E[i, j]
+    colsum[j] += d
+
+
+@numba.njit(cache=True, nogil=True)
+def _sweeten_steps(E, colsum, S, off, O, v, match, du, dw, rowany, a, rows, us, start, stop):
+    """Proposals start..stop-1 of a sweetening; returns (next proposal, flips accepted).
+
+    Proposal t flips E[rows[t], j] with j the int(us[t] * (K + 1))-th of the
+    K non-empty columns followed by the first empty one. Stops early (before
+    using up a proposal) when no empty column is left, so the caller can
+    widen E.
+    """
+    B = v.shape[0]
+    W = O.shape[0]
+    dv = np.empty(B)
+    solved = np.empty(B, np.int8)
+    new_match = np.empty((B, W), np.int64)
+    new_du = np.empty((B, W))
+    new_dw = np.empty((B, W))
+    block = np.empty((W, W))
+    assign = np.empty(W, np.int64)
+    accepted = 0
+    t = start
+    while t < stop:
+        n_used = 0
+        empty = -1
+        for c in range(W):
+            if colsum[c] > 0:
+                n_used += 1
+            elif empty < 0:
+                empty = c
+        if empty < 0:
+            break
+        pick = int(us[t] * (n_used + 1))
+        j = empty
+        seen = 0
+        for c in range(W):
+            if colsum[c] > 0:
+                if seen == pick:
+                    j = c
+                    break
+                seen += 1
+        i = rows[t]
+        t += 1
+        delta = _evaluate_flip(i, j, E, S, off, O, v, match, du, dw, rowany[i], a, True,
+                               dv, solved, new_match, new_du, new_dw, block, assign)
+        if not np.isnan(delta) and delta < 0:
+            _commit_flip(i, j, E, colsum, S, O, v, match, du, dw, dv, solved, new_match, new_du, new_dw)
+            accepted += 1
+    return t, accepted
 
 
 class _Sweetener:
     """Incremental expected FARO loss of an estimate under one-entry flips.
 
-    State, for the working estimate E (N, W) whose last column is always the
-    single empty column (so that a flip may start a new feature):
+    The working estimate E (N, W) has W > every K_b and at least one empty
+    column (a flip there starts a new feature; empty columns change no loss).
+    Every sample is padded with zero columns to W, so each alignment is a
+    W x W assignment. State per sample b:
 
     * ``O`` (W, L): overlaps of E's columns with every sample column
       (``E.T @ S``); a flip of E[i, j] changes only row j, by +-S[i, :].
-    * ``v`` (B,): maximum total overlap per sample (the assignment optimum),
-      ``match`` (B, W): the sample column assigned to each column of E
-      (-1 = none), an optimal assignment; ``rowmax`` (B, W): the largest
-      overlap of each column of E within each sample.
-    * the expected loss is ``mean(a |E| + b |S_b| - 2 v_b)``.
+    * ``v[b]``: the maximum total overlap (the expected loss is
+      ``mean(a |E| + (2 - a) |S_b| - 2 v_b)``); ``match[b]`` (W,): an optimal
+      assignment (columns >= K_b are padding); ``du[b]``, ``dw[b]`` (W,):
+      optimal integer duals, du[k] + dw[l] >= O_b[k, l].
 
     A flip changes v_b by an integer dv_b, bracketed without solving: with
     r = S_b[i, :] and l* = match_b[j], turning E[i, j] on gives
     r[l*] <= dv_b <= max(r), turning it off -r[l*] <= dv_b <= 0. An open
-    bracket means dv_b moves off its "keep the assignment" end only if some
-    other optimal assignment sends column j to a sample column l with
-    r[l] = 1 (on) or r[l] = 0 (off); every assignment doing so is worth at
-    most sum_{k != j} rowmax_b[k] + max_l O[j, l] over those l, so when that
-    is below v_b the bracket closes too. Only the remaining samples are
-    re-solved, on their (W, K_b) block with the changed row, by a compiled
-    Hungarian method (``_lap_max``); the whole evaluation is one compiled
-    call. Wherever the bracket closes at its keep end the old assignment
-    stays optimal.
+    bracket leaves its keep-the-assignment end only if some optimal
+    assignment sends j to a column l with r[l] = 1 (on) or r[l] = 0 (off);
+    such an assignment is worth at most v_b minus the reduced cost
+    du[j] + dw[l] - O_b[j, l], so when all those reduced costs are >= 1 the
+    bracket closes (and shifting du[j] by dv_b keeps the duals optimal).
+    Only the remaining samples are re-solved (compiled Hungarian method,
+    ``_lap_max``), and the evaluation stops as soon as the bounds show the
+    flip cannot lower the expected loss.
     """
 
-    def __init__(self, P: _Packed, E: np.ndarray, a: float):
+    def __init__(self, P: _Packed, E: np.ndarray, a: float, extra: int = 1):
         self.P, self.a = P, a
         E = E[:, E.any(axis=0)]
-        self.E = np.ascontiguousarray(np.pad(E, ((0, 0), (0, 1))), dtype=np.uint8)
+        width = max(E.shape[1], P.kmax) + extra
+        self.E = np.ascontiguousarray(np.pad(E, ((0, 0), (0, width - E.shape[1]))), dtype=np.uint8)
         self.colsum = self.E.sum(axis=0).astype(np.int64)
-        self.nE = int(self.colsum.sum())
         self.O = _overlaps(self.E, P.S)
         self.v = np.empty(P.B)
-        self.match = np.empty((P.B, self.E.shape[1]), dtype=np.int64)
-        _solve_blocks(self.O, P.off, self.v, self.match)
-        self.rowmax = np.stack([_segment_max(row, P) for row in self.O], axis=1)
-        self._first = P.off[:-1]
+        self.match = np.empty((P.B, width), dtype=np.int64)
+        self.du = np.empty((P.B, width))
+        self.dw = np.empty((P.B, width))
+        _solve_square(self.O, P.off, self.v, self.match, self.du, self.dw)
 
     @property
     def width(self) -> int:
         return self.E.shape[1]
 
     def loss(self) -> float:
-        return _expected(float(self.nE), self.v, self.P, self.a)
+        return _expected(float(self.colsum.sum()), self.v, self.P, self.a)
 
     def estimate(self) -> np.ndarray:
         return np.ascontiguousarray(self.E[:, self.colsum > 0])
+
+    def has_empty_column(self) -> bool:
+        return bool((self.colsum == 0).any())
 
     def evaluate(self, i: int, j: int, early_stop: bool = True):
         """Change of the summed loss if E[i, j] were flipped.
@@ -686,77 +770,62 @@ class _Sweetener:
         loss), or None when the bounds prove that the flip cannot lower the
         loss (only with ``early_stop``); ``pending`` = what ``commit`` needs.
         """
-        P = self.P
-        d = 1 - 2 * int(self.E[i, j])
-        dv = np.empty(P.B)
-        solved = np.empty(P.B, dtype=np.int8)
-        new_match = np.empty((P.B, self.width), dtype=np.int64)
-        delta = _evaluate_flip(i, j, d, P.S, P.off, self.O, self.v, self.match, self.rowmax, P.rowany[i],
-                               self.a, early_stop, dv, new_match, solved)
+        B, W = self.P.B, self.width
+        dv = np.empty(B)
+        solved = np.empty(B, dtype=np.int8)
+        new = (np.empty((B, W), dtype=np.int64), np.empty((B, W)), np.empty((B, W)))
+        delta = _evaluate_flip(i, j, self.E, self.P.S, self.P.off, self.O, self.v, self.match, self.du, self.dw,
+                               self.P.rowany[i], self.a, early_stop, dv, solved, *new, np.empty((W, W)),
+                               np.empty(W, dtype=np.int64))
         if np.isnan(delta):
             return None, None
-        return float(delta), (d, dv, solved.astype(bool), new_match)
+        return float(delta), (dv, solved, new)
 
     def commit(self, i: int, j: int, pending) -> None:
         """Apply the flip of E[i, j] evaluated by ``evaluate``."""
-        d, dv, solved, new_match = pending
-        srow = self.P.S[i]
-        self.v += dv
-        self.match[solved] = new_match[solved]
-        if d == 1:
-            self.O[j] += srow
-        else:
-            self.O[j] -= srow
-        self.rowmax[:, j] = _segment_max(self.O[j], self.P)
-        self.E[i, j] ^= 1
-        self.colsum[j] += d
-        self.nE += d
-        last = self.width - 1
-        if d == 1 and j == last:  # the empty column became a feature: add a new empty one
-            self.E = np.pad(self.E, ((0, 0), (0, 1)))
-            self.O = np.vstack([self.O, np.zeros((1, self.O.shape[1]))])
-            self.match = np.pad(self.match, ((0, 0), (0, 1)), constant_values=-1)
-            self.rowmax = np.pad(self.rowmax, ((0, 0), (0, 1)))
-            self.colsum = np.append(self.colsum, 0)
-        elif d == -1 and self.colsum[j] == 0 and j != last:
-            # A zero row contributes nothing to any assignment, so dropping it
-            # keeps the others optimal.
-            self.E = np.ascontiguousarray(np.delete(self.E, j, axis=1))
-            self.O = np.delete(self.O, j, axis=0)
-            self.match = np.delete(self.match, j, axis=1)
-            self.rowmax = np.delete(self.rowmax, j, axis=1)
-            self.colsum = np.delete(self.colsum, j)
+        dv, solved, new = pending
+        _commit_flip(i, j, self.E, self.colsum, self.P.S, self.O, self.v, self.match, self.du, self.dw,
+                     dv, solved, *new)
+
+    def steps(self, rows: np.ndarray, us: np.ndarray, start: int, stop: int) -> tuple[int, int]:
+        """Run proposals start..stop-1 (compiled); returns (next proposal, flips accepted)."""
+        return _sweeten_steps(self.E, self.colsum, self.P.S, self.P.off, self.O, self.v, self.match, self.du,
+                              self.dw, self.P.rowany, self.a, rows, us, start, stop)
 
 
 def _sweeten(P: _Packed, E0: np.ndarray, a: float, n_iter: int | None, seconds: float | None,
              seed: int) -> tuple[np.ndarray, float, int, int]:
     """Greedy one-entry flips from ``E0``; keep a flip only if the expected loss falls.
 
-    Returns ``(estimate, expected loss, iterations run, flips accepted)``.
+    Returns ``(estimate, expected loss, proposals made, flips accepted)``.
+    The proposals (row, column draw) come from ``seed`` in blocks, so the
+    result does not depend on timing unless ``seconds`` cuts it short.
     """
     deadline = None if seconds is None else time.perf_counter() + seconds
     rng = np.random.default_rng(seed)
     state = _Sweetener(P, E0, a)
-    t, accepted, batch = 0, 0, 1024
-    while n_iter is None or t < n_iter:
-        if deadline is not None and time.perf_counter() >= deadline:
-            break
-        rows = rng.integers(P.n, size=batch)
-        cols = rng.random(batch)
-        for r, u in zip(rows, cols):
-            if (n_iter is not None and t >= n_iter) or (deadline is not None and t % 16 == 0
-                                                         and time.perf_counter() >= deadline):
+    done, accepted, block = 0, 0, 4096
+    # Without a clock the whole run is one compiled call; with one, short calls between checks.
+    chunk = block if deadline is None else 32
+    while n_iter is None or done < n_iter:
+        size = block if n_iter is None else min(block, n_iter - done)
+        rows = rng.integers(P.n, size=size)
+        us = rng.random(size)
+        t = 0
+        while t < size:
+            if deadline is not None and time.perf_counter() >= deadline:
                 break
-            t += 1
-            j = int(u * state.width)
-            delta, pending = state.evaluate(int(r), j)
-            if delta is not None and delta < 0:
-                state.commit(int(r), j, pending)
-                accepted += 1
+            if not state.has_empty_column():  # every column is a feature: widen E
+                state = _Sweetener(P, state.estimate(), a, extra=4)
+            t, acc = state.steps(rows, us, t, min(size, t + chunk))
+            accepted += acc
+        done += t
+        if t < size:
+            break
     est = state.estimate()
     # Recompute from scratch: the returned value never rests on the incremental bookkeeping.
     loss = _expected(float(est.sum()), _match_values(est, P), P, a)
-    return est, loss, t, accepted
+    return est, loss, done, accepted
 
 
 # --------------------------------------------------------------------------- FANGS
@@ -853,10 +922,10 @@ def fangs(samples, a: float = 1.0, n_init: int = 16, n_sweet: int = 4, n_iter: i
     order = np.argsort(np.array(losses), kind="stable")
     chosen = []
     seen = set()
-    for idx in order:  # distinct starting points only
+    for idx in order:  # distinct starting points only (equal up to the order of the columns)
         start = cands[idx] if cands[idx] is not None else P.sample(origin[idx])
         start = start[:, start.any(axis=0)]
-        key = (start.shape, start.tobytes())
+        key = tuple(sorted(bytes(col) for col in start.T))
         if key in seen:
             continue
         seen.add(key)
