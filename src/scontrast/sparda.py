@@ -43,6 +43,7 @@ __all__ = [
     "projected_divergence",
     "divergence_gradient",
     "marginal_wasserstein2",
+    "relax_supergradient",
     "relax",
     "tighten",
     "SPARDA",
@@ -354,6 +355,44 @@ def _optimal_plan(C: np.ndarray, potentials=None):
     return rows, cols, M[rows, cols], float(log["cost"]), (log["u"], log["v"])
 
 
+def relax_supergradient(X: np.ndarray, Y: np.ndarray, B: np.ndarray, S: np.ndarray | None = None,
+                        potentials=None):
+    """``min_M tr(W_M B)`` and its supergradient ``W_M(B)`` in ``B``.
+
+    ``M(B)`` is the exact optimal plan for the cost ``z_ij' B z_ij``, computed as
+    ``x'Bx + y'By - 2x'By`` (valid for the indefinite ``B`` thresholding can leave);
+    ``W_M = X'diag(M 1)X + Y'diag(M'1)Y - X'MY - Y'M'X = X'X/n + Y'Y/m - X'MY - Y'M'X``,
+    never forming the ``n*m`` pair vectors.
+
+    Parameters
+    ----------
+    X : ndarray, shape (n, d)
+    Y : ndarray, shape (m, d)
+    B : ndarray, shape (d, d), symmetric
+    S : ndarray, shape (d, d), optional
+        ``X'X/n + Y'Y/m`` if already computed.
+    potentials : tuple, optional
+        Warm start of the network simplex (unequal sizes).
+
+    Returns
+    -------
+    F : float
+        ``min_M tr(W_M B)``.
+    G : ndarray, shape (d, d)
+        ``W_M(B)``.
+    potentials : tuple or None
+    """
+    if S is None:
+        S = X.T @ X / X.shape[0] + Y.T @ Y / Y.shape[0]
+    XB = X @ B
+    YB = Y @ B
+    C = np.einsum("ij,ij->i", XB, X)[:, None] + np.einsum("ij,ij->i", YB, Y)[None, :]
+    C -= 2.0 * (XB @ Y.T)
+    rows, cols, mass, F, potentials = _optimal_plan(C, potentials)
+    XMY = (X[rows] * mass[:, None]).T @ Y[cols]
+    return F, S - XMY - XMY.T, potentials
+
+
 def relax(
     X: np.ndarray,
     Y: np.ndarray,
@@ -422,12 +461,7 @@ def relax(
     history = []
     t = 0
     for t in range(1, max_iter + 1):
-        XB = X @ B
-        YB = Y @ B
-        # costs as x'Bx + y'By - 2x'By: valid for the indefinite B thresholding can give
-        C = np.einsum("ij,ij->i", XB, X)[:, None] + np.einsum("ij,ij->i", YB, Y)[None, :]
-        C -= 2.0 * (XB @ Y.T)
-        rows, cols, mass, F, potentials = _optimal_plan(C, potentials)
+        F, G, potentials = relax_supergradient(X, Y, B, S, potentials)
         tr = float(np.trace(B))
         score = (F - lam * np.abs(B).sum()) / tr
         history.append(score)
@@ -437,8 +471,6 @@ def relax(
             best, best_B, best_bound = score, B, F / tr
         if t - t_best >= patience:
             break
-        XMY = (X[rows] * mass[:, None]).T @ Y[cols]
-        G = S - XMY - XMY.T
         g = np.linalg.norm(G)
         if g == 0.0:
             break
@@ -479,7 +511,8 @@ def tighten(
     *,
     step: float = 0.5,
     max_iter: int = 300,
-    min_step: float = 1e-4,
+    min_step: float = 1e-3,
+    tol: float = 1e-9,
 ) -> dict:
     """Tightening: projected gradient ascent on ``J(beta) = D(beta) - lam ||beta||_1^2``
     over the unit sphere and ``||beta||_0 <= k``.
@@ -512,6 +545,8 @@ def tighten(
         Maximum number of gradient evaluations.
     min_step : float
         Stop once backtracking shrinks the step below this.
+    tol : float
+        Stop when an accepted step improves ``J`` by less than ``tol * |J|``.
 
     Returns
     -------
@@ -549,7 +584,10 @@ def tighten(
         Dc, gc = divergence_gradient(X, Y, cand)
         Jc = Dc - lam * np.abs(cand).sum() ** 2
         if Jc > J:
+            small = Jc - J <= tol * abs(J)
             beta, D, J, g = cand, Dc, Jc, gc
+            if small:
+                break
             # a successful step earns a slightly longer next one
             eta = min(step, eta * 1.5)
         else:
@@ -788,32 +826,77 @@ class SPARDA(BaseEstimator):
         mu = (Xd.sum(axis=0) + Yd.sum(axis=0)) / (Xd.shape[0] + Yd.shape[0])
         return Xd - mu, Yd - mu, screened, w2
 
-    def _direction(self, Xd, Yd, lam, k, rng):
-        """RELAX on a subsample, then tightening on all cells: (beta, relax, tight)."""
+    def _relax(self, Xd, Yd, lam, rng) -> dict:
+        """RELAX on equal-size random subsamples of the two groups."""
         n, m = Xd.shape[0], Yd.shape[0]
         # equal group sizes make the optimal plan a permutation, so every RELAX step
         # is an assignment problem (several times faster than a network simplex)
         ns = min(n, m, self.relax_max_cells)
         ix = np.sort(rng.choice(n, ns, replace=False)) if n > ns else slice(None)
         iy = np.sort(rng.choice(m, ns, replace=False)) if m > ns else slice(None)
-        rel = relax(
-            Xd[ix],
-            Yd[iy],
-            lam,
-            step=self.relax_step,
-            max_iter=self.relax_max_iter,
-            patience=self.relax_patience,
-        )
-        kk = int(np.count_nonzero(rel["beta"])) if k is None else k
-        tig = tighten(Xd, Yd, rel["beta"], kk, lam, max_iter=self.tighten_max_iter)
-        rel["divergence"] = tig["start_divergence"]
-        return tig["beta"], rel, tig
+        rel = relax(Xd[ix], Yd[iy], lam, step=self.relax_step, max_iter=self.relax_max_iter,
+                    patience=self.relax_patience)
+        rel["divergence"] = wasserstein2_1d(Xd @ rel["beta"], Yd @ rel["beta"])
+        return rel
 
-    def _fit_first(self, X, Y, lam, k, rng):
+    def _direction(self, Xd, Yd, lam, k, rng, rel0=None):
+        """One direction: RELAX, then tightening on all cells from several starts.
+
+        Every start is tightened and the largest ``J = D - lam ||beta||_1^2`` wins
+        (all starts optimise the same objective, so the permutation test, which
+        repeats this procedure, stays exact):
+
+        - 'relax': the paper's, the leading eigenvector of the penalised relaxation
+          with its number of nonzeros as the cardinality bound;
+        - 'pda_relax' (``lam > 0``): the leading eigenvector of the unpenalised (PDA)
+          relaxation ``rel0``, the L1 penalty alone deciding the support.  It guards
+          against the penalised relaxation collapsing onto one gene when the
+          relaxation is loose (covariance changes: the relaxed optimum is then
+          near-diagonal and thresholding erases the off-diagonal links);
+        - 'mean_diff', 'cov_up', 'cov_down': the difference of the group means and the
+          extreme eigenvectors of the difference of the group covariances, the
+          directions of largest divergence when the groups are Gaussian and differ
+          in one moment only; the relaxation's eigenvector misses them when it is
+          loose (few cells, pure covariance changes).
+
+        Returns
+        -------
+        beta : ndarray, shape (d,)
+        rel : dict
+            The penalised relaxation's result (``divergence`` = D of its direction).
+        tig : dict
+            The winning tightening, with ``start`` naming its start.
+        rel0 : dict
+            The unpenalised relaxation (reusable on the same data).
+        """
+        d = Xd.shape[1]
+        if rel0 is None:
+            rel0 = self._relax(Xd, Yd, 0.0, rng)
+        rel = rel0 if lam == 0 else self._relax(Xd, Yd, lam, rng)
+        starts = [("relax", rel["beta"], int(np.count_nonzero(rel["beta"])) if k is None else k)]
+        free = d if k is None else k
+        if lam > 0:
+            starts.append(("pda_relax", rel0["beta"], free))
+        mx, my = Xd.mean(axis=0), Yd.mean(axis=0)
+        starts.append(("mean_diff", my - mx, free))
+        if d > 1:
+            dC = np.cov(Yd, rowvar=False) - np.cov(Xd, rowvar=False)
+            _, V = np.linalg.eigh(np.atleast_2d(dC))
+            starts += [("cov_up", V[:, -1], free), ("cov_down", V[:, 0], free)]
+        tig = None
+        for name, beta0, kk in starts:
+            if not np.any(beta0):
+                continue
+            cand = tighten(Xd, Yd, beta0, kk, lam, max_iter=self.tighten_max_iter)
+            cand["start"] = name
+            if tig is None or cand["objective"] > tig["objective"]:
+                tig = cand
+        return tig["beta"], rel, tig, rel0
+
+    def _fit_first(self, X, Y, lam, k, rng) -> float:
         """Statistic of the permutation test: the first direction's divergence."""
         Xd, Yd, _, _ = self._prepare(X, Y)
-        beta, _, tig = self._direction(Xd, Yd, lam, k, rng)
-        return tig["divergence"]
+        return self._direction(Xd, Yd, lam, k, rng)[2]["divergence"]
 
     def _lambda_path(self, top: float) -> np.ndarray:
         if top <= 0:
@@ -829,8 +912,9 @@ class SPARDA(BaseEstimator):
         if self.standardize:
             Xte, Yte = Xte / self.scale_[screened], Yte / self.scale_[screened]
         scores, nnz = np.empty(len(lams)), np.empty(len(lams))
+        rel0 = None
         for i, lam in enumerate(lams):
-            beta, _, _ = self._direction(Xd, Yd, lam, None, rng)
+            beta, _, _, rel0 = self._direction(Xd, Yd, lam, None, rng, rel0)
             scores[i] = wasserstein2_1d(Xte @ beta, Yte @ beta)
             nnz[i] = np.count_nonzero(beta)
         return scores, nnz
@@ -871,6 +955,7 @@ class SPARDA(BaseEstimator):
         # ---- choose lam
         self.cv_results_ = None
         self.pda_divergence_ = None
+        rel0 = None
         if self.lam is not None:
             lam = float(self.lam)
         elif self.k is not None:
@@ -880,7 +965,7 @@ class SPARDA(BaseEstimator):
             # squared L1 norm (about 1 per gene), so at the top, lam = the larger of
             # the best single gene's and the unpenalised (PDA) divergence, no
             # direction gains from a second gene.
-            _, _, tig0 = self._direction(Xd, Yd, 0.0, None, rng)
+            _, _, tig0, rel0 = self._direction(Xd, Yd, 0.0, None, rng)
             self.pda_divergence_ = tig0["divergence"]
             lams = self._lambda_path(max(float(w2[screened].max()), tig0["divergence"]))
             if lams.size == 1:
@@ -896,7 +981,7 @@ class SPARDA(BaseEstimator):
         Xj, Yj = Xd, Yd
         P = np.eye(len(screened))
         for j in range(self.n_directions):
-            beta, rel, tig = self._direction(Xj, Yj, lam, self.k, rng)
+            beta, rel, tig, _ = self._direction(Xj, Yj, lam, self.k, rng, rel0 if j == 0 else None)
             # the direction acting on the original (screened) genes: P beta, where P
             # accumulates the deflations; it is orthogonal to the earlier directions
             u = P @ beta
@@ -915,7 +1000,10 @@ class SPARDA(BaseEstimator):
                     "divergence": rel["divergence"],
                 }
             )
-            self.tighten_info_.append({"n_iter": tig["n_iter"], "divergence": tig["divergence"]})
+            self.tighten_info_.append(
+                {"n_iter": tig["n_iter"], "divergence": tig["divergence"], "objective": tig["objective"],
+                 "start": tig["start"]}
+            )
             if j + 1 < self.n_directions:
                 Xj = Xj - np.outer(Xj @ beta, beta)
                 Yj = Yj - np.outer(Yj @ beta, beta)

@@ -147,6 +147,9 @@ def sparda(
     tighten_info = {
         "n_iter": np.array([t["n_iter"] for t in model.tighten_info_], dtype=int),
         "divergence": np.array([t["divergence"] for t in model.tighten_info_], dtype=float),
+        "objective": np.array([t["objective"] for t in model.tighten_info_], dtype=float),
+        # which relaxation the winning tightening started from: 'relax' (penalised) or 'pda_relax'
+        "start": np.array([t["start"] for t in model.tighten_info_], dtype=str),
     }
     extra = {}
     if model.cv_results_ is not None:

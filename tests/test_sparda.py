@@ -1,0 +1,349 @@
+"""SPARDA: exact 1-D Wasserstein, gradients, relaxation pieces, recovery, test calibration."""
+
+import numpy as np
+import ot
+import pytest
+import scipy.sparse as sp
+import scipy.stats
+
+from scontrast.sparda import (
+    SPARDA,
+    _optimal_plan,
+    _project_relax,
+    _quantile_grid,
+    _simplex_eig,
+    divergence_gradient,
+    marginal_wasserstein2,
+    projected_divergence,
+    relax,
+    relax_supergradient,
+    tighten,
+    wasserstein2_1d,
+)
+
+
+# --------------------------------------------------------------------------- W2
+@pytest.mark.parametrize("n", [1, 7, 50, 301])
+def test_w2_equal_sizes_matches_sorted_pairs_and_pot(n):
+    rng = np.random.default_rng(n)
+    a, b = rng.normal(size=n), rng.gamma(2.0, size=n)
+    ref = np.mean((np.sort(a) - np.sort(b)) ** 2)
+    assert wasserstein2_1d(a, b) == pytest.approx(ref, rel=1e-12, abs=1e-15)
+    assert wasserstein2_1d(a, b) == pytest.approx(ot.wasserstein_1d(a, b, p=2), rel=1e-10)
+
+
+@pytest.mark.parametrize("n,m", [(7, 5), (3, 10), (100, 37), (64, 48)])
+def test_w2_unequal_sizes_matches_exact_lp_and_pot(n, m):
+    rng = np.random.default_rng(n * m)
+    a, b = rng.normal(size=n), 1.0 + 2.0 * rng.normal(size=m)
+    cost = (a[:, None] - b[None, :]) ** 2
+    lp = ot.emd2(np.full(n, 1 / n), np.full(m, 1 / m), cost, numItermax=10**7)
+    assert wasserstein2_1d(a, b) == pytest.approx(lp, rel=1e-9)
+    assert wasserstein2_1d(a, b) == pytest.approx(ot.wasserstein_1d(a, b, p=2), rel=1e-9)
+
+
+@pytest.mark.parametrize("n,m", [(7, 5), (100, 37), (10, 10)])
+def test_quantile_grid_reproduces_scipy_w1(n, m):
+    # the same merged breakpoints with |difference| must give scipy's W1 exactly
+    rng = np.random.default_rng(1)
+    a, b = rng.exponential(size=n), rng.normal(size=m)
+    ia, ib, w = _quantile_grid(n, m)
+    assert ia.size <= n + m - 1 and w.sum() == pytest.approx(1.0)
+    w1 = w @ np.abs(np.sort(a)[ia] - np.sort(b)[ib])
+    assert w1 == pytest.approx(scipy.stats.wasserstein_distance(a, b), rel=1e-12)
+
+
+def test_w2_hand_case_unequal_sizes():
+    # F^-1: 0 on [0,1/2), 1 on [1/2,1); G^-1: 0, 1, 2 on thirds.
+    # pieces: [0,1/3) 0 vs 0; [1/3,1/2) 0 vs 1 -> 1/6; [1/2,2/3) 1 vs 1; [2/3,1) 1 vs 2 -> 1/3
+    assert wasserstein2_1d([0.0, 1.0], [0.0, 1.0, 2.0]) == pytest.approx(0.5, abs=1e-15)
+    assert wasserstein2_1d([1.0, 0.0], [2.0, 0.0, 1.0]) == pytest.approx(0.5, abs=1e-15)
+    # a point mass against two points: (0-(-1))^2/2 + (0-1)^2/2 = 1
+    assert wasserstein2_1d([0.0], [-1.0, 1.0]) == pytest.approx(1.0)
+
+
+def test_w2_batched_equals_columnwise_and_marginal():
+    rng = np.random.default_rng(2)
+    A, B = rng.normal(size=(40, 6)), rng.normal(size=(25, 6)) * 1.5
+    batched = wasserstein2_1d(A, B)
+    assert batched.shape == (6,)
+    np.testing.assert_allclose(batched, [wasserstein2_1d(A[:, j], B[:, j]) for j in range(6)], rtol=1e-12)
+    np.testing.assert_allclose(marginal_wasserstein2(A, B), batched, rtol=1e-12)
+    np.testing.assert_allclose(marginal_wasserstein2(sp.csr_matrix(A), sp.csr_matrix(B)), batched, rtol=1e-12)
+    betas = rng.normal(size=(6, 3))
+    np.testing.assert_allclose(projected_divergence(A, B, betas), wasserstein2_1d(A @ betas, B @ betas))
+
+
+def test_w2_bad_input():
+    with pytest.raises(ValueError, match="empty"):
+        wasserstein2_1d([], [1.0])
+    with pytest.raises(ValueError, match="NaN"):
+        wasserstein2_1d([np.nan, 1.0], [1.0])
+    with pytest.raises(ValueError, match="columns"):
+        wasserstein2_1d(np.ones((3, 2)), np.ones((3, 3)))
+    with pytest.raises(ValueError, match="1-D"):
+        wasserstein2_1d(np.ones((3, 2)), np.ones(3))
+
+
+# ------------------------------------------------------------------- gradients
+@pytest.mark.parametrize("n,m", [(30, 30), (41, 23)])
+def test_tightening_gradient_matches_finite_differences(n, m):
+    rng = np.random.default_rng(n + m)
+    X = rng.normal(size=(n, 5))
+    Y = rng.normal(size=(m, 5)) @ rng.normal(size=(5, 5)) * 0.7
+    beta = rng.normal(size=5)
+    D, g = divergence_gradient(X, Y, beta)
+    assert D == pytest.approx(projected_divergence(X, Y, beta), rel=1e-12)
+    # continuous data: no ties, so the sorted matching is locally constant and
+    # central differences are exact up to rounding
+    h = 1e-6
+    fd = np.array([(projected_divergence(X, Y, beta + h * e) - projected_divergence(X, Y, beta - h * e)) / (2 * h)
+                   for e in np.eye(5)])
+    np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-8)
+    # the gradient is 2 W_M beta for the sorted plan M: Euler's identity for a quadratic form
+    assert beta @ g == pytest.approx(2 * D, rel=1e-10)
+
+
+@pytest.mark.parametrize("n,m", [(12, 12), (12, 9)])
+def test_relax_supergradient_equals_brute_force(n, m):
+    rng = np.random.default_rng(3)
+    d = 4
+    X, Y = rng.normal(size=(n, d)), rng.normal(size=(m, d)) + 0.3
+    A = rng.normal(size=(d, d))
+    B = A @ A.T
+    B /= np.trace(B)
+    F, G, _ = relax_supergradient(X, Y, B)
+    Z = X[:, None, :] - Y[None, :, :]  # (n, m, d)
+    cost = np.einsum("ijk,kl,ijl->ij", Z, B, Z)
+    M = ot.emd(np.full(n, 1 / n), np.full(m, 1 / m), cost, numItermax=10**7)
+    assert F == pytest.approx(np.sum(M * cost), rel=1e-9)
+    W = np.einsum("ij,ijk,ijl->kl", M, Z, Z)
+    assert np.trace(G @ B) == pytest.approx(F, rel=1e-9)
+    # W_M itself may differ between optimal plans only on ties: none here
+    np.testing.assert_allclose(G, W, rtol=1e-8, atol=1e-10)
+
+
+def test_optimal_plan_assignment_equals_network_simplex():
+    rng = np.random.default_rng(4)
+    C = rng.normal(size=(30, 30))
+    rows, cols, mass, cost, _ = _optimal_plan(C)
+    ref = ot.emd2(np.full(30, 1 / 30), np.full(30, 1 / 30), C, numItermax=10**7)
+    assert cost == pytest.approx(ref, rel=1e-10)
+    assert np.allclose(np.bincount(rows, mass, 30), 1 / 30) and np.allclose(np.bincount(cols, mass, 30), 1 / 30)
+
+
+@pytest.mark.parametrize("scale", [0.01, 0.3, 5.0])
+def test_partial_eigen_projection_is_exact(scale):
+    rng = np.random.default_rng(5)
+    A = rng.normal(size=(60, 60)) * scale
+    A = (A + A.T) / 2
+    lam, Q = np.linalg.eigh(A)
+    w = ot.utils.proj_simplex(lam)
+    ref = (Q * w) @ Q.T
+    P, rank = _project_relax(A, 0.0, q=2)
+    np.testing.assert_allclose(P, ref, atol=1e-12)
+    assert rank == np.count_nonzero(w > 0) == _simplex_eig(A, 2)[0].size
+    assert np.trace(P) == pytest.approx(1.0) and np.linalg.eigvalsh(P).min() > -1e-12
+
+
+# ------------------------------------------------------------ RELAX / tighten
+def _planted(n, m, d, genes, kind, rng, effect=1.0, rho=0.85):
+    X = rng.normal(size=(n, d))
+    Y = rng.normal(size=(m, d))
+    g = np.asarray(genes)
+    if kind == "mean":
+        Y[:, g] += effect
+    elif kind == "cor":
+        C = np.full((g.size, g.size), rho)
+        np.fill_diagonal(C, 1.0)
+        Y[:, g] = rng.multivariate_normal(np.zeros(g.size), C, size=m)
+    elif kind == "var":
+        Y[:, g] *= effect
+    return X, Y
+
+
+def test_relax_bound_and_tightening_never_below_start():
+    rng = np.random.default_rng(6)
+    X, Y = _planted(120, 120, 8, [0, 1], "cor", rng)
+    mu = np.vstack([X, Y]).mean(0)  # pooled: centring each group would erase mean differences
+    X, Y = X - mu, Y - mu
+    rel = relax(X, Y, 0.0, max_iter=80)
+    # the relaxation's value bounds the PDA objective of every unit direction
+    for beta in [rel["beta"], np.eye(8)[0], np.ones(8) / np.sqrt(8)]:
+        assert projected_divergence(X, Y, beta) <= rel["bound"] + 1e-9
+    assert np.all(np.diff(np.maximum.accumulate(rel["history"])) >= 0)
+    t0 = tighten(X, Y, rel["beta"], 8, 0.0)
+    assert t0["divergence"] >= projected_divergence(X, Y, rel["beta"]) - 1e-12
+    assert np.linalg.norm(t0["beta"]) == pytest.approx(1.0)
+    for lam in [0.02, 0.2]:
+        t = tighten(X, Y, rel["beta"], None, lam)
+        assert t["objective"] >= t["start_objective"] - 1e-12
+        assert t["objective"] == pytest.approx(t["divergence"] - lam * np.abs(t["beta"]).sum() ** 2)
+
+
+def test_tightening_respects_cardinality():
+    rng = np.random.default_rng(7)
+    X, Y = _planted(100, 90, 10, [2, 5, 7], "mean", rng)
+    t = tighten(X, Y, np.ones(10) / np.sqrt(10), 3, 0.0)
+    assert np.count_nonzero(t["beta"]) == 3
+    assert set(np.flatnonzero(t["beta"])) == {2, 5, 7}
+
+
+def test_recovers_planted_mean_shift_with_cv():
+    rng = np.random.default_rng(8)
+    genes = [3, 7, 11]
+    X, Y = _planted(150, 150, 30, genes, "mean", rng, effect=0.8)
+    model = SPARDA(n_lambdas=6, relax_max_iter=30, random_state=0).fit(X, Y)
+    sel = set(model.selected_)
+    assert set(genes) <= sel and len(sel - set(genes)) <= 2
+    # the direction of a pure mean shift is the shift itself: (1,1,1)/sqrt(3) up to sign
+    assert abs(model.beta_[genes].sum()) / np.sqrt(3) > 0.95
+    assert model.lam_ in model.cv_results_["lam"]
+    assert model.cv_results_["score"].shape == (6,)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_recovers_correlation_change_with_identical_marginals(seed):
+    rng = np.random.default_rng(seed)
+    genes = [1, 4, 6]
+    # equicorrelation 0.6: along (1,1,1)/sqrt(3) the variance is 2.2 instead of 1
+    # (W2^2 = 0.23), twice the divergence of any contrast direction (variance 0.4);
+    # no gene's marginal distribution changes, so per-gene tests are blind
+    X, Y = _planted(300, 300, 15, genes, "cor", rng, rho=0.6)
+    model = SPARDA(n_lambdas=6, relax_max_cells=150, relax_max_iter=30, random_state=0).fit(X, Y)
+    assert set(genes) <= set(model.selected_) and len(model.selected_) <= 5
+    assert abs(model.beta_[genes].sum()) / np.sqrt(3) > 0.9
+
+
+def test_permutation_pvalue_small_for_difference():
+    # correlation 0.85 between genes 0 and 1 in the background only: along (1,-1)/sqrt(2)
+    # the variance drops from 1 to 0.15 (W2^2 = 0.37); W2 of ~70-cell groups has a heavy
+    # null tail, so 150 cells per group are used for a sure rejection at P = 19
+    rng = np.random.default_rng(10)
+    X, Y = _planted(150, 140, 6, [0, 1], "cor", rng)
+    model = SPARDA(lam=0.02, n_permutations=19, relax_max_iter=20, random_state=0).fit(X, Y)
+    assert model.pvalue_ == pytest.approx(0.05)  # the smallest attainable, 1/(P+1)
+    assert model.null_divergences_.shape == (19,)
+    assert np.all(model.null_divergences_ < model.divergence_)
+
+
+def test_permutation_pvalue_not_small_under_null():
+    pvals = []
+    for seed in range(12):
+        rng = np.random.default_rng(100 + seed)
+        X, Y = rng.normal(size=(40, 5)), rng.normal(size=(45, 5))
+        model = SPARDA(lam=0.02, n_permutations=19, relax_max_iter=10, tighten_max_iter=50, random_state=seed)
+        pvals.append(model.fit(X, Y).pvalue_)
+    pvals = np.array(pvals)
+    # under H0 the p-value is uniform on {1/20, ..., 1}: mean 0.525
+    assert 0.3 < pvals.mean() < 0.75
+    assert np.sum(pvals <= 0.05) <= 2
+
+
+def test_reproducible_with_random_state():
+    rng = np.random.default_rng(11)
+    X, Y = _planted(160, 140, 8, [0, 2], "mean", rng, effect=0.5)
+    kw = dict(n_lambdas=3, n_permutations=4, relax_max_cells=60, relax_max_iter=20)
+    a = SPARDA(random_state=3, **kw).fit(X, Y)
+    b = SPARDA(random_state=3, **kw).fit(X, Y)
+    np.testing.assert_array_equal(a.beta_, b.beta_)
+    np.testing.assert_array_equal(a.null_divergences_, b.null_divergences_)
+    assert a.lam_ == b.lam_ and a.pvalue_ == b.pvalue_
+    c = SPARDA(random_state=4, **kw).fit(X, Y)
+    assert not np.array_equal(a.null_divergences_, c.null_divergences_)
+
+
+def test_sparse_input_equals_dense():
+    rng = np.random.default_rng(12)
+    X = rng.poisson(0.7, size=(90, 40)).astype(float)
+    Y = rng.poisson(0.7, size=(80, 40)).astype(float)
+    Y[:, [5, 9]] += rng.poisson(1.5, size=(80, 2))
+    kw = dict(n_lambdas=3, n_permutations=3, max_genes=15, random_state=0)
+    dense = SPARDA(**kw).fit(X, Y)
+    sparse = SPARDA(**kw).fit(sp.csr_matrix(X), sp.csc_matrix(Y))
+    np.testing.assert_allclose(sparse.beta_, dense.beta_, atol=1e-12)
+    np.testing.assert_array_equal(sparse.selected_, dense.selected_)
+    np.testing.assert_array_equal(sparse.screened_, dense.screened_)
+    # BLAS kernels may round differently on differently aligned copies: equal up to rounding
+    assert sparse.lam_ == pytest.approx(dense.lam_, rel=1e-12) and sparse.pvalue_ == dense.pvalue_
+    assert sparse.divergence_ == pytest.approx(dense.divergence_, rel=1e-12)
+    np.testing.assert_allclose(sparse.transform(sp.csr_matrix(X)), dense.transform(X), atol=1e-10)
+
+
+def test_screening_keeps_top_marginal_genes():
+    rng = np.random.default_rng(13)
+    X, Y = _planted(100, 100, 60, [10, 20], "mean", rng, effect=1.0)
+    model = SPARDA(lam=0.05, max_genes=10, random_state=0).fit(X, Y)
+    assert model.screened_.size == 10
+    top = np.argsort(-marginal_wasserstein2(X, Y))[:10]
+    assert set(model.screened_) == set(top)
+    assert {10, 20} <= set(model.selected_) <= set(model.screened_)
+    assert np.all(model.beta_[np.setdiff1d(np.arange(60), model.screened_)] == 0)
+
+
+def test_deflation_finds_a_second_difference():
+    rng = np.random.default_rng(14)
+    X, Y = _planted(200, 200, 10, [0, 1], "mean", rng, effect=1.5)
+    Y[:, 6] *= 2.5  # a variance change elsewhere
+    model = SPARDA(lam=0.3, n_directions=2, relax_max_cells=100, relax_max_iter=30, random_state=0).fit(X, Y)
+    assert model.components_.shape == (2, 10) and model.beta_.shape == (2, 10)
+    assert set(np.flatnonzero(np.abs(model.components_[0]) > 0.2)) == {0, 1}
+    assert set(np.flatnonzero(np.abs(model.components_[1]) > 0.2)) == {6}
+    assert abs(model.components_[0] @ model.components_[1]) < 1e-8
+    np.testing.assert_allclose(np.linalg.norm(model.components_, axis=1), 1.0)
+    assert model.divergences_[0] >= model.divergences_[1] > 0
+    assert set(model.selected_) >= {0, 1, 6}
+
+
+def test_plain_pda_and_fixed_k():
+    rng = np.random.default_rng(15)
+    X, Y = _planted(120, 120, 8, [0, 3], "mean", rng)
+    pda = SPARDA(lam=0.0, random_state=0).fit(X, Y)
+    assert pda.cv_results_ is None and pda.lam_ == 0.0
+    # the PDA direction beats every single gene and the k-sparse answer
+    assert pda.divergence_ >= marginal_wasserstein2(X, Y).max() - 1e-9
+    k2 = SPARDA(k=2, random_state=0).fit(X, Y)
+    assert k2.k_ == 2 and set(k2.selected_) == {0, 3}
+    assert k2.divergence_ <= pda.divergence_ + 1e-9
+
+
+def test_standardize_weights_refer_to_scaled_genes():
+    rng = np.random.default_rng(16)
+    X, Y = _planted(150, 150, 6, [2], "var", rng, effect=2.0)
+    X[:, 4] *= 100.0  # a huge but unchanged gene dominates the raw scale
+    Y[:, 4] *= 100.0
+    model = SPARDA(lam=0.05, standardize=True, random_state=0).fit(X, Y)
+    assert np.argmax(np.abs(model.beta_)) == 2
+    proj = model.transform(X)[:, 0]
+    np.testing.assert_allclose(proj, (X / model.scale_) @ model.beta_)
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(lam=-1.0), "lam"),
+        (dict(k=0), "k: expected"),
+        (dict(n_directions=0), "n_directions"),
+        (dict(cv_folds=1), "cv_folds"),
+        (dict(cv_rule="best"), "cv_rule"),
+        (dict(lam_min_ratio=2.0), "lam_min_ratio"),
+        (dict(random_state="x"), "random_state"),
+    ],
+)
+def test_bad_parameters(kwargs, match):
+    X = np.random.default_rng(0).normal(size=(20, 3))
+    with pytest.raises(ValueError, match=match):
+        SPARDA(**kwargs).fit(X, X + 1)
+
+
+def test_bad_data():
+    X = np.zeros((10, 3))
+    with pytest.raises(ValueError, match="Y: has 4 genes"):
+        SPARDA(lam=0.1).fit(X, np.zeros((10, 4)))
+    with pytest.raises(ValueError, match="X: contains NaN"):
+        SPARDA(lam=0.1).fit(np.full((10, 3), np.nan), X)
+    with pytest.raises(ValueError, match="at least 2 cells"):
+        SPARDA(lam=0.1).fit(X[:1], X)
+    Z = np.random.default_rng(0).normal(size=(10, 3))
+    with pytest.raises(ValueError, match="cv_folds"):
+        SPARDA(cv_folds=5).fit(Z[:6], Z)
