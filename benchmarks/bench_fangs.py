@@ -111,11 +111,11 @@ def table1(ks=range(2, 11), n=100, reps=20, brute_max_k=10, rng=0):
     return rows
 
 
-def table3(configs, n_jobs=-1, n_iter=1000, rng=0):
+def table3(configs, n_jobs=-1, n_iter=1000, flip=0.05, rng=0):
     """FANGS vs draws on posterior-like sample sets. configs: (N, K, B) tuples."""
     rows = []
     for i, (n, k, b) in enumerate(configs):
-        truth, samples = posterior_like_samples(n, k, b, rng=np.random.default_rng([rng, i]))
+        truth, samples = posterior_like_samples(n, k, b, flip=flip, rng=np.random.default_rng([rng, i]))
         t = time.perf_counter()
         f = fangs(samples, n_iter=n_iter, n_jobs=n_jobs, random_state=rng)
         t_f = time.perf_counter() - t
@@ -127,17 +127,17 @@ def table3(configs, n_jobs=-1, n_iter=1000, rng=0):
                      "fangs_loss": f.expected_loss, "draws_loss": d.expected_loss,
                      "fangs_s": t_f, "draws_s": t_d, "fangs_K": f.n_features,
                      "fangs_to_truth": faro_loss(f.estimate, truth), "draws_to_truth": faro_loss(d.estimate, truth),
-                     "truth_loss": expected_loss(samples, truth),
+                     "truth_loss": expected_loss(samples, truth), "init_loss": float(f.details["initial_losses"].min()),
                      "init_s": f.timings["initialization"], "sweet_s": f.timings["sweetening"]})
     return rows
 
 
-def sampler_run(n=2000, d=10, k=5, sweeps=1000, burn_in=500, thin=5, n_jobs=-1, rng=0):
+def sampler_run(n=2000, d=10, k=5, sweeps=1000, burn_in=500, thin=5, n_jobs=-1, rng=0, block_moves=4):
     """Time the Gibbs sampler on simulated data and summarise its samples."""
     gen = np.random.default_rng(rng)
     Z = (gen.random((n, k)) < gen.uniform(0.15, 0.5, size=k)).astype(np.uint8)
     X, _ = simulate_linear_gaussian(Z, d, sigma_x=0.5, sigma_a=1.0, random_state=gen)
-    model = LinearGaussianIBP(n_iter=sweeps, burn_in=burn_in, thin=thin, random_state=rng)
+    model = LinearGaussianIBP(n_iter=sweeps, burn_in=burn_in, thin=thin, block_moves=block_moves, random_state=rng)
     t = time.perf_counter()
     model.fit(X)
     t_fit = time.perf_counter() - t
@@ -149,6 +149,7 @@ def sampler_run(n=2000, d=10, k=5, sweeps=1000, burn_in=500, thin=5, n_jobs=-1, 
             "sigma_x_mean": float(model.sigma_x_[burn_in:].mean()),
             "fangs_loss": f.expected_loss, "draws_loss": dr.expected_loss, "fangs_s": f.timings["total"],
             "init_s": f.timings["initialization"], "sweet_s": f.timings["sweetening"],
+            "init_loss": float(f.details["initial_losses"].min()), "block_moves": block_moves,
             "draws_s": dr.timings["total"], "fangs_K": f.n_features,
             "fangs_to_truth": faro_loss(f.estimate, Z), "draws_to_truth": faro_loss(dr.estimate, Z),
             "truth_loss": expected_loss(model.samples_, Z)}
@@ -170,12 +171,13 @@ def _fmt_table1(rows):
 
 def _fmt_table3(rows, title):
     out = [title,
-           f"{'N':>5} {'K':>3} {'B':>5} {'K_b':>7} | {'E[loss] FANGS':>13} {'draws':>9} {'ratio':>6} | "
+           f"{'N':>5} {'K':>3} {'B':>5} {'K_b':>7} | {'E[loss] FANGS':>13} {'(init)':>9} {'draws':>9} {'ratio':>6} | "
            f"{'time FANGS':>10} {'(init':>7} {'sweet)':>7} {'draws':>8} | {'K^':>3} "
            f"{'FARO to truth: FANGS':>20} {'draws':>6} {'E[loss] truth':>13}"]
     for r in rows:
         out.append(f"{r['N']:>5} {r['K' if 'K' in r else 'K_true']:>3} {r['B']:>5} "
-                   f"{r['K_range'][0]:>3}-{r['K_range'][1]:<3} | {r['fangs_loss']:13.2f} {r['draws_loss']:9.2f} "
+                   f"{r['K_range'][0]:>3}-{r['K_range'][1]:<3} | {r['fangs_loss']:13.2f} {r['init_loss']:9.2f} "
+                   f"{r['draws_loss']:9.2f} "
                    f"{r['fangs_loss'] / r['draws_loss'] if r['draws_loss'] else float('nan'):6.3f} | "
                    f"{r['fangs_s']:10.2f} {r.get('init_s', float('nan')):7.2f} {r.get('sweet_s', float('nan')):7.2f} "
                    f"{r['draws_s']:8.2f} | {r['fangs_K']:>3} {r['fangs_to_truth']:20.0f} {r['draws_to_truth']:6.0f} "
@@ -186,7 +188,7 @@ def _fmt_table3(rows, title):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes (seconds)")
-    parser.add_argument("--n-jobs", type=int, default=-1, help="worker processes (-1 = all cores)")
+    parser.add_argument("--n-jobs", type=int, default=-1, help="threads (-1 = all cores)")
     parser.add_argument("--brute-max-k", type=int, default=10, help="largest K enumerated by brute force")
     args = parser.parse_args(argv)
     lines = [f"bench_fangs{' --quick' if args.quick else ''}: {time.strftime('%Y-%m-%d %H:%M')}, "
@@ -198,27 +200,39 @@ def main(argv=None):
             print(ln, flush=True)
         lines.extend(block)
 
+    # Compile (or load from numba's cache) the kernels first, so that no row pays for it.
+    warm_truth, warm = posterior_like_samples(10, 2, 5, rng=0)
+    fangs(warm, n_iter=5, n_jobs=1, random_state=0)
+    draws(warm, n_jobs=1)
+    LinearGaussianIBP(n_iter=3, burn_in=1, random_state=0).fit(np.random.default_rng(0).normal(size=(5, 2)))
+
+    title3 = "Table 3 style: FANGS (n_init=16, n_sweet=4, n_iter={}) vs draws, posterior-like samples (flip {})"
     if args.quick:
         emit(_fmt_table1(table1(range(2, 8), reps=5, brute_max_k=min(7, args.brute_max_k))))
         emit([""])
         emit(_fmt_table3(table3([(30, 3, 50), (100, 6, 100)], n_jobs=args.n_jobs, n_iter=300),
-                         "Table 3 style: FANGS (n_iter=300) vs draws, posterior-like samples"))
+                         title3.format(300, 0.05)))
         emit([""])
-        s = sampler_run(n=300, d=5, k=3, sweeps=200, burn_in=100, n_jobs=args.n_jobs)
+        emit(_fmt_table3(table3([(100, 6, 100)], n_jobs=args.n_jobs, n_iter=300, flip=0.15),
+                         title3.format(300, 0.15)))
+        emit([""])
+        runs = [sampler_run(n=300, d=5, k=3, sweeps=200, burn_in=100, n_jobs=args.n_jobs)]
     else:
         emit(_fmt_table1(table1(range(2, 11), reps=20, brute_max_k=args.brute_max_k)))
         emit([""])
         configs = [(50, 4, 100), (100, 6, 200), (200, 8, 500), (500, 12, 500), (1000, 16, 1000), (2000, 24, 1000)]
-        emit(_fmt_table3(table3(configs, n_jobs=args.n_jobs),
-                         "Table 3 style: FANGS (defaults: n_init=16, n_sweet=4, n_iter=1000) vs draws, "
-                         "posterior-like samples (flip 0.05)"))
+        emit(_fmt_table3(table3(configs, n_jobs=args.n_jobs), title3.format(1000, 0.05)))
         emit([""])
-        s = sampler_run(n=2000, d=10, k=5, sweeps=1000, burn_in=500, n_jobs=args.n_jobs)
-    emit([f"Gibbs sampler (accelerated collapsed, linear-Gaussian IBP): N={s['N']} cells x D={s['D']} dims, "
-          f"{s['sweeps']} sweeps, true K={s['K_true']}, sigma_x=0.5",
-          f"  sampling {s['sampling_s']:.1f} s (+ {s['compile_s']:.1f} s numba compile/cache load), "
-          f"{s['B']} samples kept, K in {s['K_range']}, posterior mean sigma_x {s['sigma_x_mean']:.3f}"])
-    emit(_fmt_table3([s], "  FANGS vs draws on the sampler's samples"))
+        emit(_fmt_table3(table3(configs[:5], n_jobs=args.n_jobs, flip=0.15), title3.format(1000, 0.15)))
+        emit([""])
+        runs = [sampler_run(n=2000, d=10, k=5, sweeps=1000, burn_in=500, n_jobs=args.n_jobs),
+                sampler_run(n=2000, d=10, k=5, sweeps=1000, burn_in=500, n_jobs=args.n_jobs, block_moves=0)]
+    for s in runs:
+        emit([f"Gibbs sampler (accelerated collapsed, linear-Gaussian IBP, block_moves={s['block_moves']}): "
+              f"N={s['N']} cells x D={s['D']} dims, {s['sweeps']} sweeps, true K={s['K_true']}, sigma_x=0.5",
+              f"  sampling {s['sampling_s']:.1f} s, {s['B']} samples kept, K in {s['K_range']}, "
+              f"posterior mean sigma_x {s['sigma_x_mean']:.3f}"])
+        emit(_fmt_table3([s], "  FANGS vs draws on the sampler's samples"))
     text = "\n".join(lines) + "\n"
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"bench_fangs{'_quick' if args.quick else ''}.txt").write_text(text)

@@ -316,9 +316,12 @@ class FangsResult:
         For draws, the index of the chosen sample; for FANGS, the sample used
         as the baseline of the returned candidate.
     details : dict
-        Diagnostics: for FANGS the candidates' expected losses after
-        initialisation and after sweetening, iterations run and flips
-        accepted per sweetening; for draws every sample's expected loss.
+        Diagnostics. FANGS: ``baselines`` (n_init,), ``initial_losses``
+        (2 n_init,: per baseline, its thresholded aligned mean then the
+        baseline itself), ``sweetened_from`` (indices into
+        ``initial_losses``), ``sweetened_losses``, ``iterations`` and
+        ``accepted`` flips per sweetening, ``n_jobs``. Draws:
+        ``expected_losses`` (B,), every sample's expected loss.
     """
 
     estimate: np.ndarray
@@ -856,11 +859,14 @@ def fangs(samples, a: float = 1.0, n_init: int = 16, n_sweet: int = 4, n_iter: i
        averaged and the mean thresholded at a/2 (empty columns dropped). The
        baselines themselves are candidates too: their expected loss comes with
        the alignment at no extra assignment.
-    2. The ``n_sweet`` candidates with the lowest expected loss are sweetened:
-       ``n_iter`` times, one entry chosen uniformly (including one empty
-       column, so a feature can be born) is flipped and the flip kept only if
-       the expected loss falls. Only the changed column's overlaps are updated
-       and only the samples whose optimum can change are re-solved.
+    2. The ``n_sweet`` distinct candidates (up to column order) with the
+       lowest expected loss are sweetened: ``n_iter`` times, one entry is
+       chosen uniformly (row uniform; column uniform among the features plus
+       one empty column, so a feature can be born) and flipped, and the flip
+       is kept only if the expected loss falls. A flip updates only the
+       changed column's overlaps; bounds from the previous assignments and
+       their duals settle most samples, and only the others are re-solved
+       (see ``_Sweetener``).
     3. The sweetened candidate with the lowest expected loss is returned.
 
     Both phases run in ``n_jobs`` threads, one task per baseline and per

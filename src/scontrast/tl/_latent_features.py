@@ -27,8 +27,9 @@ def latent_features(
     alpha: float | None = None,
     sigma_x: float | None = None,
     sigma_a: float | None = None,
-    max_features: int = 20,
+    max_features: int = 30,
     max_new: int = 3,
+    block_moves: int = 4,
     scale: bool = True,
     key_added: str = "latent_features",
     random_state: int = 0,
@@ -57,6 +58,8 @@ def latent_features(
         Cap on the number of features.
     max_new
         Most features a cell may open in one Gibbs step.
+    block_moves
+        Metropolis moves per cell and sweep flipping 2-3 of its entries at once.
     scale
         Divide the embedding by its overall standard deviation before
         sampling (the hyperpriors then suit any units).
@@ -88,10 +91,12 @@ def latent_features(
             raise ScontrastError(f"n_dims: {n_dims} requested but obsm['{use_rep}'] has {X.shape[1]} columns")
         X = X[:, :n_dims]
     params = dict(use_rep=use_rep, n_dims=n_dims, n_iter=n_iter, burn_in=burn_in, thin=thin, alpha=alpha,
-                  sigma_x=sigma_x, sigma_a=sigma_a, max_features=max_features, max_new=max_new, scale=scale)
+                  sigma_x=sigma_x, sigma_a=sigma_a, max_features=max_features, max_new=max_new,
+                  block_moves=block_moves, scale=scale)
     adata = adata.copy() if copy else adata
     model = LinearGaussianIBP(n_iter=n_iter, burn_in=burn_in, thin=thin, alpha=alpha, sigma_x=sigma_x,
-                              sigma_a=sigma_a, max_features=max_features, max_new=max_new, scale=scale,
+                              sigma_a=sigma_a, max_features=max_features, max_new=max_new,
+                              block_moves=block_moves, scale=scale,
                               random_state=random_state).fit(X)
     Z, k = pack_samples(model.samples_)
     log.info("latent_features: %d cells x %d dims, %d sweeps in %.1f s, %d samples, K from %d to %d",
