@@ -123,13 +123,17 @@ def test_relax_supergradient_equals_brute_force(n, m):
     np.testing.assert_allclose(G, W, rtol=1e-8, atol=1e-10)
 
 
-def test_optimal_plan_assignment_equals_network_simplex():
+@pytest.mark.parametrize("n,m", [(30, 30), (200, 200), (30, 20)])
+def test_optimal_plan_is_the_exact_optimum(n, m):
+    # (30, 30): assignment solver; larger or unequal: warm-startable network simplex
     rng = np.random.default_rng(4)
-    C = rng.normal(size=(30, 30))
+    C = rng.normal(size=(n, m))
     rows, cols, mass, cost, _ = _optimal_plan(C)
-    ref = ot.emd2(np.full(30, 1 / 30), np.full(30, 1 / 30), C, numItermax=10**7)
+    ref = ot.emd2(np.full(n, 1 / n), np.full(m, 1 / m), C, numItermax=10**8)
     assert cost == pytest.approx(ref, rel=1e-10)
-    assert np.allclose(np.bincount(rows, mass, 30), 1 / 30) and np.allclose(np.bincount(cols, mass, 30), 1 / 30)
+    assert cost == pytest.approx(np.sum(mass * C[rows, cols]), rel=1e-12)
+    np.testing.assert_allclose(np.bincount(rows, mass, n), 1 / n)
+    np.testing.assert_allclose(np.bincount(cols, mass, m), 1 / m)
 
 
 @pytest.mark.parametrize("scale", [0.01, 0.3, 5.0])

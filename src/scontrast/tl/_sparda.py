@@ -26,8 +26,8 @@ def sparda(
     lam_min_ratio: float = 0.01,
     cv_rule: str = "max",
     max_genes: int = 200,
-    relax_max_cells: int = 300,
-    relax_max_iter: int = 60,
+    relax_max_cells: int = 200,
+    relax_max_iter: int = 40,
     standardize: bool = False,
     genes: str = "highly_variable",
     layer: str | None = None,
@@ -140,7 +140,7 @@ def sparda(
         "eig_fraction": np.array([r["eig_fraction"] for r in model.relax_info_], dtype=float),
         "objective": np.array([r["objective"] for r in model.relax_info_], dtype=float),
         "divergence": np.array([r["divergence"] for r in model.relax_info_], dtype=float),
-        # both groups are subsampled to this size (equal sizes: assignment problems)
+        # both groups are subsampled to this size
         "n_cells_per_group": int(model.n_relax_cells_),
         "subsampled": bool(max(X.shape[0], Y.shape[0]) > model.n_relax_cells_),
     }
