@@ -9,7 +9,7 @@ from scontrast.tl._cpca import cpca
 def main(smk):
     cfg = dict(smk.params.cfg)
     color = cfg.pop("color")
-    deps = list(smk.input.deps) if hasattr(smk.input, "deps") else []
+    deps = list(smk.input.deps)
     adata = io.read_merged(smk.input.h5ad, *deps)
     before = io.slot_keys(adata)
     cpca(adata, **cfg, random_state=smk.params.seed)

@@ -12,7 +12,7 @@ resulting affinity matrix is split by spectral clustering, the cluster holding
 alpha = 0 is dropped and each other cluster contributes its medoid (the alpha of
 largest summed affinity to its cluster).
 
-Three solvers give the same subspaces (to the tolerance ``tol``):
+Four solvers give the same subspaces (to the tolerance ``tol``):
 
 ``'full'``
     the d x d covariances, then a partial symmetric eigensolver
@@ -23,10 +23,22 @@ Three solvers give the same subspaces (to the tolerance ``tol``):
     matrix minus ``alpha * diag(lam)``, so a block Davidson iteration with the
     diagonal as preconditioner converges in a few sweeps for every alpha, and all
     alphas advance together (one matrix product per sweep for the whole grid).
+``'gram'``
+    when there are fewer cells than genes: the same iteration in exact coordinates
+    of the span of the centred cells (at most n + m - 2 dimensions; every direction
+    with non-zero variance lies in it, so nothing is truncated), built from the
+    cell x cell Gram matrices over blocks of genes. C_Y is diagonal in them by
+    construction: the eigendecomposition of the background's Gram matrix for the
+    background span, a pivoted Cholesky factor for the target directions outside it.
 ``'implicit'``
-    no d x d matrix at all: ``v -> C_X v - alpha C_Y v`` is applied through the
-    (sparse) data with implicit centring, in the same batched Davidson
-    iteration with the gene-wise diagonal as preconditioner; for many genes.
+    no dense matrix at all: ``v -> C_X v - alpha C_Y v`` is applied through the
+    (sparse) data with implicit centring, in the batched Davidson iteration with the
+    gene-wise diagonal as preconditioner. The fallback when both genes and cells are
+    too many for a dense reduction; it can need many sweeps at large alpha when the
+    background covariance is ill-conditioned (a warning reports the residuals).
+
+Sparse input is never densified as a whole: covariances and Gram matrices are
+accumulated over blocks of rows or genes, and the centring is exact.
 """
 
 from __future__ import annotations
@@ -36,6 +48,7 @@ import warnings
 
 import numpy as np
 import scipy.linalg as sla
+from scipy.linalg import lapack
 import scipy.sparse as sp
 from sklearn.cluster import SpectralClustering
 from sklearn.metrics.pairwise import pairwise_kernels
@@ -49,15 +62,15 @@ __all__ = [
     "select_alphas",
 ]
 
-_SOLVERS = ("auto", "full", "covariance", "implicit")
+_SOLVERS = ("auto", "full", "covariance", "gram", "implicit")
 _AFFINITIES = ("loadings", "projection")
 _KERNELS = ("rbf", "poly", "linear")
 
 # d up to which the per-alpha partial eigh is cheaper than any shared reduction.
 _FULL_MAX_D = 128
-# d up to which two dense d x d covariances (and one eigh) are formed; beyond it the
-# operator is applied through the data (2 x 5000^2 doubles = 400 MB).
-_COVARIANCE_MAX_D = 5000
+# Largest dense side of the shared reductions: d x d covariances ('covariance') or
+# cell x cell Gram matrices ('gram'); beyond it the operator is applied through the data.
+_DENSE_MAX = 12000
 # Rows densified at a time when a sparse matrix's covariance is formed.
 _CHUNK_BYTES = 64 * 2**20
 
@@ -208,6 +221,40 @@ class _Moments:
             out.append(var * scale**2)
         return out
 
+    def gram_blocks(self):
+        """Cell-by-cell Gram matrices of the centred, scaled data Z_X = (X - 1 mean_x') diag(s_x) / sqrt(n-1)
+        and Z_Y (likewise): K_YY (m, m), K_XY (n, m), K_XX (n, n), so that C_X = Z_X' Z_X and C_Y = Z_Y' Z_Y.
+
+        Built over blocks of genes, each densified and centred exactly; memory stays bounded.
+        """
+        X = self.X.tocsc() if sp.issparse(self.X) else self.X
+        Y = self.Y.tocsc() if sp.issparse(self.Y) else self.Y
+        n, m, d = self.n, self.m, X.shape[1]
+        kyy, kxy, kxx = np.zeros((m, m)), np.zeros((n, m)), np.zeros((n, n))
+        step = max(1, _CHUNK_BYTES // (8 * (n + m)))
+        fx, fy = self.scale_x / np.sqrt(n - 1), self.scale_y / np.sqrt(m - 1)
+        for start in range(0, d, step):
+            cols = slice(start, min(d, start + step))
+            xb = X[:, cols].toarray() if sp.issparse(X) else X[:, cols].copy()
+            yb = Y[:, cols].toarray() if sp.issparse(Y) else Y[:, cols].copy()
+            xb -= self.mean_x[cols]
+            xb *= fx[cols]
+            yb -= self.mean_y[cols]
+            yb *= fy[cols]
+            kyy += yb @ yb.T
+            kxy += xb @ yb.T
+            kxx += xb @ xb.T
+        return (kyy + kyy.T) / 2, kxy, (kxx + kxx.T) / 2
+
+    def rmatmat(self, G, H):
+        """Z_X' G + Z_Y' H for G (n, c) and H (m, c): gene-space vectors from cell coefficients, (d, c)."""
+        out = np.zeros((self.X.shape[1], G.shape[1]))
+        for A, mean, scale, n, C in ((self.X, self.mean_x, self.scale_x, self.n, G),
+                                     (self.Y, self.mean_y, self.scale_y, self.m, H)):
+            part = np.asarray(A.T @ C) - np.outer(mean, C.sum(axis=0))
+            out += part * (scale / np.sqrt(n - 1))[:, None]
+        return out
+
     def _apply(self, A, At, mean, scale, n, T):
         S = T * scale[:, None] if self.standardize else T
         AS = A @ S - np.outer(np.ones(n), mean @ S)
@@ -354,6 +401,76 @@ def _unit_starts(diag_values: np.ndarray, b: int) -> np.ndarray:
     return V0
 
 
+def _diagonal_basis_solve(B, lam, alphas, k, tol, max_iter):
+    """Top-k eigenvectors of ``B - alpha diag(lam)`` for every alpha (B symmetric r x r).
+
+    The basis in which C_Y is diagonal makes Davidson's diagonal preconditioner
+    exact for the background part, so every alpha converges in a few sweeps.
+
+    Returns Z (a, r, k), theta (a, k), residual (a,), n_iter (a,), Z_all' B Z_all (a*k, a*k).
+    """
+    r = B.shape[0]
+    B = (B + B.T) / 2
+    kk = min(k + 2, r)
+    b_diag = np.diag(B).copy()
+    scale = _norm_estimate(lambda T: B @ T, r) + alphas * np.abs(lam).max(initial=0.0)
+    if r <= max(_FULL_MAX_D, 8 * kk):
+        Z = np.empty((alphas.size, r, k))
+        theta = np.empty((alphas.size, k))
+        for i, a in enumerate(alphas):
+            w, E = sla.eigh(B - a * np.diag(lam), subset_by_index=[r - k, r - 1])
+            Z[i], theta[i] = E[:, ::-1], w[::-1]
+        res, its = np.zeros(alphas.size), np.ones(alphas.size, dtype=int)
+    else:
+        V0 = _unit_starts(b_diag[None, :] - alphas[:, None] * lam[None, :], 2 * kk)
+        Z, theta, res, its = _davidson(lambda T: B @ T, lambda T: lam[:, None] * T, b_diag, lam,
+                                       alphas, k, V0, scale, tol, max_iter, 6 * kk)
+    Zs = Z.transpose(1, 0, 2).reshape(r, -1)
+    return Z, theta, res, its, Zs.T @ (B @ Zs)
+
+
+def _cell_space_reduction(moments: _Moments):
+    """Exact coordinates of the centred data in the (at most n + m - 2)-dimensional span of the cells.
+
+    With Z_Y = W diag(sig) V' from the eigendecomposition of K_YY, the first
+    coordinates are those of the background span (where C_Y = diag(sig)); the rest
+    come from a pivoted Cholesky factor of the target's Gram matrix outside that span
+    (where C_Y = 0). Every direction with non-zero variance in either group lies in
+    this span, so nothing is truncated: no PCA.
+
+    Returns
+    -------
+    B : (r, r) C_X in these coordinates; lam : (r,) C_Y's diagonal in them;
+    to_genes : callable (a, r, k) -> (a, d, k), coordinates to gene loadings
+    """
+    kyy, kxy, kxx = moments.gram_blocks()
+    sig, W = sla.eigh(kyy, driver="evd")
+    keep = sig > 1e-12 * max(sig.max(initial=0.0), 0.0)
+    sig, W = sig[keep][::-1], W[:, keep][:, ::-1]
+    P1 = (kxy @ W) / np.sqrt(sig)
+    R = kxx - P1 @ P1.T
+    R = (R + R.T) / 2
+    n = R.shape[0]
+    factor, piv, rank, _ = lapack.dpstrf(R, tol=-1.0, lower=0)
+    rank = int(rank) if np.diag(R).max(initial=0.0) > 1e-12 * max(np.diag(kxx).max(initial=0.0), 1e-300) else 0
+    P2 = np.zeros((n, rank))
+    P2[piv - 1, :] = np.triu(factor[:rank, :]).T
+    Lx = np.hstack([P1, P2])
+    lam = np.concatenate([sig, np.zeros(rank)])
+    ry = sig.size
+    p2_solve = np.linalg.pinv(P2) if rank else np.zeros((0, n))
+
+    def to_genes(Z):
+        a, r, k = Z.shape
+        C = Z.transpose(1, 0, 2).reshape(r, a * k)
+        G = p2_solve.T @ C[ry:]                     # target-cell coefficients (n, a*k)
+        H = W @ ((C[:ry] - P1.T @ G) / np.sqrt(sig)[:, None])   # background-cell coefficients (m, a*k)
+        U = moments.rmatmat(G, H)
+        return U.reshape(-1, a, k).transpose(1, 0, 2)
+
+    return Lx.T @ Lx, lam, to_genes
+
+
 def _solve(moments: _Moments, alphas: np.ndarray, k: int, solver: str, tol: float, max_iter: int):
     """Contrastive components for every alpha.
 
@@ -375,23 +492,22 @@ def _solve(moments: _Moments, alphas: np.ndarray, k: int, solver: str, tol: floa
         flat = U.transpose(1, 0, 2).reshape(d, -1)
         return U, theta, np.zeros(n_alpha), np.ones(n_alpha, dtype=int), flat.T @ (CX @ flat)
 
-    kk = min(k + 2, d)
     if solver == "covariance":
         CX, CY = moments.covariances()
         lam, Q = sla.eigh(CY, driver="evd")
         del CY
         B = Q.T @ (CX @ Q)
         del CX
-        B = (B + B.T) / 2
-        b_diag = np.diag(B).copy()
-        scale = _norm_estimate(lambda T: B @ T, d) + alphas * np.abs(lam).max()
-        V0 = _unit_starts(b_diag[None, :] - alphas[:, None] * lam[None, :], 2 * kk)
-        Z, theta, res, its = _davidson(lambda T: B @ T, lambda T: lam[:, None] * T, b_diag, lam,
-                                       alphas, k, V0, scale, tol, max_iter, 6 * kk)
-        Zs = Z.transpose(1, 0, 2).reshape(d, -1)
-        gram = Zs.T @ (B @ Zs)
+        Z, theta, res, its, gram = _diagonal_basis_solve(B, lam, alphas, k, tol, max_iter)
         U = np.matmul(Q[None, :, :], Z)
+    elif solver == "gram":
+        B, lam, to_genes = _cell_space_reduction(moments)
+        if lam.size < k:
+            raise ValueError(f"n_components={k} exceeds the rank of the centred data ({lam.size})")
+        Z, theta, res, its, gram = _diagonal_basis_solve(B, lam, alphas, k, tol, max_iter)
+        U = to_genes(Z)
     else:
+        kk = min(k + 2, d)
         dx, dy = moments.diagonals()
         scale = _norm_estimate(moments.matmat_x, d) + alphas * _norm_estimate(moments.matmat_y, d)
         V0 = _unit_starts(dx[None, :] - alphas[:, None] * dy[None, :], 2 * kk)
@@ -497,9 +613,10 @@ class CPCA:
         Scale each gene to unit variance within its own set (target, background).
     random_state : int, Generator, RandomState or None
         Seeds the k-means step of the spectral clustering.
-    solver : {'auto', 'full', 'covariance', 'implicit'}, default 'auto'
-        See the module docstring; 'auto' picks 'full' for d <= 128, 'covariance'
-        for d <= 5000 and 'implicit' beyond.
+    solver : {'auto', 'full', 'covariance', 'gram', 'implicit'}, default 'auto'
+        See the module docstring; 'auto' picks 'full' for d <= 128, else
+        'covariance' when d <= n + m, 'gram' when there are fewer cells than genes
+        (each up to 12,000), and 'implicit' beyond.
     tol : float, default 1e-10
         Relative residual norm ``||A u - theta u|| / ||A||`` at which an
         iterative solver stops.
@@ -575,12 +692,16 @@ class CPCA:
             raise ValueError(f"standardize must be True or False, got {self.standardize!r}")
         return k, mode, values
 
-    def _pick_solver(self, d: int, k: int) -> str:
+    def _pick_solver(self, d: int, k: int, n_cells: int) -> str:
         if self.solver != "auto":
             return self.solver
         if d <= max(_FULL_MAX_D, 8 * (k + 2)):
             return "full"
-        return "covariance" if d <= _COVARIANCE_MAX_D else "implicit"
+        if d <= n_cells and d <= _DENSE_MAX:
+            return "covariance"
+        if n_cells < d and n_cells <= _DENSE_MAX:
+            return "gram"
+        return "implicit"
 
     def fit(self, X, Y):
         """Fit on target X (n x d) and background Y (m x d); dense arrays or scipy.sparse.
@@ -593,13 +714,11 @@ class CPCA:
         d = X.shape[1]
         k, mode, values = self._validate(d)
         grid = alpha_grid(self.n_alphas, self.max_log_alpha) if mode == "auto" else values
-        solver = self._pick_solver(d, k)
-        if solver in ("full", "covariance") and d > _COVARIANCE_MAX_D:
-            warnings.warn(f"solver='{solver}' forms two {d} x {d} matrices", stacklevel=2)
+        solver = self._pick_solver(d, k, X.shape[0] + Y.shape[0])
         moments = _Moments(X, Y, bool(self.standardize))
         U, theta, res, its, gram = _solve(moments, grid, k, solver, float(self.tol), int(self.max_iter))
         bad = res > self.tol
-        if solver != "full" and bad.any():
+        if bad.any():
             warnings.warn(f"cPCA did not converge to tol={self.tol:g} for {int(bad.sum())} alpha(s) within "
                           f"max_iter={self.max_iter} (largest relative residual {res.max():.2e})", stacklevel=2)
         affinity = subspace_affinity(U, gram if self.affinity == "projection" else None)

@@ -1,15 +1,11 @@
-def cpca_inputs(wildcards):
-    """The preprocessed data, plus SPARDA's delta when cPCA runs on SPARDA's genes."""
-    inputs = {"h5ad": f"results/{wildcards.dataset}/preprocessed.h5ad"}
-    if config["cpca"]["genes"] == "sparda_selected":
-        inputs["deps"] = [f"results/{wildcards.dataset}/sparda.h5ad"]
-    return inputs
-
-
 rule cpca:
     """Contrastive PCA of the target against the background cells, alphas chosen automatically."""
     input:
-        unpack(cpca_inputs),
+        h5ad="results/{dataset}/preprocessed.h5ad",
+        # SPARDA's delta (var['sparda_selected']) only when cPCA runs on SPARDA's genes
+        deps=lambda w: (
+            [f"results/{w.dataset}/sparda.h5ad"] if config["cpca"]["genes"] == "sparda_selected" else []
+        ),
     output:
         h5ad="results/{dataset}/cpca.h5ad",
         figure=report(

@@ -1,0 +1,231 @@
+"""Benchmark of scontrast.cpca against the reference package `contrastive` 1.2.0.
+
+    .venv/bin/python benchmarks/bench_cpca.py [--quick] [--out FILE]
+
+1. Automatic alpha at d = 500 and 1,000 genes, n = m = 3,000 cells: wall time of
+   `contrastive` (fit + transform(alpha_selection='auto')) and of CPCA(affinity='projection')
+   measured in the same process, their ratio, whether both chose the same alphas, and the
+   largest principal-angle sine between the two packages' components at those alphas.
+2. Separation of the four target groups of the contrastive README example (silhouette).
+3. Sparse 10,000 cells x 20,000 genes (log-normalised simulated counts): time of the
+   automatic alpha without densifying and without PCA preprocessing.
+
+Both packages run with one BLAS thread (fair on a shared 2-core machine, and the reference
+package's eigensolver does not use a second core well).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.metrics import silhouette_score
+from threadpoolctl import threadpool_limits
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))
+
+from scontrast.cpca import CPCA  # noqa: E402
+
+
+# ------------------------------------------------------------------------ data
+
+
+def readme_data(seed=0, n=400, d=30):
+    """The contrastive README example: background sd 10/3/1 on dims 0-9/10-19/20-29; four
+    target groups of n/4 with means (0,0), (0,3), (6,0), (6,3) on dims 10-19 and 20-29.
+
+    Returns X (n, d) target, Y (n, d) background, labels (n,).
+    """
+    rng = np.random.default_rng(seed)
+    Y = np.zeros((n, d))
+    Y[:, 0:10] = rng.normal(0, 10, (n, 10))
+    Y[:, 10:20] = rng.normal(0, 3, (n, 10))
+    Y[:, 20:30] = rng.normal(0, 1, (n, 10))
+    X = np.zeros((n, d))
+    X[:, 0:10] = rng.normal(0, 10, (n, 10))
+    q = n // 4
+    labels = np.repeat(np.arange(4), q)
+    for g, (a, b) in enumerate([(0, 0), (0, 3), (6, 0), (6, 3)]):
+        X[g * q:(g + 1) * q, 10:20] = rng.normal(a, 1, (q, 10))
+        X[g * q:(g + 1) * q, 20:30] = rng.normal(b, 1, (q, 10))
+    return X, Y, labels
+
+
+def synthetic(n, m, d, seed=0):
+    """Gene-expression-like dense data: heteroscedastic genes (sd log-normal), ten shared
+    factors of decreasing strength in both groups, and in the target four groups with README-style
+    mean shifts (6 and 3 noise sd) on two blocks of ten random genes.
+
+    Returns X (n, d), Y (m, d), labels (n,).
+    """
+    rng = np.random.default_rng(seed)
+    sd = np.exp(rng.normal(0, 0.5, d))
+    load = rng.normal(size=(10, d)) * np.linspace(1.5, 0.3, 10)[:, None]
+    Y = rng.normal(size=(m, 10)) @ load + rng.normal(size=(m, d)) * sd
+    X = rng.normal(size=(n, 10)) @ load + rng.normal(size=(n, d)) * sd
+    labels = rng.integers(0, 4, n)
+    genes = rng.choice(d, 20, replace=False)
+    X[:, genes[:10]] += 6 * (labels >= 2)[:, None] * sd[genes[:10]]
+    X[:, genes[10:]] += 3 * (labels % 2)[:, None] * sd[genes[10:]]
+    return X, Y, labels
+
+
+def sparse_counts(n_target, n_background, n_genes, seed=0, n_programs=3):
+    """Log-normalised Poisson counts as CSR matrices: gene means log-normal (most genes low),
+    five cell types shared by both groups (5% of genes changed each), and three programs of 50
+    genes (fold change e^1-e^2) in the target only.
+
+    Returns X (n_target, n_genes), Y (n_background, n_genes), program labels (n_target,).
+    """
+    rng = np.random.default_rng(seed)
+    base = np.exp(rng.normal(-3.5, 1.5, n_genes))
+    n_types = 5
+    type_fc = np.ones((n_types, n_genes))
+    for t in range(n_types):
+        genes = rng.choice(n_genes, n_genes // 20, replace=False)
+        type_fc[t, genes] = np.exp(rng.normal(0, 1.0, genes.size))
+    prog_fc = np.ones((n_programs + 1, n_genes))
+    for p in range(1, n_programs + 1):
+        genes = rng.choice(n_genes, min(50, n_genes), replace=False)
+        prog_fc[p, genes] = np.exp(rng.uniform(1.0, 2.0, genes.size))
+    out, programs = [], []
+    for is_target, n in ((True, n_target), (False, n_background)):
+        blocks = []
+        for start in range(0, n, 1000):
+            c = min(1000, n - start)
+            cell_type = rng.integers(0, n_types, c)
+            prog = rng.integers(1, n_programs + 1, c) if is_target else np.zeros(c, dtype=int)
+            size = np.exp(rng.normal(0, 0.3, c))
+            counts = rng.poisson(base[None, :] * type_fc[cell_type] * prog_fc[prog] * size[:, None])
+            counts = counts.astype(np.float64)
+            lib = np.maximum(counts.sum(axis=1, keepdims=True), 1)
+            blocks.append(sp.csr_matrix(np.log1p(counts / lib * 1e4)))
+            if is_target:
+                programs.append(prog)
+        out.append(sp.vstack(blocks).tocsr())
+    return out[0], out[1], np.concatenate(programs)
+
+
+# ----------------------------------------------------------------- measurements
+
+
+def _reference_auto(X, Y):
+    import contrastive
+
+    np.random.seed(0)  # its spectral clustering draws from numpy's global state
+    ref = contrastive.CPCA(standardize=False)
+    ref.fit(X, Y)
+    _, alphas = ref.transform(X, alpha_selection="auto", return_alphas=True)
+    return ref, np.asarray(alphas, dtype=float)
+
+
+def _sin_max_angle(A, B):
+    qa, qb = np.linalg.qr(A)[0], np.linalg.qr(B)[0]
+    return float(np.linalg.norm(qb - qa @ (qa.T @ qb), 2))
+
+
+def speed_rows(dims=(500, 1000), n=3000, repeats=1, seed=0):
+    """Automatic-alpha timing of both packages on `synthetic(n, n, d)` for each d.
+
+    Returns a list of dicts (d, n, reference_s, ours_s, ratio, same_alphas, max_sin, alphas).
+    """
+    rows = []
+    for d in dims:
+        X, Y, _ = synthetic(n, n, d, seed=seed + d)
+        ref_t, our_t = [], []
+        for _ in range(repeats):
+            with threadpool_limits(1), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                t0 = time.perf_counter()
+                ref, ref_alphas = _reference_auto(X, Y)
+                ref_t.append(time.perf_counter() - t0)
+                t0 = time.perf_counter()
+                ours = CPCA(affinity="projection", random_state=0).fit(X, Y)
+                our_t.append(time.perf_counter() - t0)
+        same = ours.alphas_.shape == ref_alphas.shape and np.allclose(ours.alphas_, ref_alphas, rtol=1e-10)
+        max_sin = max(_sin_max_angle(np.real(ref.cpca_alpha(np.eye(d), a)), c.T)
+                      for a, c in zip(ours.alphas_, ours.components_))
+        rows.append(dict(d=d, n=n, reference_s=min(ref_t), ours_s=min(our_t), ratio=min(ref_t) / min(our_t),
+                         same_alphas=bool(same), max_sin=max_sin, alphas=ours.alphas_,
+                         reference_alphas=ref_alphas, solver=ours.solver_, max_residual=float(ours.residuals_.max())))
+    return rows
+
+
+def silhouette_rows():
+    """Silhouette of the four README groups: PCA (alpha = 0) vs each automatically chosen alpha."""
+    X, Y, labels = readme_data(seed=0)
+    model = CPCA(random_state=0).fit(X, Y)
+    return [(float(a), float(silhouette_score(model.transform(X, alpha=a), labels))) for a in model.alphas_]
+
+
+def sparse_row(n_cells=10000, n_genes=20000, seed=0):
+    """Automatic alpha on sparse simulated counts (half target, half background)."""
+    t0 = time.perf_counter()
+    X, Y, programs = sparse_counts(n_cells // 2, n_cells - n_cells // 2, n_genes, seed=seed)
+    t_sim = time.perf_counter() - t0
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        t0 = time.perf_counter()
+        model = CPCA(random_state=0).fit(X, Y)
+        seconds = time.perf_counter() - t0
+    emb = model.transform(X)
+    return dict(n_cells=n_cells, n_genes=n_genes, density=(X.nnz + Y.nnz) / (n_cells * n_genes),
+                simulate_s=t_sim, seconds=seconds, solver=model.solver_, alphas=model.alphas_,
+                max_residual=float(model.residuals_.max()), iterations=int(model.n_iter_.max()),
+                silhouette_programs=float(silhouette_score(emb, programs)) if np.unique(programs).size > 1 else np.nan,
+                warnings=[str(w.message) for w in caught])
+
+
+# ------------------------------------------------------------------------- main
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="small sizes (a minute)")
+    parser.add_argument("--out", default=None, help="also write the output here")
+    args = parser.parse_args(argv)
+    quick = args.quick
+    lines = []
+
+    def say(text=""):
+        print(text, flush=True)
+        lines.append(text)
+
+    say(f"scontrast cPCA benchmark{' (quick)' if quick else ''}; numpy {np.__version__}; one BLAS thread")
+    say("")
+    say("1. automatic alpha vs contrastive 1.2.0 (same process, same data; synthetic gene-like data)")
+    dims, n = ((100, 200), 600) if quick else ((500, 1000), 3000)
+    say(f"{'d':>6} {'n=m':>6} {'contrastive s':>14} {'scontrast s':>12} {'ratio':>8} {'same alphas':>12} "
+        f"{'max sin angle':>14}  solver / alphas")
+    for row in speed_rows(dims=dims, n=n):
+        say(f"{row['d']:>6} {row['n']:>6} {row['reference_s']:>14.2f} {row['ours_s']:>12.3f} {row['ratio']:>7.0f}x "
+            f"{str(row['same_alphas']):>12} {row['max_sin']:>14.1e}  {row['solver']} / "
+            f"{np.round(row['alphas'], 3).tolist()} (contrastive {np.round(row['reference_alphas'], 3).tolist()}); "
+            f"max residual {row['max_residual']:.1e}")
+    say("")
+    say("2. silhouette of the four target groups of the contrastive README example (400 x 30)")
+    for a, s in silhouette_rows():
+        say(f"   alpha = {a:8.3f}{' (PCA)' if a == 0 else '      '}  silhouette {s:6.3f}")
+    say("")
+    cells, genes = (2000, 3000) if quick else (10000, 20000)
+    say(f"3. sparse {cells} cells x {genes} genes (half target), automatic alpha, no densifying, no PCA")
+    row = sparse_row(cells, genes)
+    say(f"   density {row['density']:.3f}; simulated in {row['simulate_s']:.1f} s; cPCA {row['seconds']:.1f} s "
+        f"(solver {row['solver']}, {row['iterations']} iterations at most, max relative residual "
+        f"{row['max_residual']:.1e}); alphas {np.round(row['alphas'], 3).tolist()}; silhouette of the "
+        f"target programs at the default alpha {row['silhouette_programs']:.3f}")
+    for w in row["warnings"]:
+        say(f"   warning: {w}")
+    out = args.out or REPO / "benchmarks" / "results" / f"bench_cpca{'_quick' if quick else ''}.txt"
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    Path(out).write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,171 @@
+"""AnnData front end, figure and rule script of contrastive PCA, on made-up data."""
+
+from __future__ import annotations
+
+import anndata as ad
+import matplotlib
+import numpy as np
+import pandas as pd
+import pytest
+import scipy.sparse as sp
+
+from scontrast import io
+from scontrast.cpca import CPCA
+from scontrast.pl._cpca import cpca as plot_cpca
+from scontrast.tl._cpca import cpca
+
+matplotlib.use("Agg")
+
+
+def made_up(n_target=120, n_background=100, n_genes=50, seed=0, sparse=True):
+    """Log-normalised-like data: three target-only subgroups on genes 0-9, a shared strong axis
+    on genes 10-19, HVG flags on the first 40 genes and a made-up SPARDA selection."""
+    rng = np.random.default_rng(seed)
+    n = n_target + n_background
+    X = rng.gamma(2.0, 0.5, size=(n, n_genes)) * (rng.random((n, n_genes)) < 0.7)
+    X[:, 10:20] += rng.gamma(1.0, 3.0, size=(n, 1))          # shared between the groups
+    sub = rng.integers(0, 3, n_target)
+    X[:n_target, 0:5] += 2.5 * (sub == 1)[:, None]
+    X[:n_target, 5:10] += 2.5 * (sub == 2)[:, None]
+    X = np.log1p(X)
+    is_target = np.arange(n) < n_target
+    obs = pd.DataFrame({
+        "scontrast_target": is_target,
+        "subgroup": pd.Categorical(np.r_[np.array(["a", "b", "c"])[sub], np.full(n_background, "normal")]),
+        "score": rng.normal(size=n),
+    }, index=[f"c{i}" for i in range(n)])
+    var = pd.DataFrame({"highly_variable": np.arange(n_genes) < 40,
+                        "sparda_selected": np.isin(np.arange(n_genes), [0, 1, 2, 5, 6, 7, 12])},
+                       index=[f"g{j}" for j in range(n_genes)])
+    return ad.AnnData(X=sp.csr_matrix(X) if sparse else X, obs=obs, var=var)
+
+
+def test_writes_the_slots_and_matches_the_estimator(tmp_path):
+    adata = made_up()
+    before = io.slot_keys(adata)
+    cpca(adata, random_state=0)
+    u = adata.uns["cpca"]
+    alphas = np.asarray(u["alphas"])
+    assert alphas[0] == 0 and 2 <= alphas.size <= 4 and u["alpha"] == alphas[1]
+    hv = adata.var["highly_variable"].to_numpy()
+    X = adata.X[:, hv]
+    ref = CPCA(random_state=0).fit(X[:120], X[120:])
+    np.testing.assert_array_equal(alphas, ref.alphas_)
+    for i, a in enumerate(alphas):
+        E = adata.obsm[f"X_cpca_alpha{i}"]
+        assert E.shape == (220, 2)
+        np.testing.assert_allclose(E, ref.transform(X, alpha=a), atol=1e-10)
+        W = adata.varm[f"cPCs_alpha{i}"]
+        assert W.shape == (50, 2) and np.all(W[~hv] == 0)
+        np.testing.assert_allclose(W[hv], ref.components_[i].T)
+    np.testing.assert_array_equal(adata.obsm["X_cpca"], adata.obsm["X_cpca_alpha1"])
+    np.testing.assert_array_equal(adata.varm["cPCs"], adata.varm["cPCs_alpha1"])
+    assert u["affinity"].shape == (41, 41) and u["alpha_grid"].shape == (41,) and u["alpha_labels"].shape == (41,)
+    np.testing.assert_allclose(u["explained_contrast"], ref.explained_contrast_)
+    assert u["params"]["alpha"] == "auto" and u["random_state"] == 0 and "numpy" in u["versions"]
+    assert (u["n_target"], u["n_background"], u["n_genes"]) == (120, 100, 40)
+    # the delta round-trips through h5ad and merges back
+    delta = io.extract_delta(adata, before)
+    path = tmp_path / "cpca.h5ad"
+    io.write_h5ad(delta, path)
+    merged = io.merge(made_up(), io.read_h5ad(path))
+    np.testing.assert_allclose(merged.obsm["X_cpca"], adata.obsm["X_cpca"])
+    np.testing.assert_allclose(merged.uns["cpca"]["affinity"], u["affinity"])
+
+
+def test_given_alphas_gene_sets_and_copy():
+    adata = made_up(sparse=False)
+    out = cpca(adata, alpha=[0.0, 2.0], genes="sparda_selected", n_components=1, copy=True)
+    assert "cpca" not in adata.uns and out is not None
+    assert out.obsm["X_cpca"].shape == (220, 1)
+    np.testing.assert_array_equal(out.uns["cpca"]["alphas"], [0.0, 2.0])
+    assert out.uns["cpca"]["alpha"] == 2.0 and out.uns["cpca"]["n_genes"] == 7
+    np.testing.assert_array_equal(out.uns["cpca"]["params"]["alpha"], [0.0, 2.0])
+    assert np.count_nonzero(out.varm["cPCs"]) <= 7
+    single = cpca(made_up(), alpha=3.0, genes="all", copy=True)
+    assert single.uns["cpca"]["n_genes"] == 50 and single.uns["cpca"]["alphas"].tolist() == [3.0]
+    assert "X_cpca_alpha0" in single.obsm and "X_cpca_alpha1" not in single.obsm
+
+
+def test_separates_the_target_subgroups():
+    from sklearn.metrics import silhouette_score
+
+    adata = made_up(n_target=300, n_background=250, seed=1)
+    cpca(adata, random_state=0)
+    target = adata.obs["scontrast_target"].to_numpy()
+    labels = adata.obs["subgroup"].to_numpy()[target]
+    alphas = adata.uns["cpca"]["alphas"]
+    sil = [silhouette_score(adata.obsm[f"X_cpca_alpha{i}"][target], labels) for i in range(alphas.size)]
+    assert max(sil[1:]) > sil[0] + 0.2
+
+
+def test_errors_are_one_line_value_errors():
+    adata = made_up()
+    with pytest.raises(ValueError, match="gene set"):
+        cpca(adata, genes="nonexistent")
+    with pytest.raises(ValueError, match="n_components"):
+        cpca(adata, genes="sparda_selected", n_components=8)
+    del adata.obs["scontrast_target"]
+    with pytest.raises(ValueError, match="scontrast_target"):
+        cpca(adata)
+
+
+@pytest.mark.parametrize("color", ["scontrast_target", "subgroup", "score"])
+def test_figure_has_a_panel_per_alpha(color):
+    adata = made_up()
+    cpca(adata, random_state=0)
+    fig = plot_cpca(adata, color)
+    n = adata.uns["cpca"]["alphas"].size
+    panels = [a for a in fig.axes if a.get_visible() and a.get_title().startswith("alpha")]
+    assert len(panels) == n
+    assert panels[0].get_title().startswith("alpha = 0") and "(default)" in panels[1].get_title()
+    assert all(p.get_xlabel() == "cPC 1" for p in panels)
+    if color != "score":
+        labels = [t.get_text() for t in fig.legends[0].get_texts()]
+        assert any(lab.startswith("background") for lab in labels)
+    matplotlib.pyplot.close(fig)
+    with pytest.raises(ValueError, match="color"):
+        plot_cpca(adata, "nope")
+    with pytest.raises(ValueError, match="tl.cpca"):
+        plot_cpca(made_up())
+
+
+def test_one_component_figure():
+    adata = made_up()
+    cpca(adata, n_components=1, alpha=[0.0, 1.0])
+    fig = plot_cpca(adata, "subgroup")
+    assert [a.get_ylabel() for a in fig.axes if a.get_title().startswith("alpha")] == ["jitter", "jitter"]
+    matplotlib.pyplot.close(fig)
+
+
+def test_rule_script_writes_a_delta(tmp_path, monkeypatch):
+    """scripts/cpca.py through a stand-in for the snakemake object (SPARDA genes from a delta file)."""
+    import runpy
+    import types
+
+    from conftest import REPO
+
+    base = made_up()
+    sparda_delta = ad.AnnData(obs=pd.DataFrame(index=base.obs_names),
+                              var=pd.DataFrame({"sparda_selected": base.var["sparda_selected"]}))
+    del base.var["sparda_selected"]
+    io.write_h5ad(base, tmp_path / "preprocessed.h5ad")
+    io.write_h5ad(sparda_delta, tmp_path / "sparda.h5ad")
+
+    class Files(list):
+        pass
+
+    inp = Files([str(tmp_path / "preprocessed.h5ad"), str(tmp_path / "sparda.h5ad")])
+    inp.h5ad, inp.deps = str(tmp_path / "preprocessed.h5ad"), [str(tmp_path / "sparda.h5ad")]
+    out = Files([str(tmp_path / "cpca.h5ad"), str(tmp_path / "cpca.png")])
+    out.h5ad, out.figure = out
+    cfg = dict(n_components=2, alpha="auto", n_alphas=40, max_log_alpha=3, n_alpha_clusters=4,
+               affinity="loadings", standardize=False, genes="sparda_selected", layer=None, solver="auto",
+               tol=1e-10, max_iter=500, color="subgroup")
+    smk = types.SimpleNamespace(input=inp, output=out, params=types.SimpleNamespace(cfg=cfg, seed=0),
+                                log=[str(tmp_path / "cpca.log")], rule="cpca", wildcards={"dataset": "toy"},
+                                threads=1)
+    runpy.run_path(str(REPO / "scripts" / "cpca.py"), init_globals={"snakemake": smk})
+    delta = io.read_h5ad(tmp_path / "cpca.h5ad")
+    assert delta.X is None and "cpca" in delta.uns and "sparda_selected" not in delta.var
+    assert delta.uns["cpca"]["n_genes"] == 7 and (tmp_path / "cpca.png").stat().st_size > 10000
