@@ -16,10 +16,12 @@ include: "workflow/rules/preprocess.smk"
 include: "workflow/rules/pcpca.smk"
 include: "workflow/rules/fangs.smk"
 include: "workflow/rules/collect.smk"
+include: "workflow/rules/report.smk"
 
 
 rule all:
-    """Every dataset's merged result."""
+    """Every dataset's merged result and summary table."""
     input:
         expand("results/{dataset}/scontrast.h5ad", dataset=DATASETS),
+        expand("results/{dataset}/summary.tsv", dataset=DATASETS),
     default_target: True

@@ -47,10 +47,8 @@ def run(tmp_path_factory):
 
 
 def test_dry_run_shows_two_datasets(tmp_path):
-    proc = snakemake(tmp_path, tiny_config(), "-n", "--quiet", "rules")
-    lines = (proc.stdout + proc.stderr).splitlines()
-    counts = {ln.split()[0]: int(ln.split()[1]) for ln in lines if len(ln.split()) == 2 and ln.split()[1].isdigit()}
-    assert counts["preprocess"] == 2 and counts["collect"] == 2 and counts["all"] == 1
+    counts = _jobs(snakemake(tmp_path, tiny_config(), "-n", "--quiet", "rules"))
+    assert counts["preprocess"] == 2 and counts["collect"] == 2 and counts["summary"] == 2 and counts["all"] == 1
 
 
 def test_preprocessed_outputs(run):
@@ -144,3 +142,61 @@ def test_lint_is_clean():
                           capture_output=True, text=True, cwd=REPO, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "Lints for" not in proc.stdout + proc.stderr
+
+
+def _jobs(proc) -> dict[str, int]:
+    """Job counts per rule from the 'Job stats' table of a dry run."""
+    lines = (proc.stdout + proc.stderr).splitlines()
+    start = lines.index("Job stats:")
+    counts = {}
+    for line in lines[start + 3:]:
+        name, n = line.split()
+        if name == "total":
+            return counts
+        counts[name] = int(n)
+    raise AssertionError("no total line in the job stats")
+
+
+def test_changing_one_method_reruns_it_and_its_descendants_only(run):
+    workdir, cfg = run
+    changed = yaml.safe_load(yaml.safe_dump(cfg))
+    changed["pcpca"]["gamma_prime"] = 0.3
+    jobs = _jobs(snakemake(workdir, changed, "-n"))
+    # pcpca feeds latent_features (use_rep X_pcpca) -> fangs; each dataset's collect and summary follow
+    assert jobs == {"pcpca": 2, "latent_features": 2, "fangs": 2, "collect": 2, "summary": 2, "all": 1}
+    changed = yaml.safe_load(yaml.safe_dump(cfg))
+    changed["fangs"]["a"] = 1.5
+    jobs = _jobs(snakemake(workdir, changed, "-n"))
+    assert jobs == {"fangs": 2, "collect": 2, "summary": 2, "all": 1}
+    changed = yaml.safe_load(yaml.safe_dump(cfg))
+    changed["datasets"]["wu2020"]["preprocess"]["min_cells"] = 4
+    jobs = _jobs(snakemake(workdir, changed, "-n"))
+    assert jobs["preprocess"] == 1 and jobs["pcpca"] == 1 and jobs["collect"] == 1
+    # the dry runs changed nothing: the original config still has nothing to do
+    assert "Nothing to be done" in "".join(snakemake(workdir, cfg, "-n").stdout)
+
+
+def test_report_embeds_every_figure_and_the_summary(run):
+    import base64
+    import json
+    import re
+
+    workdir, cfg = run
+    snakemake(workdir, cfg, "--report", str(workdir / "report.html"))
+    html = (workdir / "report.html").read_text()
+    figures = sorted(p.relative_to(workdir).as_posix() for p in (workdir / "results").rglob("figures/*.png"))
+    assert len(figures) >= 2 * (1 + len(cfg["methods"]))
+    for fig in figures:
+        assert f'"{fig}"' in html, fig
+    for name in cfg["datasets"]:
+        key = f"results/{name}/summary.tsv"
+        entry = re.search(r'"%s": (\{.*?"data_uri": "[^"]*"\})' % re.escape(key), html)
+        assert entry, key
+        record = json.loads(entry.group(1))
+        assert record["job_properties"]["rule"] == "summary"
+        assert f"<strong>{name}</strong>" in record["caption"]
+        embedded = base64.b64decode(record["data_uri"].split("base64,", 1)[1]).decode()
+        assert embedded == (workdir / key).read_text()
+        pre = ad.read_h5ad(workdir / f"results/{name}/preprocessed.h5ad")
+        n_t, n_b = int(pre.obs["scontrast_target"].sum()), int((~pre.obs["scontrast_target"]).sum())
+        assert f"cells (target / background)\t{n_t} / {n_b}" in embedded

@@ -1,0 +1,23 @@
+rule summary:
+    """One table of the key numbers of a dataset, for the report."""
+    input:
+        h5ad="results/{dataset}/scontrast.h5ad",
+    output:
+        tsv=report(
+            "results/{dataset}/summary.tsv",
+            caption="../report/summary.rst",
+            category="{dataset}",
+            subcategory="summary",
+        ),
+    log:
+        "logs/{dataset}/summary.log",
+    benchmark:
+        "results/{dataset}/benchmarks/summary.tsv"
+    threads: 1
+    resources:
+        mem_mb=mem_mb(per_input_mb=6),
+        runtime=runtime_min(per_input_mb=0.02),
+    conda:
+        "../../envs/scontrast.yaml"
+    script:
+        "../../scripts/summary.py"
