@@ -14,6 +14,7 @@ from scontrast.fangs import (
     _lap_max,
     _Packed,
     _Sweetener,
+    _sweeten,
     check_samples,
     draws,
     expected_loss,
@@ -255,6 +256,17 @@ def test_fangs_finds_the_truth_when_samples_scatter_around_it():
     f = fangs(samples, n_jobs=1, random_state=0)
     assert faro_loss(f.estimate, truth) == 0.0
     assert f.expected_loss < draws(samples, n_jobs=1).expected_loss
+
+
+def test_sweetening_repairs_a_damaged_estimate():
+    truth, samples = bench_fangs.posterior_like_samples(40, 4, 60, flip=0.05, rng=11)
+    P = _Packed(check_samples(samples))
+    damaged = truth ^ (np.random.default_rng(0).random(truth.shape) < 0.1).astype(np.uint8)
+    est, loss, iterations, accepted = _sweeten(P, damaged, 1.0, 3000, None, seed=0)
+    assert iterations == 3000 and accepted >= 10
+    assert loss == pytest.approx(expected_loss(samples, est))
+    assert loss < expected_loss(samples, damaged) - 5
+    assert faro_loss(est, truth) < faro_loss(damaged, truth)
 
 
 def test_a_tunes_sparsity():
