@@ -1,0 +1,1177 @@
+"""QUADRO: sparse quadratic classification by Rayleigh-quotient optimisation.
+
+Fan, Ke, Liu and Xia (2015), *QUADRO: a supervised dimension reduction method
+via Rayleigh quotient optimization*, Annals of Statistics 43(4).
+
+A quadratic score ``Q(x) = x' Omega x - 2 delta' x`` separates two classes
+(class 1 = ``classes_[0]``, class 2 = ``classes_[1]``). Under elliptical laws
+with a common kurtosis parameter ``gamma`` its class-wise mean and variance are
+
+    M_k = tr(Omega S_k) + mu_k' Omega mu_k - 2 delta' mu_k
+    L_k = 2 (1 + gamma) tr(Omega S_k Omega S_k) + gamma tr(Omega S_k)^2
+          + 4 (Omega mu_k - delta)' S_k (Omega mu_k - delta)
+
+so the Rayleigh quotient ``pi (1-pi) (M_1 - M_2)^2 / (pi L_1 + (1-pi) L_2)``
+needs only means, covariances and ``gamma``. Being scale free, it is maximised
+by the convex problem
+
+    min  pi L_1 + (1-pi) L_2 + lambda1 |Omega|_1 + lambda2 |delta|_1
+    s.t. M_2 - M_1 = 1,
+
+solved here by an accelerated proximal gradient method whose proximal step
+(soft-thresholding with one scalar shift) keeps every iterate exactly on the
+constraint. Means, variances and correlations are estimated robustly
+(Catoni's M-estimator, Kendall's tau) or by the sample moments.
+
+The module is numpy/scipy in, numpy out; ``scontrast.tl.quadro`` is the
+AnnData front end.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+from scipy import sparse as sp
+from scipy.optimize import minimize_scalar
+from scipy.sparse.linalg import LinearOperator, eigsh
+from scipy.stats import rankdata
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.linear_model import LogisticRegression
+from sklearn.metrics import roc_auc_score
+from sklearn.model_selection import StratifiedKFold
+from sklearn.utils import check_random_state
+from sklearn.utils.validation import check_is_fitted
+
+__all__ = [
+    "catoni_mean",
+    "robust_variance",
+    "kendall_tau_matrix",
+    "kendall_correlation",
+    "nearest_psd",
+    "kurtosis_parameter",
+    "quadratic_mean",
+    "quadratic_variance",
+    "rayleigh_quotient",
+    "estimate_moments",
+    "Moments",
+    "RayleighProblem",
+    "RayleighSolution",
+    "solve_rayleigh",
+    "QUADRO",
+]
+
+
+# --------------------------------------------------------------------------- input checks
+
+
+def _as_matrix(X, name: str, min_rows: int = 1) -> np.ndarray:
+    if sp.issparse(X):
+        X = X.toarray()
+    X = np.asarray(X, dtype=float)
+    if X.ndim != 2:
+        raise ValueError(f"{name} must be a 2-D array (samples x features), got shape {X.shape}")
+    if X.shape[0] < min_rows:
+        raise ValueError(f"{name} needs at least {min_rows} rows, got {X.shape[0]}")
+    if X.shape[1] < 1:
+        raise ValueError(f"{name} has no column")
+    if not np.isfinite(X).all():
+        raise ValueError(f"{name} contains NaN or infinite values")
+    return X
+
+
+# --------------------------------------------------------------------------- robust means and variances
+
+
+def _catoni_h(y: np.ndarray) -> np.ndarray:
+    """Catoni's influence function h(y) = sgn(y) log(1 + |y| + y^2/2)."""
+    a = np.abs(y)
+    return np.sign(y) * np.log1p(a + 0.5 * a * a)
+
+
+def _catoni_h_prime(y: np.ndarray) -> np.ndarray:
+    a = np.abs(y)
+    return (1.0 + a) / (1.0 + a + 0.5 * a * a)
+
+
+def _log_inv_delta(n: int, d: int, delta: float | None) -> float:
+    """log(1/delta) with the paper's delta = 1/max(n, d)^2, kept below n/4.
+
+    Catoni's width needs n > 2 log(1/delta); for very small n the cap keeps the
+    estimator defined (it then behaves like a Huber-type M-estimator).
+    """
+    if delta is None:
+        log_inv = 2.0 * math.log(max(n, d, 2))
+    else:
+        if not 0.0 < delta < 1.0:
+            raise ValueError(f"delta must lie in (0, 1), got {delta}")
+        log_inv = -math.log(delta)
+    return min(log_inv, n / 4.0)
+
+
+def median_of_means_variance(X: np.ndarray, n_blocks: int | None = None) -> np.ndarray:
+    """Robust per-column variance scale: median over blocks of mean (x - median)^2.
+
+    Parameters
+    ----------
+    X : (n, d) array
+    n_blocks : number of blocks (rows ``i`` with ``i % n_blocks == b``); default
+        ``ceil(4 log max(n, d))``, at most ``n // 2``.
+
+    Returns
+    -------
+    (d,) array. Centring at the median over-states the variance by the squared
+    mean-median gap, which is harmless for an upper bound; the median over
+    blocks ignores blocks hit by a few gross outliers.
+    """
+    X = np.asarray(X, dtype=float)
+    n = X.shape[0]
+    if n_blocks is None:
+        n_blocks = math.ceil(4.0 * math.log(max(n, X.shape[1], 2)))
+    n_blocks = int(max(1, min(n_blocks, n // 2)))
+    dev2 = (X - np.median(X, axis=0)) ** 2
+    block = np.arange(n) % n_blocks
+    sums = np.zeros((n_blocks, X.shape[1]))
+    np.add.at(sums, block, dev2)
+    counts = np.bincount(block, minlength=n_blocks)[:, None]
+    return np.median(sums / counts, axis=0)
+
+
+def catoni_mean(X, v=None, delta: float | None = None, tol: float = 1e-12, max_iter: int = 100) -> np.ndarray:
+    """Catoni's M-estimator of each column's mean.
+
+    Solves ``sum_i h(alpha_j (x_ij - mu_j)) = 0`` with
+    ``h(y) = sgn(y) log(1 + |y| + y^2/2)`` and Catoni's width
+    ``alpha_j = sqrt(2 L / (n (v_j + 2 v_j L / (n - 2 L))))``, ``L = log(1/delta)``.
+
+    Parameters
+    ----------
+    X : (n, d) or (n,) array
+    v : None, float or (d,) array
+        Upper bound(s) of the variances. None = 3 x a median-of-means variance
+        of each column (the paper uses 3 x the largest sample variance, which a
+        few gross outliers inflate until the estimator is the sample mean).
+    delta : confidence level; None = 1 / max(n, d)^2 (the paper's choice).
+
+    Returns
+    -------
+    (d,) array (a float for 1-D input).
+    """
+    one_d = np.ndim(X) == 1
+    X = _as_matrix(np.reshape(X, (-1, 1)) if one_d else X, "X")
+    n, d = X.shape
+    if v is None:
+        v = 3.0 * median_of_means_variance(X)
+        zero = v <= 0
+        if zero.any():  # mostly-constant columns: fall back to the sample variance
+            v[zero] = 3.0 * X[:, zero].var(axis=0)
+    else:
+        v = np.broadcast_to(np.asarray(v, dtype=float), (d,)).copy()
+        if (v < 0).any() or not np.isfinite(v).all():
+            raise ValueError("v must be finite and non-negative")
+    L = _log_inv_delta(n, d, delta)
+    const = v <= 0  # truly constant columns: every value is the mean
+    alpha = np.zeros(d)
+    alpha[~const] = np.sqrt(2.0 * L / (n * (v[~const] + 2.0 * v[~const] * L / (n - 2.0 * L))))
+
+    # psi(mu) = sum h(alpha (x - mu)) decreases strictly in mu: safeguarded Newton
+    # inside the bracket [min x, max x], all columns at once.
+    lo, hi = X.min(axis=0), X.max(axis=0)
+    mu = np.median(X, axis=0)
+    span = np.maximum(hi - lo, np.finfo(float).tiny)
+    active = ~const & (hi > lo)
+    for _ in range(max_iter):
+        if not active.any():
+            break
+        Y = alpha[active] * (X[:, active] - mu[active])
+        psi = _catoni_h(Y).sum(axis=0)
+        dpsi = -alpha[active] * _catoni_h_prime(Y).sum(axis=0)
+        m = mu[active]
+        lo_a, hi_a = lo[active], hi[active]
+        lo_a = np.where(psi > 0, m, lo_a)
+        hi_a = np.where(psi < 0, m, hi_a)
+        step = -psi / dpsi
+        new = m + step
+        outside = ~((new > lo_a) & (new < hi_a))
+        new = np.where(outside, 0.5 * (lo_a + hi_a), new)
+        lo[active], hi[active] = lo_a, hi_a
+        mu[active] = new
+        done = (np.abs(new - m) <= tol * span[active]) | (psi == 0)
+        idx = np.flatnonzero(active)
+        active[idx[done]] = False
+    mu[const] = X[0, const]
+    return float(mu[0]) if one_d else mu
+
+
+def robust_variance(X, delta: float | None = None, delta0: float | None = None) -> np.ndarray:
+    """Per-column variance ``max(eta_j - mu_j^2, delta0)`` from Catoni means.
+
+    ``mu_j`` is Catoni's mean of x_j and ``eta_j`` Catoni's mean of x_j^2, whose
+    variance bound comes from the spread of x_j^2 (not of x_j). The columns are
+    first centred at their medians, which leaves ``mu`` equivariant and makes
+    ``eta - mu^2`` translation invariant and free of cancellation.
+
+    Parameters
+    ----------
+    X : (n, d) array
+    delta : Catoni's confidence level (see ``catoni_mean``).
+    delta0 : floor of the variances; None = 1e-10 x the largest ``eta``.
+
+    Returns
+    -------
+    (d,) array of positive variances.
+    """
+    X = _as_matrix(X, "X", min_rows=2)
+    Xc = X - np.median(X, axis=0)
+    mu = catoni_mean(Xc, delta=delta)
+    eta = catoni_mean(Xc**2, delta=delta)
+    if delta0 is None:
+        delta0 = 1e-10 * max(float(eta.max()), np.finfo(float).tiny)
+    elif delta0 <= 0:
+        raise ValueError(f"delta0 must be positive, got {delta0}")
+    return np.maximum(eta - mu**2, delta0)
+
+
+# --------------------------------------------------------------------------- Kendall's tau
+
+
+@numba.njit(parallel=True, cache=True)
+def _kendall_tau_b_pairs(ranks_t, order_t, n_ranks, ties, pj, pk):  # pragma: no cover - compiled
+    """Kendall's tau-b of every column pair (pj[p], pk[p]) in O(n log n) each.
+
+    ``ranks_t`` (d, n) holds 0-based dense ranks per column and ``order_t`` (d, n)
+    each column's sorting permutation. The cells are walked in increasing order
+    of column j, one tie group at a time, and a Fenwick tree over the ranks of
+    column k counts the earlier cells that are below (concordant) or above
+    (discordant); pairs tied in either column count as neither.
+    """
+    n = ranks_t.shape[1]
+    n0 = n * (n - 1) / 2.0
+    out = np.empty(pj.shape[0])
+    for p in numba.prange(pj.shape[0]):
+        j = pj[p]
+        k = pk[p]
+        size = n_ranks[k]
+        tree = np.zeros(size + 1, dtype=np.int32)
+        count = np.zeros(size, dtype=np.int32)
+        seq = np.empty(n, dtype=np.int64)
+        grp = np.empty(n, dtype=np.int64)
+        for i in range(n):
+            c = order_t[j, i]
+            seq[i] = ranks_t[k, c]
+            grp[i] = ranks_t[j, c]
+        conc = 0
+        disc = 0
+        inserted = 0
+        i = 0
+        while i < n:
+            end = i + 1
+            while end < n and grp[end] == grp[i]:
+                end += 1
+            for q in range(i, end):
+                r = seq[q]  # ranks 0..r-1 lie strictly below
+                less = 0
+                pos = r
+                while pos > 0:
+                    less += tree[pos]
+                    pos -= pos & (-pos)
+                leq = less + count[r]
+                conc += less
+                disc += inserted - leq
+            for q in range(i, end):
+                count[seq[q]] += 1
+                pos = seq[q] + 1
+                while pos <= size:
+                    tree[pos] += 1
+                    pos += pos & (-pos)
+                inserted += 1
+            i = end
+        denom = math.sqrt((n0 - ties[j]) * (n0 - ties[k]))
+        out[p] = (conc - disc) / denom if denom > 0 else np.nan
+    return out
+
+
+def kendall_tau_matrix(X) -> np.ndarray:
+    """Kendall's tau-b between every pair of columns.
+
+    O(n log n) per pair (compiled, parallel over pairs); ties are handled as in
+    ``scipy.stats.kendalltau`` (tau-b). A constant column has an undefined tau:
+    its off-diagonal entries are 0.
+
+    Parameters
+    ----------
+    X : (n, d) array
+
+    Returns
+    -------
+    (d, d) symmetric array with unit diagonal.
+    """
+    X = _as_matrix(X, "X", min_rows=2)
+    n, d = X.shape
+    ranks = np.ascontiguousarray((rankdata(X, method="dense", axis=0).astype(np.int64) - 1).T)
+    order = np.ascontiguousarray(np.argsort(X, axis=0, kind="stable").astype(np.int64).T)
+    n_ranks = ranks.max(axis=1) + 1
+    ties = np.empty(d)
+    for j in range(d):
+        t = np.bincount(ranks[j]).astype(float)
+        ties[j] = float((t * (t - 1) / 2).sum())
+    pj, pk = np.triu_indices(d, k=1)
+    tau = _kendall_tau_b_pairs(ranks, order, n_ranks, ties, pj.astype(np.int64), pk.astype(np.int64))
+    out = np.eye(d)
+    tau = np.nan_to_num(tau, nan=0.0)
+    out[pj, pk] = tau
+    out[pk, pj] = tau
+    return out
+
+
+def kendall_correlation(X) -> np.ndarray:
+    """Rank-based correlation matrix ``sin(pi/2 tau)`` (Han and Liu 2012).
+
+    For elliptical laws ``sin(pi/2 tau_jk)`` is the Pearson correlation, so this
+    estimates it without moments. Not necessarily positive semi-definite.
+
+    Parameters
+    ----------
+    X : (n, d) array
+
+    Returns
+    -------
+    (d, d) symmetric array with unit diagonal.
+    """
+    C = np.sin(0.5 * np.pi * kendall_tau_matrix(X))
+    np.fill_diagonal(C, 1.0)
+    return C
+
+
+# --------------------------------------------------------------------------- nearest PSD matrix
+
+
+def _project_l1_ball(w: np.ndarray, radius: float) -> np.ndarray:
+    """Euclidean projection of the vector w onto {x: |x|_1 <= radius} (sort based)."""
+    a = np.abs(w)
+    if a.sum() <= radius:
+        return w.copy()
+    u = np.sort(a)[::-1]
+    css = np.cumsum(u)
+    k = np.arange(1, u.size + 1)
+    rho = np.flatnonzero(u * k > css - radius)[-1]
+    theta = (css[rho] - radius) / (rho + 1.0)
+    return np.sign(w) * np.maximum(a - theta, 0.0)
+
+
+def _psd_part(S: np.ndarray) -> np.ndarray:
+    vals, vecs = np.linalg.eigh(S)
+    P = (vecs * np.maximum(vals, 0.0)) @ vecs.T
+    return 0.5 * (P + P.T)
+
+
+def nearest_psd(S, norm: str = "max", tol: float = 1e-3, max_iter: int = 5000) -> np.ndarray:
+    """Nearest positive semi-definite matrix to a symmetric ``S``.
+
+    Parameters
+    ----------
+    S : (d, d) array (symmetrised first).
+    norm : ``'fro'`` — the Frobenius projection (negative eigenvalues set to 0);
+        ``'max'`` — minimise ``max_ij |P_ij - S_ij|`` over PSD ``P`` (the paper's
+        choice: the answer is within twice the max-norm error of ``S``), by ADMM
+        on ``min |Z - S|_max + I_psd(P)`` s.t. ``P = Z`` with residual balancing.
+    tol : ``'max'`` stops when the duality gap is at most ``tol`` times the
+        distance reached: the PSD answer is then within a factor ``1 + tol`` of
+        the smallest max-norm distance.
+    max_iter : ADMM iteration cap (a warning is issued when reached).
+
+    Returns
+    -------
+    (d, d) symmetric PSD array.
+
+    Notes
+    -----
+    The dual of ``min_{P psd} |P - S|_max`` is ``max -<Y, S>`` over PSD ``Y``
+    with ``|Y|_1 <= 1``; the PSD part of the ADMM multiplier, normalised,
+    gives such a ``Y`` and hence the lower bound used for stopping.
+    """
+    S = np.asarray(S, dtype=float)
+    if S.ndim != 2 or S.shape[0] != S.shape[1]:
+        raise ValueError(f"S must be a square matrix, got shape {S.shape}")
+    if not np.isfinite(S).all():
+        raise ValueError("S contains NaN or infinite values")
+    if norm not in ("max", "fro"):
+        raise ValueError(f"norm must be 'max' or 'fro', got {norm!r}")
+    if not tol > 0:
+        raise ValueError(f"tol must be positive, got {tol}")
+    S = 0.5 * (S + S.T)
+    if np.linalg.eigvalsh(S)[0] >= 0:
+        return S.copy()
+    P = _psd_part(S)
+    if norm == "fro":
+        return P
+
+    best, upper, lower = P, float(np.abs(P - S).max()), 0.0
+    scale = max(float(np.abs(S).max()), np.finfo(float).tiny)
+    Z = S.copy()
+    U = np.zeros_like(S)
+    rho = 1.0 / scale
+    for it in range(max_iter):
+        P = _psd_part(Z - U)
+        dist = float(np.abs(P - S).max())
+        if dist < upper:
+            best, upper = P, dist
+        if it % 10 == 9:
+            # U = (multiplier of P = Z) / rho: its PSD part, normalised, is dual feasible
+            Y = _psd_part(U)
+            y1 = float(np.abs(Y).sum())
+            if y1 > 0:
+                lower = max(lower, -float(np.sum(Y * S)) / y1)
+            if upper - lower <= tol * upper:
+                break
+        W = P + U - S
+        # prox of (1/rho) |.|_max is w minus its projection on the l1 ball of radius 1/rho
+        Z_new = S + W - _project_l1_ball(W.ravel(), 1.0 / rho).reshape(W.shape)
+        Z_new = 0.5 * (Z_new + Z_new.T)
+        r = np.linalg.norm(P - Z_new)
+        s = rho * np.linalg.norm(Z_new - Z)
+        U += P - Z_new
+        Z = Z_new
+        # residual balancing keeps primal and dual progress comparable
+        if r > 10 * s:
+            rho *= 2.0
+            U /= 2.0
+        elif s > 10 * r:
+            rho /= 2.0
+            U *= 2.0
+    else:
+        warnings.warn(f"nearest_psd(norm='max') stopped after max_iter={max_iter} ADMM iterations with a "
+                      f"relative duality gap of {(upper - lower) / upper:.1e}", RuntimeWarning, stacklevel=2)
+    return best
+
+
+# --------------------------------------------------------------------------- kurtosis
+
+
+def kurtosis_parameter(X1, X2) -> float:
+    """Common kurtosis parameter gamma of two elliptical classes.
+
+    Each marginal of an elliptical law has kurtosis ``3 (1 + gamma)``, so gamma is
+    estimated as the pooled (genes x classes, weighted by class size) marginal
+    kurtosis / 3 - 1, bounded below by ``-2/(d+2)``, the smallest value an
+    elliptical law allows and the one that keeps ``L_k`` convex. Constant
+    columns are left out. Sample fourth moments are biased low under heavy
+    tails: treat the value as a working parameter, not an accurate estimate.
+
+    Parameters
+    ----------
+    X1 : (n1, d) array, X2 : (n2, d) array
+
+    Returns
+    -------
+    float
+    """
+    X1 = _as_matrix(X1, "X1", min_rows=2)
+    X2 = _as_matrix(X2, "X2", min_rows=2)
+    if X1.shape[1] != X2.shape[1]:
+        raise ValueError(f"X1 and X2 must have the same columns, got {X1.shape[1]} and {X2.shape[1]}")
+    d = X1.shape[1]
+    total, weight = 0.0, 0.0
+    for X in (X1, X2):
+        C = X - X.mean(axis=0)
+        m2 = (C**2).mean(axis=0)
+        ok = m2 > 1e-12 * max(float(m2.max()), np.finfo(float).tiny)
+        if not ok.any():
+            continue
+        kurt = (C[:, ok] ** 4).mean(axis=0) / m2[ok] ** 2
+        total += X.shape[0] * kurt.mean()
+        weight += X.shape[0]
+    if weight == 0:
+        return 0.0
+    return float(max(total / weight / 3.0 - 1.0, -2.0 / (d + 2)))
+
+
+# --------------------------------------------------------------------------- moments of Q
+
+
+def _check_quad(Omega, delta, mu, Sigma):
+    Omega = np.asarray(Omega, dtype=float)
+    delta = np.asarray(delta, dtype=float)
+    mu = np.asarray(mu, dtype=float)
+    Sigma = np.asarray(Sigma, dtype=float)
+    d = mu.shape[0]
+    if Omega.shape != (d, d) or Sigma.shape != (d, d) or delta.shape != (d,):
+        raise ValueError(
+            f"shapes disagree: Omega {Omega.shape}, delta {delta.shape}, mu {mu.shape}, Sigma {Sigma.shape}"
+        )
+    return 0.5 * (Omega + Omega.T), delta, mu, Sigma
+
+
+def quadratic_mean(Omega, delta, mu, Sigma) -> float:
+    """M = E Q(Z) = tr(Omega Sigma) + mu' Omega mu - 2 delta' mu for E Z = mu, cov Z = Sigma.
+
+    Parameters
+    ----------
+    Omega : (d, d) symmetric, delta : (d,), mu : (d,), Sigma : (d, d)
+    """
+    Omega, delta, mu, Sigma = _check_quad(Omega, delta, mu, Sigma)
+    return float(np.sum(Omega * Sigma) + mu @ Omega @ mu - 2.0 * delta @ mu)
+
+
+def quadratic_variance(Omega, delta, mu, Sigma, gamma: float = 0.0) -> float:
+    """L = Var Q(Z) for Z elliptical with mean mu, covariance Sigma, kurtosis parameter gamma.
+
+    ``L = 2(1+gamma) tr(Omega Sigma Omega Sigma) + gamma tr(Omega Sigma)^2
+    + 4 (Omega mu - delta)' Sigma (Omega mu - delta)``; gamma = 0 for Gaussian,
+    2/(nu - 4) for multivariate t with nu > 4 degrees of freedom.
+
+    Parameters
+    ----------
+    Omega : (d, d) symmetric, delta : (d,), mu : (d,), Sigma : (d, d), gamma : float
+    """
+    Omega, delta, mu, Sigma = _check_quad(Omega, delta, mu, Sigma)
+    OS = Omega @ Sigma
+    u = Omega @ mu - delta
+    return float(2.0 * (1.0 + gamma) * np.sum(OS * OS.T) + gamma * np.trace(OS) ** 2 + 4.0 * u @ Sigma @ u)
+
+
+def rayleigh_quotient(Omega, delta, mu1, Sigma1, mu2, Sigma2, gamma: float = 0.0, pi: float = 0.5) -> float:
+    """Rq = pi (1-pi) (M_1 - M_2)^2 / (pi L_1 + (1-pi) L_2); pi = P(class 1)."""
+    M1 = quadratic_mean(Omega, delta, mu1, Sigma1)
+    M2 = quadratic_mean(Omega, delta, mu2, Sigma2)
+    L1 = quadratic_variance(Omega, delta, mu1, Sigma1, gamma)
+    L2 = quadratic_variance(Omega, delta, mu2, Sigma2, gamma)
+    den = pi * L1 + (1.0 - pi) * L2
+    return float(pi * (1.0 - pi) * (M1 - M2) ** 2 / den) if den > 0 else float("inf")
+
+
+# --------------------------------------------------------------------------- moment estimation
+
+
+@dataclass
+class Moments:
+    """Plug-in moments of the two classes, in the coordinates z = (x - center) / scale."""
+
+    mu1: np.ndarray
+    Sigma1: np.ndarray
+    mu2: np.ndarray
+    Sigma2: np.ndarray
+    gamma: float
+    pi: float
+    center: np.ndarray
+    scale: np.ndarray
+
+
+def estimate_moments(X1, X2, estimator: str = "robust", gamma: float | None = None, psd_norm: str = "max",
+                     standardize: bool = True) -> Moments:
+    """Means and covariances of both classes (robust or sample) and gamma.
+
+    ``'robust'``: Catoni means, ``robust_variance`` variances, Kendall
+    correlations ``sin(pi/2 tau)``, then ``nearest_psd(D C D, psd_norm)``.
+    ``'sample'``: sample means and covariances (ddof 1).
+    With ``standardize`` the moments are those of ``z = (x - center) / scale``
+    with ``center`` the prior-weighted class means and ``scale`` the pooled
+    within-class standard deviations, so that the L1 penalties treat features
+    alike whatever their units.
+
+    Parameters
+    ----------
+    X1 : (n1, d) array of class 1, X2 : (n2, d) array of class 2.
+    gamma : None = ``kurtosis_parameter(X1, X2)``.
+    """
+    if estimator not in ("robust", "sample"):
+        raise ValueError(f"estimator must be 'robust' or 'sample', got {estimator!r}")
+    X1 = _as_matrix(X1, "X1", min_rows=2)
+    X2 = _as_matrix(X2, "X2", min_rows=2)
+    d = X1.shape[1]
+    if X2.shape[1] != d:
+        raise ValueError(f"X1 and X2 must have the same columns, got {d} and {X2.shape[1]}")
+    out = []
+    for X in (X1, X2):
+        if estimator == "sample":
+            mu = X.mean(axis=0)
+            S = np.atleast_2d(np.cov(X, rowvar=False))
+        else:
+            mu = catoni_mean(X)
+            sd = np.sqrt(robust_variance(X))
+            S = nearest_psd(sd[:, None] * kendall_correlation(X) * sd[None, :], norm=psd_norm)
+        out.append((mu, S))
+    (mu1, S1), (mu2, S2) = out
+    pi = X1.shape[0] / (X1.shape[0] + X2.shape[0])
+    if gamma is None:
+        gamma = kurtosis_parameter(X1, X2)
+    elif gamma < -2.0 / (d + 2):
+        raise ValueError(f"gamma must be at least -2/(d+2) = {-2.0 / (d + 2):.4g}, got {gamma}")
+    if standardize:
+        center = pi * mu1 + (1 - pi) * mu2
+        sd = np.sqrt(pi * np.diag(S1) + (1 - pi) * np.diag(S2))
+        scale = np.where(sd > 1e-12 * max(float(sd.max()), np.finfo(float).tiny), sd, 1.0)
+    else:
+        center, scale = np.zeros(d), np.ones(d)
+    inv = 1.0 / scale
+    return Moments(
+        mu1=(mu1 - center) * inv, Sigma1=S1 * inv[:, None] * inv[None, :],
+        mu2=(mu2 - center) * inv, Sigma2=S2 * inv[:, None] * inv[None, :],
+        gamma=float(gamma), pi=float(pi), center=center, scale=scale,
+    )
+
+
+# --------------------------------------------------------------------------- the convex problem
+
+
+class RayleighProblem:
+    """The smooth part and the constraint of QUADRO's convex problem.
+
+    Variables ``x = (Omega, delta)`` are packed as ``[Omega.ravel(), delta]``
+    (length d^2 + d) with Omega symmetric; inner products are Frobenius, so the
+    L1 norm of the packed vector counts each off-diagonal entry twice, as
+    ``|Omega|_1`` does. ``f(x) = pi L_1 + (1-pi) L_2`` is a homogeneous
+    quadratic, ``f(x) = x' H x``, and the constraint ``M_2 - M_1 = 1`` is
+    ``<a, x> = 1`` with ``a = [S2 - S1 + mu2 mu2' - mu1 mu1', -2 (mu2 - mu1)]``.
+    """
+
+    def __init__(self, moments: Moments):
+        m = moments
+        self.d = d = m.mu1.shape[0]
+        self.gamma = m.gamma
+        self.classes = ((m.pi, m.mu1, m.Sigma1), (1.0 - m.pi, m.mu2, m.Sigma2))
+        # both classes stacked, so that one gradient is a handful of batched BLAS calls
+        self._w = np.array([m.pi, 1.0 - m.pi])
+        self._S = np.stack([m.Sigma1, m.Sigma2])
+        self._mu = np.stack([m.mu1, m.mu2])
+        A = m.Sigma2 - m.Sigma1 + np.outer(m.mu2, m.mu2) - np.outer(m.mu1, m.mu1)
+        self.a = np.concatenate([(0.5 * (A + A.T)).ravel(), -2.0 * (m.mu2 - m.mu1)])
+        if not np.any(self.a):
+            raise ValueError("the two classes have identical estimated means and covariances: nothing to separate")
+        self.size = d * d + d
+        self._lipschitz = None
+
+    def unpack(self, x: np.ndarray):
+        d = self.d
+        return x[: d * d].reshape(d, d), x[d * d:]
+
+    def gradient(self, x: np.ndarray) -> np.ndarray:
+        """Gradient of f at x (packed, length d^2 + d); equals 2 H x.
+
+        Per class: ``grad_Omega L = 4(1+g) S Omega S + 2 g tr(Omega S) S
+        + 4 (r mu' + mu r')`` and ``grad_delta L = -8 r`` with
+        ``r = S (Omega mu - delta)`` (Omega symmetric, so the Omega gradient is
+        the symmetric one).
+        """
+        d, g = self.d, self.gamma
+        Om = x[: d * d].reshape(d, d)
+        de = x[d * d:]
+        S, w, mu = self._S, self._w, self._mu
+        SOS = (S @ Om) @ S
+        tr = np.einsum("kij,ij->k", S, Om)
+        r = np.einsum("kij,kj->ki", S, mu @ Om - de)
+        wr = w[:, None] * r
+        G = np.einsum("k,kij->ij", 4.0 * (1.0 + g) * w, SOS) + np.einsum("k,kij->ij", 2.0 * g * w * tr, S)
+        outer = 4.0 * (wr.T @ mu)
+        G += outer + outer.T
+        G = 0.5 * (G + G.T)
+        return np.concatenate([G.ravel(), -8.0 * wr.sum(axis=0)])
+
+    def value(self, x: np.ndarray, grad: np.ndarray | None = None) -> float:
+        """f(x) = pi L_1 + (1-pi) L_2 (from the gradient: f is homogeneous of degree 2)."""
+        if grad is None:
+            grad = self.gradient(x)
+        return float(0.5 * grad @ x)
+
+    def lipschitz(self) -> float:
+        """Largest eigenvalue of the Hessian 2H (Lanczos, deterministic start)."""
+        if self._lipschitz is None:
+            op = LinearOperator((self.size, self.size), matvec=self.gradient, dtype=float)
+            v0 = np.ones(self.size) / math.sqrt(self.size)
+            if self.size <= 3:
+                H2 = np.column_stack([self.gradient(e) for e in np.eye(self.size)])
+                lam = float(np.linalg.eigvalsh(0.5 * (H2 + H2.T))[-1])
+            else:
+                lam = float(eigsh(op, k=1, which="LA", v0=v0, tol=1e-8, return_eigenvectors=False)[0])
+            self._lipschitz = max(lam, np.finfo(float).tiny)
+        return self._lipschitz
+
+    def reference_scale(self) -> tuple[float, float]:
+        """Scale of the penalties, the analogue of the lasso's ``lambda_max``.
+
+        At the sparsest feasible point ``x_s`` (the minimum-L1 point of
+        ``<a, x> = 1``: one symmetric pair of Omega or one entry of delta, where
+        ``|a|`` is largest) the penalties must exceed the constraint-corrected
+        smooth gradient ``|grad f(x_s) + nu a|`` to keep the answer that sparse.
+        Returns, per block (Omega, delta), the largest entry of that gradient
+        with ``nu`` minimising its overall maximum. lambda1 and lambda2 are
+        multiples of these: 1 gives (nearly) the sparsest answer, small
+        multiples approach the unpenalised one.
+        """
+        d2 = self.d * self.d
+        i = int(np.argmax(np.abs(self.a)))
+        x = np.zeros(self.size)
+        if i < d2:
+            r, c = divmod(i, self.d)
+            x[[r * self.d + c, c * self.d + r]] = 1.0
+        else:
+            x[i] = 1.0
+        x /= float(self.a @ x)
+        g = self.gradient(x)
+        a = self.a
+        bound = 2.0 * float(np.abs(g).max()) / float(np.abs(a).max()) + 1e-300
+        res = minimize_scalar(lambda nu: float(np.abs(g + nu * a).max()), bounds=(-bound, bound),
+                              method="bounded", options={"xatol": 1e-10 * bound})
+        h = np.abs(g + res.x * a)
+        ref1, ref2 = float(h[:d2].max()), float(h[d2:].max())
+        top = max(ref1, ref2, np.finfo(float).tiny)
+        return (ref1 if ref1 > 0 else top, ref2 if ref2 > 0 else top)
+
+
+def _prox_l1_affine(v: np.ndarray, a: np.ndarray, tau: np.ndarray, theta0: float = 0.0):
+    """argmin_z 1/2 |z - v|^2 + sum tau_i |z_i|  s.t.  <a, z> = 1.
+
+    The solution is ``z(theta) = soft(v - theta a, tau)`` where theta solves the
+    monotone (non-increasing) piecewise-linear equation ``<a, z(theta)> = 1``.
+    Solved by Newton steps on the current linear piece, safeguarded by the
+    bracket and by the conservative slope ``-|a|^2`` (which never overshoots);
+    on the piece holding the root, Newton lands on it exactly.
+
+    Returns (z, theta).
+    """
+    nz = a != 0
+    a_nz = a[nz]
+    full_slope = -float(a_nz @ a_nz)
+    base = np.sign(v) * np.maximum(np.abs(v) - tau, 0.0)  # coordinates with a_i = 0 do not move
+    fixed = float(a[~nz] @ base[~nz]) if (~nz).any() else 0.0
+    v_nz, tau_nz = v[nz], tau[nz]
+
+    def phi(theta):
+        u = v_nz - theta * a_nz
+        z = np.sign(u) * np.maximum(np.abs(u) - tau_nz, 0.0)
+        act = np.abs(u) > tau_nz
+        return fixed + float(a_nz @ z) - 1.0, -float(a_nz[act] @ a_nz[act]), z
+
+    lo, hi = -np.inf, np.inf
+    theta = theta0
+    scale = 1.0 + float(np.abs(a_nz).max()) * (float(np.abs(v_nz).max()) + float(tau_nz.max()))
+    for _ in range(200):
+        val, slope, z = phi(theta)
+        if abs(val) <= 1e-14 * scale:
+            break
+        if val > 0:
+            lo = theta
+        else:
+            hi = theta
+        new = theta - val / slope if slope < 0 else np.nan
+        if not (lo < new < hi):
+            safe = theta - val / full_slope
+            new = safe if (lo < safe < hi) else 0.5 * (lo + hi)
+        if new == theta:
+            break
+        theta = new
+    out = base.copy()
+    out[nz] = z
+    return out, theta
+
+
+@dataclass
+class RayleighSolution:
+    """Result of ``solve_rayleigh``."""
+
+    Omega: np.ndarray
+    delta: np.ndarray
+    x: np.ndarray
+    objective: float
+    smooth: float
+    multiplier: float
+    n_iter: int
+    converged: bool
+    residual: float
+
+
+def solve_rayleigh(problem: RayleighProblem, lambda1: float, lambda2: float, x0: np.ndarray | None = None,
+                   tol: float = 1e-7, max_iter: int = 10000, nu0: float = 0.0) -> RayleighSolution:
+    """Solve ``min f(x) + lambda1 |Omega|_1 + lambda2 |delta|_1 s.t. M_2 - M_1 = 1``.
+
+    Accelerated proximal gradient (FISTA) with gradient-based adaptive restart;
+    the proximal step is ``_prox_l1_affine``, so every iterate satisfies the
+    equality constraint up to rounding. ``lambda1``/``lambda2`` are absolute.
+
+    Parameters
+    ----------
+    problem : RayleighProblem
+    lambda1, lambda2 : non-negative penalties on Omega and delta.
+    x0 : warm start (packed), projected onto the constraint first.
+    tol : stop when ``|x_next - y| <= tol |x_next|`` (the scaled gradient mapping).
+    max_iter : iteration cap; ``converged`` is False when it is reached.
+    nu0 : starting guess of the multiplier (warm start).
+
+    Returns
+    -------
+    RayleighSolution with ``multiplier`` nu such that
+    ``grad f(x) + nu a + lambda * subgradient |x|_1 = 0`` at the optimum.
+    """
+    if lambda1 < 0 or lambda2 < 0:
+        raise ValueError(f"penalties must be non-negative, got lambda1={lambda1}, lambda2={lambda2}")
+    d = problem.d
+    lam = np.concatenate([np.full(d * d, float(lambda1)), np.full(d, float(lambda2))])
+    step = 1.0 / (1.01 * problem.lipschitz())
+    a = problem.a
+    start = np.zeros(problem.size) if x0 is None else np.asarray(x0, dtype=float)
+    x, theta = _prox_l1_affine(start, a, step * lam, nu0 * step)
+    y = x.copy()
+    t = 1.0
+    converged = False
+    residual = np.inf
+    it = 0
+    for it in range(1, max_iter + 1):
+        g = problem.gradient(y)
+        x_new, theta = _prox_l1_affine(y - step * g, a, step * lam, theta)
+        residual = float(np.linalg.norm(x_new - y) / max(np.linalg.norm(x_new), np.finfo(float).tiny))
+        if residual <= tol:
+            x = x_new
+            converged = True
+            break
+        if (y - x_new) @ (x_new - x) > 0:  # momentum points uphill: restart
+            t = 1.0
+            y = x_new.copy()
+        else:
+            t_new = 0.5 * (1.0 + math.sqrt(1.0 + 4.0 * t * t))
+            y = x_new + ((t - 1.0) / t_new) * (x_new - x)
+            t = t_new
+        x = x_new
+    g = problem.gradient(x)
+    smooth = problem.value(x, g)
+    Om, de = problem.unpack(x)
+    Om = 0.5 * (Om + Om.T)
+    return RayleighSolution(
+        Omega=Om, delta=de.copy(), x=x, smooth=smooth,
+        objective=smooth + lambda1 * float(np.abs(Om).sum()) + lambda2 * float(np.abs(de).sum()),
+        multiplier=theta / step, n_iter=it, converged=converged, residual=residual,
+    )
+
+
+# --------------------------------------------------------------------------- the classifier
+
+
+def _quad_scores(X: np.ndarray, Omega: np.ndarray, delta: np.ndarray, center: np.ndarray,
+                 scale: np.ndarray) -> np.ndarray:
+    """Q(z) = z' Omega z - 2 delta' z for every row, z = (x - center) / scale; (n,) array."""
+    Z = (X - center) / scale
+    return np.einsum("ij,ij->i", Z @ Omega, Z) - 2.0 * (Z @ delta)
+
+
+def error_threshold(scores: np.ndarray, is_two: np.ndarray) -> float:
+    """Threshold t minimising the errors of "class 2 iff score > t".
+
+    Candidates are the midpoints between consecutive distinct scores and +-inf;
+    among equally good ones the middle one is taken.
+
+    Parameters
+    ----------
+    scores : (n,) array, is_two : (n,) bool array (True = class 2).
+    """
+    order = np.argsort(scores, kind="stable")
+    s = scores[order]
+    two = is_two[order].astype(float)
+    # cutting after position i (0..n): class 2 at or below the cut + class 1 above it
+    below_two = np.concatenate([[0.0], np.cumsum(two)])
+    above_one = np.concatenate([[0.0], np.cumsum((1.0 - two)[::-1])])[::-1]
+    errors = below_two + above_one
+    distinct = np.concatenate([[True], s[1:] > s[:-1], [True]])  # cuts between equal scores are not cuts
+    errors = np.where(distinct, errors, np.inf)
+    best = np.flatnonzero(errors == errors.min())
+    i = int(best[len(best) // 2])
+    if i == 0:
+        return -np.inf
+    if i == len(s):
+        return np.inf
+    return 0.5 * (s[i - 1] + s[i])
+
+
+class QUADRO(ClassifierMixin, BaseEstimator):
+    """QUADRO: sparse quadratic classifier by Rayleigh-quotient optimisation.
+
+    Fits ``Q(z) = z' Omega z - 2 delta' z`` (``z = (x - center_) / scale_``; the
+    raw ``x`` when ``standardize=False``) by solving
+
+        min  pi L_1 + (1-pi) L_2 + lambda1 |Omega|_1 + lambda2 |delta|_1
+        s.t. M_2 - M_1 = 1
+
+    with plug-in (robust or sample) moments; class 2 = ``classes_[1]`` scores
+    higher, so ``predict`` returns ``classes_[1]`` where ``Q > threshold_``.
+
+    Parameters
+    ----------
+    lambda1, lambda2 : float or None
+        Penalties on ``|Omega|_1`` and ``|delta|_1`` as multiples of a reference
+        scale (``RayleighProblem.reference_scale``: the largest smooth gradient
+        of each block at the ridge solution, the lasso's ``lambda_max``
+        analogue), so that one value means the same for any data scale. None =
+        chosen by cross-validation over ``lambda_grid``.
+    estimator : ``'robust'`` (Catoni means and variances, Kendall's tau
+        correlations, nearest PSD) or ``'sample'`` (sample moments).
+    gamma : float or None
+        Kurtosis parameter; None = ``kurtosis_parameter`` of the training data
+        (0 assumes Gaussian classes).
+    cv : int or None
+        Stratified folds for choosing lambdas and for the out-of-fold scores
+        that set the threshold and the probability calibration. None or 1 = no
+        cross-validation (both lambdas must then be given; threshold and
+        calibration use the training scores).
+    random_state : int, Generator, RandomState or None; seeds the folds.
+    lambda_grid : sequence of positive floats or None
+        Candidate multiples for each lambda left None (default
+        ``geomspace(3, 1e-3, 6)``); with both None the 36-point product grid is searched.
+    cv_scoring : ``'auc'`` (rank based, threshold free) or ``'error'``
+        (held-out error at a threshold chosen on the training fold).
+    cv_rule : ``'1se'`` — the most penalised lambdas (largest
+        ``lambda1 * lambda2``) whose mean CV score is within one standard error
+        of the best (held-out scores of a few dozen samples are noisy, and the
+        sparser answer is the interpretable one); ``'best'`` — the best mean.
+    psd_norm : ``'max'`` (the paper) or ``'fro'``: how the robust covariance
+        is made positive semi-definite.
+    standardize : bool
+        Solve in coordinates centred at the prior-weighted class means and
+        scaled by the pooled within-class standard deviations (the estimated
+        moments are transformed; data are not copied).
+    threshold : ``'error'`` (minimise the error of the calibration scores) or
+        ``'logistic'`` (where the calibrated probability crosses 1/2).
+    tol, max_iter : solver tolerance (relative step of the proximal gradient
+        mapping) and iteration cap.
+
+    Attributes
+    ----------
+    classes_ : (2,) labels; Omega_ : (d, d); delta_ : (d,); center_, scale_ : (d,)
+    threshold_ : float; gamma_ : float; pi_ : float (share of ``classes_[0]``)
+    rayleigh_quotient_ : plug-in Rayleigh quotient of the fitted Q (training moments)
+    lambda1_, lambda2_ : chosen multiples; penalties_ : (2,) absolute penalties
+    lambda_reference_ : (2,) reference scales; multiplier_ : constraint multiplier
+    n_iter_, converged_ : solver iterations and convergence of the final fit
+    constraint_residual_ : ``M_2 - M_1 - 1`` at the answer
+    cv_results_ : dict of arrays ``lambda1``, ``lambda2``, ``mean_score``, ``std_score``
+    oof_decision_ : (n,) out-of-fold scores at the chosen lambdas (None without CV)
+    calibration_ : (2,) slope and intercept of the logistic calibration on Q
+    """
+
+    def __init__(self, lambda1=None, lambda2=None, estimator="robust", gamma=None, cv=5, random_state=None,
+                 lambda_grid=None, cv_scoring="auc", cv_rule="1se", psd_norm="fro", standardize=True,
+                 threshold="error", tol=1e-6, max_iter=5000):
+        self.lambda1 = lambda1
+        self.lambda2 = lambda2
+        self.estimator = estimator
+        self.gamma = gamma
+        self.cv = cv
+        self.random_state = random_state
+        self.lambda_grid = lambda_grid
+        self.cv_scoring = cv_scoring
+        self.cv_rule = cv_rule
+        self.psd_norm = psd_norm
+        self.standardize = standardize
+        self.threshold = threshold
+        self.tol = tol
+        self.max_iter = max_iter
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_class = False
+        return tags
+
+    # ----------------------------------------------------------------- helpers
+
+    def _check_params(self):
+        for name in ("lambda1", "lambda2"):
+            val = getattr(self, name)
+            if val is not None and not (np.isfinite(val) and val >= 0):
+                raise ValueError(f"{name} must be None or a finite non-negative number, got {val!r}")
+        if self.estimator not in ("robust", "sample"):
+            raise ValueError(f"estimator must be 'robust' or 'sample', got {self.estimator!r}")
+        if self.cv is not None and (int(self.cv) != self.cv or self.cv < 1):
+            raise ValueError(f"cv must be None or a positive integer, got {self.cv!r}")
+        if self.cv_scoring not in ("auc", "error"):
+            raise ValueError(f"cv_scoring must be 'auc' or 'error', got {self.cv_scoring!r}")
+        if self.cv_rule not in ("1se", "best"):
+            raise ValueError(f"cv_rule must be '1se' or 'best', got {self.cv_rule!r}")
+        if self.psd_norm not in ("max", "fro"):
+            raise ValueError(f"psd_norm must be 'max' or 'fro', got {self.psd_norm!r}")
+        if self.threshold not in ("error", "logistic"):
+            raise ValueError(f"threshold must be 'error' or 'logistic', got {self.threshold!r}")
+        if not (self.tol > 0):
+            raise ValueError(f"tol must be positive, got {self.tol!r}")
+        if int(self.max_iter) != self.max_iter or self.max_iter < 1:
+            raise ValueError(f"max_iter must be a positive integer, got {self.max_iter!r}")
+        grid = np.geomspace(3.0, 1e-3, 6) if self.lambda_grid is None else self.lambda_grid
+        grid = np.sort(np.unique(np.asarray(grid, dtype=float)))[::-1]
+        if grid.size == 0 or not np.isfinite(grid).all() or (grid < 0).any():
+            raise ValueError("lambda_grid must hold finite non-negative numbers")
+        g1 = grid if self.lambda1 is None else np.array([float(self.lambda1)])
+        g2 = grid if self.lambda2 is None else np.array([float(self.lambda2)])
+        path = []  # snake order: each point's neighbour warm-starts it
+        for i, c1 in enumerate(g1):
+            for c2 in (g2 if i % 2 == 0 else g2[::-1]):
+                path.append((float(c1), float(c2)))
+        return path
+
+    def _moments(self, X1, X2):
+        return estimate_moments(X1, X2, estimator=self.estimator, gamma=self.gamma, psd_norm=self.psd_norm,
+                                standardize=self.standardize)
+
+    def _solve_path(self, moments, path, stop=None):
+        """Solutions along ``path`` (warm-started), up to index ``stop``."""
+        problem = RayleighProblem(moments)
+        ref = problem.reference_scale()
+        sols = []
+        x0, nu = None, 0.0
+        for c1, c2 in path[: (len(path) if stop is None else stop + 1)]:
+            sol = solve_rayleigh(problem, c1 * ref[0], c2 * ref[1], x0=x0, tol=self.tol,
+                                 max_iter=int(self.max_iter), nu0=nu)
+            x0, nu = sol.x, sol.multiplier
+            sols.append(sol)
+        return problem, ref, sols
+
+    def _threshold_of(self, scores, is_two):
+        if self.threshold == "error":
+            return error_threshold(scores, is_two)
+        slope, intercept = _logistic_1d(scores, is_two)
+        return -intercept / slope if slope > 0 else (np.inf if is_two.mean() < 0.5 else -np.inf)
+
+    # ----------------------------------------------------------------- API
+
+    def fit(self, X, y):
+        """Fit on X (n, d) and binary labels y (n,); returns self."""
+        path = self._check_params()
+        X = _as_matrix(X, "X")
+        y = np.asarray(y)
+        if y.ndim != 1 or y.shape[0] != X.shape[0]:
+            raise ValueError(f"y must be 1-D with one label per row of X ({X.shape[0]}), got shape {y.shape}")
+        classes = np.unique(y)
+        if classes.size != 2:
+            raise ValueError(f"y must hold exactly two classes, got {classes.size}: {classes[:5].tolist()}")
+        is_two = y == classes[1]
+        n_min = int(min(is_two.sum(), (~is_two).sum()))
+        cv = None if self.cv is None or int(self.cv) == 1 else int(self.cv)
+        if len(path) > 1 and cv is None:
+            raise ValueError("cv must be at least 2 when lambda1 or lambda2 is None (they are chosen by CV)")
+        if n_min < 2:
+            raise ValueError(f"each class needs at least 2 samples, the smaller has {n_min}")
+        if cv is not None and n_min < 2 * cv:
+            raise ValueError(f"cv={cv} folds need at least {2 * cv} samples per class, the smaller has {n_min}")
+        self.classes_ = classes
+        self.n_features_in_ = X.shape[1]
+
+        scores_grid = np.zeros((len(path), cv or 1))
+        oof = None
+        if cv is not None:
+            seed = check_random_state(self.random_state).randint(np.iinfo(np.int32).max)
+            folds = StratifiedKFold(n_splits=cv, shuffle=True, random_state=seed).split(X, is_two)
+            oof = np.zeros((X.shape[0], len(path)))
+            for f, (tr, va) in enumerate(folds):
+                Xtr, ytr = X[tr], is_two[tr]
+                mom = self._moments(Xtr[~ytr], Xtr[ytr])
+                _, _, sols = self._solve_path(mom, path)
+                for g, sol in enumerate(sols):
+                    s_va = _quad_scores(X[va], sol.Omega, sol.delta, mom.center, mom.scale)
+                    oof[va, g] = s_va
+                    if self.cv_scoring == "auc":
+                        scores_grid[g, f] = roc_auc_score(is_two[va], s_va)
+                    else:
+                        s_tr = _quad_scores(Xtr, sol.Omega, sol.delta, mom.center, mom.scale)
+                        t = self._threshold_of(s_tr, ytr)
+                        scores_grid[g, f] = -np.mean((s_va > t) != is_two[va])
+        mean = scores_grid.mean(axis=1)
+        best = _select(path, scores_grid, self.cv_rule)
+        self.cv_results_ = {
+            "lambda1": np.array([p[0] for p in path]), "lambda2": np.array([p[1] for p in path]),
+            "mean_score": mean, "std_score": scores_grid.std(axis=1), "scoring": self.cv_scoring,
+        }
+        self.lambda1_, self.lambda2_ = path[best]
+
+        mom = self._moments(X[~is_two], X[is_two])
+        problem, ref, sols = self._solve_path(mom, path, stop=best)
+        sol = sols[-1]
+        self.Omega_, self.delta_ = sol.Omega, sol.delta
+        self.center_, self.scale_ = mom.center, mom.scale
+        self.gamma_, self.pi_ = mom.gamma, mom.pi
+        self.lambda_reference_ = np.array(ref)
+        self.penalties_ = np.array([self.lambda1_ * ref[0], self.lambda2_ * ref[1]])
+        self.multiplier_ = sol.multiplier
+        self.n_iter_, self.converged_ = sol.n_iter, sol.converged
+        if not sol.converged:
+            warnings.warn(f"QUADRO solver did not converge in max_iter={self.max_iter} iterations "
+                          f"(relative residual {sol.residual:.2e})", RuntimeWarning, stacklevel=2)
+        self.constraint_residual_ = float(problem.a @ sol.x - 1.0)
+        self.objective_ = sol.objective
+        self.rayleigh_quotient_ = rayleigh_quotient(sol.Omega, sol.delta, mom.mu1, mom.Sigma1, mom.mu2,
+                                                    mom.Sigma2, mom.gamma, mom.pi)
+        self.oof_decision_ = None if oof is None else oof[:, best].copy()
+        cal_scores = self.oof_decision_ if oof is not None else self.decision_function(X)
+        slope, intercept = _logistic_1d(cal_scores, is_two)
+        self.calibration_ = np.array([slope, intercept])
+        self.threshold_ = float(self._threshold_of(cal_scores, is_two))
+        return self
+
+    def decision_function(self, X) -> np.ndarray:
+        """Q at each row of X (n, d); larger means ``classes_[1]``."""
+        check_is_fitted(self, "Omega_")
+        X = _as_matrix(X, "X")
+        if X.shape[1] != self.n_features_in_:
+            raise ValueError(f"X has {X.shape[1]} features, the model was fitted on {self.n_features_in_}")
+        return _quad_scores(X, self.Omega_, self.delta_, self.center_, self.scale_)
+
+    def predict(self, X) -> np.ndarray:
+        """``classes_[1]`` where ``Q > threshold_``, else ``classes_[0]``."""
+        return self.classes_[(self.decision_function(X) > self.threshold_).astype(int)]
+
+    def predict_proba(self, X) -> np.ndarray:
+        """(n, 2) probabilities from a logistic calibration of Q (fitted on out-of-fold scores)."""
+        slope, intercept = self.calibration_
+        z = np.clip(slope * self.decision_function(X) + intercept, -700, 700)
+        p = 1.0 / (1.0 + np.exp(-z))
+        return np.column_stack([1.0 - p, p])
+
+    def interactions(self, feature_names=None, tol: float = 0.0):
+        """Non-zero entries of Omega_ (i <= j) and delta_, largest first.
+
+        Returns a list of ``(name_i, name_j, weight)`` for Omega_ (``name_j`` is
+        the same as ``name_i`` on the diagonal) and one of ``(name, weight)`` for
+        delta_.
+        """
+        check_is_fitted(self, "Omega_")
+        d = self.Omega_.shape[0]
+        names = np.arange(d).astype(str) if feature_names is None else np.asarray(feature_names).astype(str)
+        iu, ju = np.triu_indices(d)
+        w = self.Omega_[iu, ju]
+        keep = np.abs(w) > tol
+        order = np.argsort(-np.abs(w[keep]), kind="stable")
+        pairs = [(names[i], names[j], float(v)) for i, j, v in
+                 zip(iu[keep][order], ju[keep][order], w[keep][order], strict=True)]
+        dk = np.flatnonzero(np.abs(self.delta_) > tol)
+        dk = dk[np.argsort(-np.abs(self.delta_[dk]), kind="stable")]
+        return pairs, [(names[i], float(self.delta_[i])) for i in dk]
+
+
+def _select(path, scores, rule: str) -> int:
+    """Index of the chosen grid point from the (n_points, n_folds) CV scores (larger = better)."""
+    mean = scores.mean(axis=1)
+    top = int(np.argmax(mean))
+    if rule == "best" or scores.shape[1] < 2:
+        cut = mean[top] - 1e-12
+    else:
+        cut = mean[top] - scores[top].std(ddof=1) / math.sqrt(scores.shape[1])
+    ok = np.flatnonzero(mean >= cut)
+    strength = np.array([math.log(max(c1, 1e-300)) + math.log(max(c2, 1e-300)) for c1, c2 in path])
+    # most penalised first; ties broken by the larger lambda1, then by the better score
+    key = [(-strength[i], -path[i][0], -mean[i]) for i in ok]
+    return int(ok[min(range(len(ok)), key=key.__getitem__)])
+
+
+def _logistic_1d(scores: np.ndarray, is_two: np.ndarray) -> tuple[float, float]:
+    """Slope and intercept of P(class 2 | Q) = sigmoid(slope Q + intercept).
+
+    Fitted on standardised scores with a weak ridge (C = 100), which keeps the
+    fit finite when the scores separate the classes; a non-positive slope means
+    the scores carry no usable signal and the prior is returned (slope 0).
+    """
+    m, s = float(np.mean(scores)), float(np.std(scores))
+    s = s if s > 0 else 1.0
+    lr = LogisticRegression(C=100.0, max_iter=1000).fit(((scores - m) / s)[:, None], is_two)
+    b = float(lr.coef_[0, 0]) / s
+    c = float(lr.intercept_[0]) - b * m
+    if b <= 0:
+        p = float(np.clip(is_two.mean(), 1e-12, 1 - 1e-12))
+        return 0.0, math.log(p / (1 - p))
+    return b, c

@@ -1,0 +1,212 @@
+"""``tl.quadro``: how well do the selected genes, with interactions, tell target from background?"""
+
+from __future__ import annotations
+
+import logging
+
+import anndata as ad
+import numpy as np
+import scipy.sparse as sp
+from sklearn.metrics import confusion_matrix, roc_auc_score
+from sklearn.model_selection import StratifiedKFold
+from sklearn.utils import check_random_state
+
+from ..io import ScontrastError
+from ..quadro import QUADRO
+from ._common import TARGET_KEY, gene_mask, record_params, target_mask
+
+log = logging.getLogger(__name__)
+
+# var columns that rank the genes of a set, best first: (column, larger_is_better)
+_RANKINGS = (
+    ("highly_variable_rank", False),
+    ("dispersions_norm", True),
+    ("variances_norm", True),
+    ("sparda_weight", True),
+)
+
+
+def _column_variance(M) -> np.ndarray:
+    if sp.issparse(M):
+        mean = np.asarray(M.mean(axis=0)).ravel()
+        return np.asarray(M.multiply(M).mean(axis=0)).ravel() - mean**2
+    return np.asarray(M).var(axis=0)
+
+
+def select_genes(adata: ad.AnnData, genes: str = "highly_variable", n_genes: int | None = 50,
+                 layer: str | None = None) -> np.ndarray:
+    """Indices of the (at most ``n_genes``) genes of the set ``genes``, best ranked first.
+
+    The set is ``gene_mask(adata, genes)``; when it holds more than ``n_genes``
+    genes they are ranked by the first of ``var['highly_variable_rank']``
+    (ascending), ``dispersions_norm``, ``variances_norm``, ``|sparda_weight|``
+    (descending) present, else by their variance in the data.
+    """
+    mask = gene_mask(adata, genes)
+    idx = np.flatnonzero(mask)
+    if n_genes is None or idx.size <= n_genes:
+        return idx
+    for col, larger in _RANKINGS:
+        if col in adata.var:
+            val = adata.var[col].to_numpy(dtype=float)[idx]
+            if col == "sparda_weight":
+                val = np.abs(val)
+            val = np.where(np.isfinite(val), val, -np.inf if larger else np.inf)
+            order = np.argsort(-val if larger else val, kind="stable")
+            return idx[order[:n_genes]]
+    M = adata.X if layer is None else adata.layers[layer]
+    order = np.argsort(-_column_variance(M[:, idx]), kind="stable")
+    return idx[order[:n_genes]]
+
+
+def quadro(
+    adata: ad.AnnData,
+    *,
+    genes: str = "highly_variable",
+    n_genes: int | None = 50,
+    layer: str | None = None,
+    key: str = TARGET_KEY,
+    estimator: str = "robust",
+    lambda1: float | None = None,
+    lambda2: float | None = None,
+    gamma: float | None = None,
+    cv: int = 5,
+    inner_cv: int = 5,
+    nested: bool = True,
+    lambda_grid: list[float] | None = None,
+    cv_rule: str = "1se",
+    psd_norm: str = "fro",
+    threshold: str = "error",
+    random_state: int = 0,
+    copy: bool = False,
+):
+    """Cross-validated QUADRO classification of target vs background cells.
+
+    Every cell is scored by a QUADRO model that did not see it (``cv``
+    stratified folds drawn from ``random_state``); with ``nested`` each outer
+    model chooses its own lambdas and threshold by an inner ``inner_cv``-fold
+    CV, so the reported error is honest. Without ``nested`` the lambdas are
+    chosen once on all cells and the scores are those of the inner folds (a
+    little optimistic, ``inner_cv`` + 1 fits instead of ``cv`` x that). A final
+    model on all cells gives the interactions and the Rayleigh quotient.
+
+    Parameters
+    ----------
+    adata : AnnData with log-normalised X (or ``layer``) and the boolean
+        ``obs[key]`` (True = target = QUADRO's class 2, scoring higher).
+    genes : gene set: ``'highly_variable'``, ``'all'`` or a boolean var column
+        such as ``'sparda_selected'``.
+    n_genes : keep at most this many genes of the set (ranked, see
+        ``select_genes``); Omega is ``n_genes`` x ``n_genes``. None = all.
+    estimator, lambda1, lambda2, gamma, lambda_grid, cv_rule, psd_norm, threshold :
+        passed to ``scontrast.quadro.QUADRO``.
+    cv : outer folds (the cross-validated scores).
+    inner_cv : folds of each model's own lambda choice and calibration.
+    nested : see above.
+    random_state : seeds all folds.
+    copy : return a modified copy instead of writing into ``adata``.
+
+    Returns
+    -------
+    None (or the copy). Writes ``obs['quadro_score']`` (out-of-fold Q, larger =
+    more target-like), ``obs['quadro_pred']`` (bool, predicted target) and
+    ``uns['quadro']`` (params, genes, CV error and AUC, confusion matrix,
+    Rayleigh quotient, chosen lambdas, nonzero interactions as gene pairs with
+    weights, linear terms, and the final model's Omega, delta, centre, scale).
+    """
+    adata = adata.copy() if copy else adata
+    if n_genes is not None and (int(n_genes) != n_genes or n_genes < 2):
+        raise ScontrastError(f"n_genes must be an integer >= 2 or None, got {n_genes!r}")
+    if int(cv) != cv or cv < 2:
+        raise ScontrastError(f"cv must be an integer >= 2, got {cv!r}")
+    if layer is not None and layer not in adata.layers:
+        raise ScontrastError(f"layer '{layer}' is absent (have {list(adata.layers.keys())})")
+    is_target = target_mask(adata, key, min_cells=2 * int(cv))
+    idx = select_genes(adata, genes, n_genes, layer)
+    if idx.size < 2:
+        raise ScontrastError(f"gene set '{genes}' has {idx.size} gene; QUADRO needs at least 2")
+    M = adata.X if layer is None else adata.layers[layer]
+    if M is None:
+        raise ScontrastError("the AnnData has no X matrix")
+    X = M[:, idx]
+    X = X.toarray() if sp.issparse(X) else np.asarray(X)
+    X = np.asarray(X, dtype=float)
+    if not np.isfinite(X).all():
+        raise ScontrastError("the expression matrix holds NaN or infinite values")
+    gene_names = adata.var_names[idx].astype(str).to_numpy()
+    log.info("QUADRO on %d genes of '%s', %d target and %d background cells", idx.size, genes,
+             int(is_target.sum()), int((~is_target).sum()))
+
+    rng = check_random_state(random_state)
+    seeds = rng.randint(np.iinfo(np.int32).max, size=2)
+
+    def model(seed):
+        return QUADRO(lambda1=lambda1, lambda2=lambda2, estimator=estimator, gamma=gamma, cv=inner_cv,
+                      random_state=int(seed), lambda_grid=lambda_grid, cv_rule=cv_rule, psd_norm=psd_norm,
+                      threshold=threshold)
+
+    try:
+        final = model(seeds[0]).fit(X, is_target)
+        score = np.empty(X.shape[0])
+        pred = np.empty(X.shape[0], dtype=bool)
+        fold_lambdas = []
+        if nested:
+            folds = StratifiedKFold(n_splits=int(cv), shuffle=True, random_state=int(seeds[1]))
+            for k, (tr, te) in enumerate(folds.split(X, is_target)):
+                m = model(seeds[1] + k + 1).fit(X[tr], is_target[tr])
+                score[te] = m.decision_function(X[te])
+                pred[te] = m.predict(X[te])
+                fold_lambdas.append((m.lambda1_, m.lambda2_))
+                log.info("outer fold %d/%d: lambda1=%.3g lambda2=%.3g", k + 1, cv, m.lambda1_, m.lambda2_)
+        else:
+            score = final.oof_decision_
+            pred = score > final.threshold_
+    except ValueError as exc:  # the estimator's one-line messages name the problem
+        raise ScontrastError(f"quadro: {exc}") from exc
+
+    pairs, linear = final.interactions(gene_names)
+    cm = confusion_matrix(is_target, pred, labels=[False, True])
+    cv_error = float(np.mean(pred != is_target))
+    cv_auc = float(roc_auc_score(is_target, score))
+    adata.obs["quadro_score"] = score
+    adata.obs["quadro_pred"] = pred
+    params = dict(genes=genes, n_genes=n_genes, layer=layer, key=key, estimator=estimator, lambda1=lambda1,
+                  lambda2=lambda2, gamma=gamma, cv=int(cv), inner_cv=int(inner_cv), nested=bool(nested),
+                  lambda_grid=None if lambda_grid is None else [float(v) for v in lambda_grid],
+                  cv_rule=cv_rule, psd_norm=psd_norm, threshold=threshold)
+    record_params(
+        adata, "quadro", params, random_state,
+        genes=gene_names,
+        n_cells={"target": int(is_target.sum()), "background": int((~is_target).sum())},
+        cv_error=cv_error,
+        cv_auc=cv_auc,
+        confusion_matrix=cm.astype(np.int64),
+        confusion_labels=np.array(["background", "target"]),
+        rayleigh_quotient=float(final.rayleigh_quotient_),
+        lambda1=float(final.lambda1_),
+        lambda2=float(final.lambda2_),
+        penalties=np.asarray(final.penalties_, dtype=float),
+        fold_lambda1=np.array([f[0] for f in fold_lambdas], dtype=float),
+        fold_lambda2=np.array([f[1] for f in fold_lambdas], dtype=float),
+        gamma=float(final.gamma_),
+        threshold=float(final.threshold_),
+        n_iter=int(final.n_iter_),
+        converged=bool(final.converged_),
+        constraint_residual=float(final.constraint_residual_),
+        interactions={
+            "gene_i": np.array([p[0] for p in pairs], dtype=str),
+            "gene_j": np.array([p[1] for p in pairs], dtype=str),
+            "weight": np.array([p[2] for p in pairs], dtype=float),
+        },
+        linear={
+            "gene": np.array([g for g, _ in linear], dtype=str),
+            "weight": np.array([w for _, w in linear], dtype=float),
+        },
+        Omega=final.Omega_,
+        delta=final.delta_,
+        center=final.center_,
+        scale=final.scale_,
+    )
+    log.info("QUADRO cross-validated error %.3f, AUC %.3f; %d interactions, %d linear terms", cv_error, cv_auc,
+             len(pairs), len(linear))
+    return adata if copy else None

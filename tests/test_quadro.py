@@ -1,0 +1,420 @@
+"""QUADRO: moment formulas, robust estimators, the solver and the classifier."""
+
+import numpy as np
+import pytest
+from scipy.optimize import minimize
+from scipy.stats import kendalltau, multivariate_normal, multivariate_t
+from sklearn.base import clone
+
+from scontrast.quadro import (
+    QUADRO,
+    Moments,
+    RayleighProblem,
+    _prox_l1_affine,
+    catoni_mean,
+    error_threshold,
+    estimate_moments,
+    kendall_correlation,
+    kendall_tau_matrix,
+    kurtosis_parameter,
+    nearest_psd,
+    quadratic_mean,
+    quadratic_variance,
+    rayleigh_quotient,
+    robust_variance,
+    solve_rayleigh,
+)
+
+
+def _random_quadratic(d, rng):
+    B = rng.standard_normal((d, d))
+    Omega = 0.5 * (B + B.T)
+    delta = rng.standard_normal(d)
+    mu = rng.standard_normal(d)
+    A = rng.standard_normal((d, d))
+    Sigma = A @ A.T / d + 0.5 * np.eye(d)
+    return Omega, delta, mu, Sigma
+
+
+def _mc_mean_var(q, n_batches=40):
+    """Monte Carlo mean and variance of q with standard errors from batches."""
+    batches = np.array_split(q, n_batches)
+    means = np.array([b.mean() for b in batches])
+    variances = np.array([b.var(ddof=1) for b in batches])
+    return (means.mean(), means.std(ddof=1) / np.sqrt(n_batches),
+            variances.mean(), variances.std(ddof=1) / np.sqrt(n_batches))
+
+
+def _q(Z, Omega, delta):
+    return np.einsum("ij,jk,ik->i", Z, Omega, Z) - 2 * Z @ delta
+
+
+# ----------------------------------------------------------------------------- M_k and L_k
+
+
+def test_moments_of_q_match_monte_carlo_gaussian():
+    rng = np.random.default_rng(0)
+    Omega, delta, mu, Sigma = _random_quadratic(3, rng)
+    Z = rng.multivariate_normal(mu, Sigma, size=400_000)
+    m, m_se, v, v_se = _mc_mean_var(_q(Z, Omega, delta))
+    assert abs(m - quadratic_mean(Omega, delta, mu, Sigma)) < 4 * m_se
+    assert abs(v - quadratic_variance(Omega, delta, mu, Sigma, gamma=0.0)) < 4 * v_se
+
+
+def test_moments_of_q_match_monte_carlo_multivariate_t():
+    rng = np.random.default_rng(1)
+    Omega, delta, mu, Sigma = _random_quadratic(3, rng)
+    df = 12.0  # eighth moments exist, so the Monte Carlo variance is itself well behaved
+    gamma = 2.0 / (df - 4.0)
+    Z = multivariate_t(mu, Sigma * (df - 2) / df, df=df).rvs(size=600_000, random_state=rng)
+    m, m_se, v, v_se = _mc_mean_var(_q(Z, Omega, delta))
+    assert abs(m - quadratic_mean(Omega, delta, mu, Sigma)) < 4 * m_se
+    L = quadratic_variance(Omega, delta, mu, Sigma, gamma=gamma)
+    assert abs(v - L) < 4 * v_se
+    # the test can fail: the Gaussian formula (gamma = 0) is clearly off for t tails
+    assert abs(v - quadratic_variance(Omega, delta, mu, Sigma, gamma=0.0)) > 8 * v_se
+
+
+def test_rayleigh_quotient_is_scale_free():
+    rng = np.random.default_rng(2)
+    Omega, delta, mu1, S1 = _random_quadratic(4, rng)
+    _, _, mu2, S2 = _random_quadratic(4, rng)
+    r = rayleigh_quotient(Omega, delta, mu1, S1, mu2, S2, gamma=0.3, pi=0.4)
+    assert r > 0
+    assert np.isclose(rayleigh_quotient(-3 * Omega, -3 * delta, mu1, S1, mu2, S2, 0.3, 0.4), r)
+
+
+# ----------------------------------------------------------------------------- robust estimators
+
+
+def test_kendall_tau_matches_scipy_with_and_without_ties():
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((400, 6))
+    X[:, 1] += X[:, 0]
+    X[:, 2] = np.round(X[:, 2])  # ties
+    X[:, 3] = np.maximum(X[:, 3] + 0.3 * X[:, 1], 0)  # zero-inflated, like expression
+    X[:, 5] = X[:, 4] ** 3  # tau = 1 with column 4
+    T = kendall_tau_matrix(X)
+    for i in range(6):
+        for j in range(6):
+            expected = 1.0 if i == j else kendalltau(X[:, i], X[:, j]).statistic
+            assert T[i, j] == pytest.approx(expected, abs=1e-12)
+
+
+def test_kendall_constant_column_and_correlation_transform():
+    rng = np.random.default_rng(4)
+    rho = 0.6
+    X = rng.multivariate_normal([0, 0], [[1, rho], [rho, 1]], size=4000)
+    X = np.column_stack([X, np.ones(4000)])
+    C = kendall_correlation(X)
+    assert C[0, 1] == pytest.approx(rho, abs=0.03)  # sin(pi tau / 2) recovers the Pearson correlation
+    assert C[0, 2] == 0 and C[2, 2] == 1
+
+
+def test_catoni_mean_resists_huge_outliers():
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal(2000) + 2.0
+    x[:3] = 1e6
+    assert abs(x.mean() - 2.0) > 1000
+    assert abs(catoni_mean(x) - 2.0) < 0.5
+
+
+def test_catoni_mean_known_answers():
+    rng = np.random.default_rng(6)
+    half = rng.standard_t(3, size=500)
+    x = np.concatenate([7.0 + half, 7.0 - half])  # symmetric about 7: h is odd, so the root is 7
+    assert catoni_mean(x) == pytest.approx(7.0, abs=1e-9)
+    X = rng.standard_normal((200, 3))
+    assert np.allclose(catoni_mean(X + 100.0), catoni_mean(X) + 100.0)  # translation equivariant
+    assert catoni_mean(np.full(10, 3.5)) == 3.5
+
+
+def test_catoni_mean_beats_sample_mean_in_heavy_tails():
+    rng = np.random.default_rng(7)
+    X = rng.standard_t(2.5, size=(200, 400))  # 400 replicates of n = 200
+    err_c = np.abs(catoni_mean(X))
+    err_m = np.abs(X.mean(axis=0))
+    assert np.quantile(err_c, 0.99) < np.quantile(err_m, 0.99)
+
+
+def test_robust_variance_gaussian_and_translation():
+    rng = np.random.default_rng(8)
+    X = rng.standard_normal((20000, 3)) * [1.0, 2.0, 0.5]
+    v = robust_variance(X)
+    assert np.allclose(v, [1.0, 4.0, 0.25], rtol=0.05)
+    assert np.allclose(robust_variance(X + 1000.0), v, rtol=1e-6)
+
+
+def test_kurtosis_parameter():
+    rng = np.random.default_rng(9)
+    G1, G2 = rng.standard_normal((40000, 4)), rng.standard_normal((40000, 4))
+    assert kurtosis_parameter(G1, G2) == pytest.approx(0.0, abs=0.05)
+    df = 10
+    T = multivariate_t(np.zeros(4), np.eye(4), df=df).rvs(size=200000, random_state=rng)
+    assert kurtosis_parameter(T[:100000], T[100000:]) == pytest.approx(2 / (df - 4), abs=0.1)
+    # two-point marginals have kurtosis 1 -> gamma = -2/3, below the bound -2/(d+2) = -1/2 for d = 2
+    B = rng.choice([-1.0, 1.0], size=(1000, 2))
+    assert kurtosis_parameter(B, B) == pytest.approx(-0.5)
+
+
+def test_nearest_psd_known_answers():
+    # S = [[a, b], [b, a]] with b > a > 0: the max-norm optimum moves every entry by (b - a) / 2
+    for a, b in [(1.0, 2.0), (0.5, 3.0), (2.0, 2.5)]:
+        S = np.array([[a, b], [b, a]])
+        e = (b - a) / 2
+        expected = np.array([[a + e, b - e], [b - e, a + e]])
+        P = nearest_psd(S, norm="max", tol=1e-8)
+        assert np.allclose(P, expected, atol=1e-6)
+        # the Frobenius projection keeps the positive eigen-part: (a + b) v v'
+        assert np.allclose(nearest_psd(S, norm="fro"), (a + b) / 2 * np.ones((2, 2)))
+    S = np.array([[2.0, 0.5], [0.5, 1.0]])
+    assert np.array_equal(nearest_psd(S), S)  # already PSD: unchanged
+
+
+def test_nearest_psd_random_matrix():
+    rng = np.random.default_rng(10)
+    B = rng.standard_normal((12, 12))
+    S = 0.5 * (B + B.T)
+    P_max, P_fro = nearest_psd(S, "max"), nearest_psd(S, "fro")
+    for P in (P_max, P_fro):
+        assert np.allclose(P, P.T)
+        assert np.linalg.eigvalsh(P)[0] > -1e-10
+    # each is the nearer in its own norm
+    assert np.abs(P_max - S).max() <= np.abs(P_fro - S).max() + 1e-9
+    assert np.linalg.norm(P_fro - S) <= np.linalg.norm(P_max - S) + 1e-9
+    # a PSD matrix of the form P_max + t (S - P_max) further than P_max is not closer: local check
+    assert np.abs(P_max - S).max() <= np.abs(nearest_psd(S, "max", tol=1e-5) - S).max() * (1 + 1e-3) + 1e-12
+
+
+# ----------------------------------------------------------------------------- the solver
+
+
+def _small_problem(seed=11, d=3, gamma=0.4):
+    rng = np.random.default_rng(seed)
+    X1 = rng.standard_normal((50, d))
+    X2 = rng.standard_normal((50, d)) * np.linspace(1.6, 0.7, d) + np.r_[0.4, np.zeros(d - 1)]
+    return RayleighProblem(estimate_moments(X1, X2, estimator="sample", gamma=gamma))
+
+
+def test_gradient_is_the_derivative_of_pi_l1_plus_l2():
+    P = _small_problem(d=4)
+    rng = np.random.default_rng(0)
+    B = rng.standard_normal((4, 4))
+    x = np.concatenate([(B + B.T).ravel(), rng.standard_normal(4)])
+    Om, de = x[:16].reshape(4, 4), x[16:]
+    (w1, mu1, S1), (w2, mu2, S2) = P.classes
+    f = w1 * quadratic_variance(Om, de, mu1, S1, P.gamma) + w2 * quadratic_variance(Om, de, mu2, S2, P.gamma)
+    assert P.value(x) == pytest.approx(f, rel=1e-12)
+    # directional derivative along a symmetric direction
+    C = rng.standard_normal((4, 4))
+    h = np.concatenate([(C + C.T).ravel(), rng.standard_normal(4)])
+    eps = 1e-6
+    fd = (P.value(x + eps * h) - P.value(x - eps * h)) / (2 * eps)
+    assert P.gradient(x) @ h == pytest.approx(fd, rel=1e-6)
+    # the constraint vector is M_2 - M_1
+    assert P.a @ x == pytest.approx(quadratic_mean(Om, de, mu2, S2) - quadratic_mean(Om, de, mu1, S1))
+
+
+def test_prox_matches_a_generic_solver():
+    rng = np.random.default_rng(12)
+    for _ in range(5):
+        v, a = rng.standard_normal(7), rng.standard_normal(7)
+        a[2] = 0.0
+        tau = rng.uniform(0.1, 1.0, 7)
+        z, _ = _prox_l1_affine(v, a, tau)
+        assert a @ z == pytest.approx(1.0, abs=1e-12)
+        # reference: split z = p - q, p, q >= 0
+        obj = lambda pq: 0.5 * np.sum((pq[:7] - pq[7:] - v) ** 2) + tau @ (pq[:7] + pq[7:])  # noqa: E731
+        cons = {"type": "eq", "fun": lambda pq: a @ (pq[:7] - pq[7:]) - 1.0}
+        ref = minimize(obj, np.zeros(14), method="SLSQP", bounds=[(0, None)] * 14, constraints=[cons],
+                       options={"ftol": 1e-14, "maxiter": 1000})
+        assert np.allclose(z, ref.x[:7] - ref.x[7:], atol=1e-6)
+
+
+def test_solver_kkt_and_generic_solver_agree():
+    P = _small_problem()
+    d = P.d
+    ref = P.reference_scale()
+    l1, l2 = 0.05 * ref[0], 0.2 * ref[1]
+    sol = solve_rayleigh(P, l1, l2, tol=1e-12, max_iter=100_000)
+    assert sol.converged
+    assert abs(P.a @ sol.x - 1.0) < 1e-6
+    # KKT: grad f + nu a + lambda * s = 0, s in the subdifferential of |x|_1
+    lam = np.r_[np.full(d * d, l1), np.full(d, l2)]
+    g = P.gradient(sol.x) + sol.multiplier * P.a
+    nz = sol.x != 0
+    assert np.abs(g[nz] + lam[nz] * np.sign(sol.x[nz])).max() < 1e-7
+    assert (np.abs(g[~nz]) <= lam[~nz] + 1e-7).all()
+    assert (~nz).any()  # the penalties do sparsify
+    # scipy on the d(d+1)/2 + d free parameters (off-diagonals of Omega counted twice in |Omega|_1)
+    iu = np.triu_indices(d)
+    m = len(iu[0]) + d
+
+    def unpack(theta):
+        Om = np.zeros((d, d))
+        Om[iu] = theta[: len(iu[0])]
+        Om = Om + Om.T - np.diag(np.diag(Om))
+        return np.concatenate([Om.ravel(), theta[len(iu[0]):]])
+
+    w = np.r_[np.where(iu[0] == iu[1], 1.0, 2.0) * l1, np.full(d, l2)]
+    obj = lambda pq: P.value(unpack(pq[:m] - pq[m:])) + w @ (pq[:m] + pq[m:])  # noqa: E731
+    cons = {"type": "eq", "fun": lambda pq: P.a @ unpack(pq[:m] - pq[m:]) - 1.0}
+    res = minimize(obj, np.full(2 * m, 0.1), method="SLSQP", bounds=[(0, None)] * (2 * m), constraints=[cons],
+                   options={"ftol": 1e-15, "maxiter": 5000})
+    assert res.success
+    assert sol.objective == pytest.approx(res.fun, rel=1e-7)
+    assert sol.objective <= res.fun + 1e-9
+    assert np.allclose(unpack(res.x[:m] - res.x[m:]), sol.x, atol=1e-4)
+
+
+def test_unpenalised_solution_maximises_the_rayleigh_quotient():
+    rng = np.random.default_rng(13)
+    P = _small_problem(seed=13)
+    sol = solve_rayleigh(P, 0.0, 0.0, tol=1e-12, max_iter=200_000)
+    (w1, mu1, S1), (w2, mu2, S2) = P.classes
+    best = rayleigh_quotient(sol.Omega, sol.delta, mu1, S1, mu2, S2, P.gamma, w1)
+    assert best == pytest.approx(w1 * w2 / sol.smooth, rel=1e-9)  # M_2 - M_1 = 1 makes Rq = pi(1-pi)/f
+    for _ in range(200):
+        B = rng.standard_normal((3, 3))
+        r = rayleigh_quotient(sol.Omega + 0.05 * (B + B.T), sol.delta + 0.05 * rng.standard_normal(3),
+                              mu1, S1, mu2, S2, P.gamma, w1)
+        assert r <= best + 1e-9
+
+
+# ----------------------------------------------------------------------------- the classifier
+
+
+def _quadratic_problem(n, rng, d=4):
+    """Equal means; class 'b' has variances (3, 3, 1, 1), class 'a' the identity."""
+    s2 = np.r_[3.0, 3.0, np.ones(d - 2)]
+    X = np.vstack([rng.standard_normal((n, d)), rng.standard_normal((n, d)) * np.sqrt(s2)])
+    y = np.repeat(np.array(["a", "b"]), n)
+    return X, y, s2
+
+
+def test_classification_error_near_bayes():
+    rng = np.random.default_rng(14)
+    X, y, s2 = _quadratic_problem(300, rng)
+    Xt, yt, _ = _quadratic_problem(20000, rng)
+    d = X.shape[1]
+    llr = (multivariate_normal(np.zeros(d), np.diag(s2)).logpdf(Xt)
+           - multivariate_normal(np.zeros(d), np.eye(d)).logpdf(Xt))
+    bayes = np.mean(np.where(llr > 0, "b", "a") != yt)
+    for estimator in ("robust", "sample"):
+        model = QUADRO(estimator=estimator, cv=3, lambda_grid=[1.0, 0.1, 0.01], random_state=0).fit(X, y)
+        err = 1 - model.score(Xt, yt)
+        assert err < bayes + 0.03, (estimator, err, bayes)
+        assert model.converged_
+        assert abs(model.constraint_residual_) < 1e-6
+        # class 'b' (classes_[1]) has the larger variances and scores higher
+        s = model.decision_function(Xt)
+        assert s[yt == "b"].mean() > s[yt == "a"].mean()
+        # the linear part is not needed and the fitted quadratic lives on the informative features
+        assert np.abs(model.Omega_[:2, :2]).sum() > 5 * np.abs(model.Omega_[2:, 2:]).sum()
+
+
+def test_constraint_holds_at_the_fitted_moments():
+    rng = np.random.default_rng(15)
+    X, y, _ = _quadratic_problem(80, rng)
+    m = QUADRO(lambda1=0.1, lambda2=0.1, estimator="sample", cv=None).fit(X, y)
+    mom = estimate_moments(X[y == "a"], X[y == "b"], estimator="sample")
+    M1 = quadratic_mean(m.Omega_, m.delta_, mom.mu1, mom.Sigma1)
+    M2 = quadratic_mean(m.Omega_, m.delta_, mom.mu2, mom.Sigma2)
+    assert abs(M2 - M1 - 1.0) < 1e-6
+    assert m.rayleigh_quotient_ == pytest.approx(
+        rayleigh_quotient(m.Omega_, m.delta_, mom.mu1, mom.Sigma1, mom.mu2, mom.Sigma2, mom.gamma, mom.pi))
+
+
+def test_label_handling_and_errors():
+    rng = np.random.default_rng(16)
+    X, y, _ = _quadratic_problem(40, rng)
+    base = dict(lambda1=0.1, lambda2=0.1, cv=None)
+    m1 = QUADRO(**base).fit(X, y)
+    assert list(m1.classes_) == ["a", "b"]
+    assert set(m1.predict(X)) <= {"a", "b"}
+    # relabelled (ints, other order of appearance): the same model up to the label names
+    yi = np.where(y == "a", 7, 3)  # 'a' -> 7 becomes classes_[1]: the sign flips
+    m2 = QUADRO(**base).fit(X, yi)
+    assert list(m2.classes_) == [3, 7]
+    assert np.array_equal(np.where(m2.predict(X) == 7, "a", "b"), m1.predict(X)) or \
+        np.mean(np.where(m2.predict(X) == 7, "a", "b") != m1.predict(X)) < 0.05
+    with pytest.raises(ValueError, match="two classes"):
+        QUADRO(**base).fit(X, np.zeros(len(X)))
+    with pytest.raises(ValueError, match="two classes"):
+        QUADRO(**base).fit(X, np.arange(len(X)) % 3)
+    with pytest.raises(ValueError, match="one label per row"):
+        QUADRO(**base).fit(X, y[:-1])
+    Xn = X.copy()
+    Xn[0, 0] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        QUADRO(**base).fit(Xn, y)
+    with pytest.raises(ValueError, match="estimator"):
+        QUADRO(estimator="mle", **base).fit(X, y)
+    with pytest.raises(ValueError, match="cv must be at least 2"):
+        QUADRO(cv=None).fit(X, y)
+    with pytest.raises(ValueError, match="samples per class"):
+        QUADRO(cv=5).fit(X[:12], np.r_[np.zeros(6), np.ones(6)])
+    with pytest.raises(ValueError, match="lambda1"):
+        QUADRO(lambda1=-1.0, lambda2=0.1, cv=None).fit(X, y)
+    with pytest.raises(ValueError, match="features"):
+        m1.predict(X[:, :3])
+
+
+def test_predict_proba_and_threshold():
+    rng = np.random.default_rng(17)
+    X, y, _ = _quadratic_problem(100, rng)
+    m = QUADRO(estimator="sample", cv=3, lambda_grid=[0.3, 0.03], random_state=1).fit(X, y)
+    p = m.predict_proba(X)
+    assert p.shape == (len(X), 2)
+    assert np.allclose(p.sum(axis=1), 1)
+    s = m.decision_function(X)
+    order = np.argsort(s)
+    assert (np.diff(p[order, 1]) >= -1e-12).all()  # calibrated monotonically on Q
+    assert np.array_equal(m.predict(X), np.where(s > m.threshold_, "b", "a"))
+    assert m.oof_decision_.shape == (len(X),)
+    assert m.lambda1_ in (0.3, 0.03) and m.lambda2_ in (0.3, 0.03)
+    assert m.cv_results_["mean_score"].shape == (4,)
+
+
+def test_error_threshold_known_answer():
+    s = np.array([0.0, 1.0, 2.0, 3.0, 10.0, 11.0])
+    two = np.array([False, False, False, True, True, True])
+    assert error_threshold(s, two) == 2.5
+    assert error_threshold(s, ~two) == -np.inf or error_threshold(s, ~two) == np.inf
+
+
+def test_reproducible_and_clonable():
+    rng = np.random.default_rng(18)
+    X, y, _ = _quadratic_problem(60, rng)
+    params = dict(estimator="robust", cv=3, lambda_grid=[1.0, 0.1], random_state=42)
+    a = QUADRO(**params).fit(X, y)
+    b = clone(QUADRO(**params)).fit(X, y)
+    assert np.array_equal(a.Omega_, b.Omega_)
+    assert np.array_equal(a.oof_decision_, b.oof_decision_)
+    assert a.get_params()["lambda_grid"] == [1.0, 0.1]
+
+
+def test_interactions_listing():
+    rng = np.random.default_rng(19)
+    X, y, _ = _quadratic_problem(100, rng)
+    m = QUADRO(lambda1=0.3, lambda2=1.0, estimator="sample", cv=None).fit(X, y)
+    pairs, linear = m.interactions(["g0", "g1", "g2", "g3"])
+    iu = np.triu_indices(4)
+    assert len(pairs) == int((m.Omega_[iu] != 0).sum())
+    weights = [abs(w) for _, _, w in pairs]
+    assert weights == sorted(weights, reverse=True)
+    assert {p[0] for p in pairs[:1]} <= {"g0", "g1"}
+
+
+def test_estimate_moments_standardisation():
+    rng = np.random.default_rng(20)
+    X1 = rng.standard_normal((200, 3)) * [1, 10, 100] + [5, 50, 500]
+    X2 = rng.standard_normal((150, 3)) * [1, 10, 100] + [6, 50, 500]
+    m = estimate_moments(X1, X2, estimator="sample")
+    assert m.pi == pytest.approx(200 / 350)
+    pooled = m.pi * np.diag(m.Sigma1) + (1 - m.pi) * np.diag(m.Sigma2)
+    assert np.allclose(pooled, 1.0)
+    assert np.allclose(m.pi * m.mu1 + (1 - m.pi) * m.mu2, 0.0)
+    raw = estimate_moments(X1, X2, estimator="sample", standardize=False)
+    assert np.allclose(raw.Sigma1, np.cov(X1, rowvar=False))
+    assert isinstance(raw, Moments)
