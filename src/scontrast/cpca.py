@@ -48,11 +48,12 @@ import warnings
 
 import numpy as np
 import scipy.linalg as sla
-from scipy.linalg import lapack
+from scipy.linalg import blas, lapack
 import scipy.sparse as sp
 from sklearn.cluster import SpectralClustering
 from sklearn.metrics.pairwise import pairwise_kernels
 from sklearn.utils import check_random_state
+from threadpoolctl import threadpool_limits
 
 __all__ = [
     "CPCA",
@@ -326,20 +327,25 @@ def _davidson(apply_p, apply_q, p_diag, q_diag, alphas, k, V0, scale, tol, max_i
     Z : (a, d, k) eigenvectors; theta : (a, k) eigenvalues (descending);
     residual : (a,) largest relative residual norm; n_iter : (a,) sweeps used
     """
-    n_alpha, d, _ = V0.shape
+    n_alpha, d, b0 = V0.shape
     kk = min(k + 2, d)
-    max_basis = min(max(max_basis, 3 * kk), d)
+    mb = min(max(max_basis, 3 * kk, b0 + kk), d)
 
     def H(T, a):
-        nb, _, c = T.shape
-        flat = np.ascontiguousarray(T.transpose(1, 0, 2)).reshape(d, nb * c)
-        P = apply_p(flat).reshape(d, nb, c).transpose(1, 0, 2)
-        Q = apply_q(flat).reshape(d, nb, c).transpose(1, 0, 2)
-        return P - a[:, None, None] * Q
+        """(P - a Q) applied to the rows of T (na, c, d), all alphas in one product."""
+        nb, c, _ = T.shape
+        flat = T.reshape(nb * c, d).T
+        out = (apply_p(flat).T.reshape(nb, c, d), apply_q(flat).T.reshape(nb, c, d))
+        return out[0] - a[:, None, None] * out[1]
 
-    V = np.linalg.qr(V0)[0]
-    HV = H(V, alphas)
-    G = np.matmul(V.transpose(0, 2, 1), HV)
+    # search spaces as rows, in preallocated buffers: V[:, :m] (na, m, d), HV likewise
+    V = np.zeros((n_alpha, mb, d))
+    HV = np.zeros((n_alpha, mb, d))
+    G = np.zeros((n_alpha, mb, mb))
+    V[:, :b0] = np.linalg.qr(V0)[0].transpose(0, 2, 1)
+    HV[:, :b0] = H(V[:, :b0], alphas)
+    G[:, :b0, :b0] = np.matmul(V[:, :b0], HV[:, :b0].transpose(0, 2, 1))
+    m = b0
     idx = np.arange(n_alpha)
     Z_out = np.zeros((n_alpha, d, k))
     theta_out = np.zeros((n_alpha, k))
@@ -349,46 +355,52 @@ def _davidson(apply_p, apply_q, p_diag, q_diag, alphas, k, V0, scale, tol, max_i
     while idx.size:
         it += 1
         a = alphas[idx]
-        G = (G + G.transpose(0, 2, 1)) / 2
-        w, S = np.linalg.eigh(G)
+        Gm = G[:, :m, :m]
+        w, S = np.linalg.eigh((Gm + Gm.transpose(0, 2, 1)) / 2)
         w, S = w[:, ::-1], S[:, :, ::-1]
-        St, wt = S[:, :, :kk], w[:, :kk]
-        Z = np.matmul(V, St)
-        R = np.matmul(HV, St) - Z * wt[:, None, :]
-        res = np.linalg.norm(R, axis=1) / scale[idx][:, None]
+        St = S[:, :, :kk].transpose(0, 2, 1)            # (na, kk, m)
+        wt = w[:, :kk]
+        Z = np.matmul(St, V[:, :m])                     # Ritz vectors as rows (na, kk, d)
+        R = np.matmul(St, HV[:, :m]) - wt[:, :, None] * Z
+        res = np.linalg.norm(R, axis=2) / scale[idx][:, None]
         done = (res[:, :k].max(axis=1) <= tol) | (it >= max_iter)
-        Z_out[idx] = Z[:, :, :k]
+        Z_out[idx] = Z[:, :k].transpose(0, 2, 1)
         theta_out[idx] = wt[:, :k]
         res_out[idx] = res[:, :k].max(axis=1)
         it_out[idx] = it
         keep = ~done
         if not keep.any():
             break
-        idx, a = idx[keep], a[keep]
-        V, HV, S, w, R, wt = V[keep], HV[keep], S[keep], w[keep], R[keep], wt[keep]
+        if not keep.all():
+            idx, a = idx[keep], a[keep]
+            V, HV, G = V[keep], HV[keep], G[keep]
+            S, w, R, wt = S[keep], w[keep], R[keep], wt[keep]
         diag = p_diag[None, :] - a[:, None] * q_diag[None, :]
-        den = wt[:, None, :] - diag[:, :, None]
+        den = wt[:, :, None] - diag[:, None, :]
         floor = 1e-8 * scale[idx][:, None, None]
         den = np.where(np.abs(den) < floor, np.where(den >= 0, floor, -floor), den)
         T = R / den
-        if V.shape[2] + kk > max_basis:
+        if m + kk > mb:
             # thick restart on the leading Ritz vectors; G becomes their Ritz values
-            m2 = min(2 * kk, V.shape[2])
-            V, HV = np.matmul(V, S[:, :, :m2]), np.matmul(HV, S[:, :, :m2])
-            G = np.zeros((idx.size, m2, m2))
+            m2 = min(2 * kk, m)
+            Sr = S[:, :, :m2].transpose(0, 2, 1)
+            V[:, :m2] = np.matmul(Sr, V[:, :m])
+            HV[:, :m2] = np.matmul(Sr, HV[:, :m])
+            G[:, :m2, :m2] = 0.0
             G[:, np.arange(m2), np.arange(m2)] = w[:, :m2]
-        else:
-            G = G[keep]
+            m = m2
+        Vm = V[:, :m]
         for _ in range(2):  # twice is enough (Kahan's rule)
-            T = T - np.matmul(V, np.matmul(V.transpose(0, 2, 1), T))
-        T = np.linalg.qr(T)[0]
-        HT = H(T, a)
-        top = np.matmul(V.transpose(0, 2, 1), HT)
-        corner = np.matmul(T.transpose(0, 2, 1), HT)
-        G = np.concatenate([np.concatenate([G, top], axis=2),
-                            np.concatenate([top.transpose(0, 2, 1), corner], axis=2)], axis=1)
-        V = np.concatenate([V, T], axis=2)
-        HV = np.concatenate([HV, HT], axis=2)
+            T = T - np.matmul(np.matmul(T, Vm.transpose(0, 2, 1)), Vm)
+        T = np.linalg.qr(T.transpose(0, 2, 1))[0].transpose(0, 2, 1)
+        HT = H(np.ascontiguousarray(T), a)
+        top = np.matmul(Vm, HT.transpose(0, 2, 1))      # (na, m, kk)
+        G[:, :m, m:m + kk] = top
+        G[:, m:m + kk, :m] = top.transpose(0, 2, 1)
+        G[:, m:m + kk, m:m + kk] = np.matmul(T, HT.transpose(0, 2, 1))
+        V[:, m:m + kk] = T
+        HV[:, m:m + kk] = HT
+        m += kk
     return Z_out, theta_out, res_out, it_out
 
 
@@ -399,6 +411,16 @@ def _unit_starts(diag_values: np.ndarray, b: int) -> np.ndarray:
     V0 = np.zeros((n_alpha, d, b))
     V0[np.arange(n_alpha)[:, None], top, np.arange(b)[None, :]] = 1.0
     return V0
+
+
+def _congruence(C, Q):
+    """Q' C Q for a symmetric C (d, d): through C = R'R when C is positive definite (half the
+    flops of two products: a triangular product and a symmetric rank-d update), else directly."""
+    R, info = lapack.dpotrf(C, lower=0, clean=1)
+    if info == 0:
+        RQ = blas.dtrmm(1.0, R, Q)
+        return RQ.T @ RQ
+    return Q.T @ (C @ Q)
 
 
 def _diagonal_basis_solve(B, lam, alphas, k, tol, max_iter):
@@ -453,17 +475,22 @@ def _cell_space_reduction(moments: _Moments):
     n = R.shape[0]
     factor, piv, rank, _ = lapack.dpstrf(R, tol=-1.0, lower=0)
     rank = int(rank) if np.diag(R).max(initial=0.0) > 1e-12 * max(np.diag(kxx).max(initial=0.0), 1e-300) else 0
+    upper = np.triu(factor[:rank, :])               # R[p][:, p] = upper' upper, p = piv - 1
     P2 = np.zeros((n, rank))
-    P2[piv - 1, :] = np.triu(factor[:rank, :]).T
+    P2[piv - 1, :] = upper.T
     Lx = np.hstack([P1, P2])
     lam = np.concatenate([sig, np.zeros(rank)])
     ry = sig.size
-    p2_solve = np.linalg.pinv(P2) if rank else np.zeros((0, n))
 
     def to_genes(Z):
         a, r, k = Z.shape
         C = Z.transpose(1, 0, 2).reshape(r, a * k)
-        G = p2_solve.T @ C[ry:]                     # target-cell coefficients (n, a*k)
+        # target-cell coefficients G with P2' G = C_perp: every solution gives the same gene
+        # vector Z_X' G (restricted to outside the background span); take the one supported
+        # on the pivot cells, a triangular solve
+        G = np.zeros((n, a * k))
+        if rank:
+            G[piv[:rank] - 1] = sla.solve_triangular(upper[:, :rank], C[ry:], lower=False)
         H = W @ ((C[:ry] - P1.T @ G) / np.sqrt(sig)[:, None])   # background-cell coefficients (m, a*k)
         U = moments.rmatmat(G, H)
         return U.reshape(-1, a, k).transpose(1, 0, 2)
@@ -496,7 +523,7 @@ def _solve(moments: _Moments, alphas: np.ndarray, k: int, solver: str, tol: floa
         CX, CY = moments.covariances()
         lam, Q = sla.eigh(CY, driver="evd")
         del CY
-        B = Q.T @ (CX @ Q)
+        B = _congruence(CX, Q)
         del CX
         Z, theta, res, its, gram = _diagonal_basis_solve(B, lam, alphas, k, tol, max_iter)
         U = np.matmul(Q[None, :, :], Z)
@@ -573,8 +600,9 @@ def select_alphas(affinity: np.ndarray, n_clusters: int, random_state=None):
     """
     spectral = SpectralClustering(n_clusters=n_clusters, affinity="precomputed",
                                   random_state=check_random_state(random_state))
-    with warnings.catch_warnings():
-        # a disconnected affinity graph is legitimate here (far-apart subspaces)
+    with warnings.catch_warnings(), threadpool_limits(1, user_api="openmp"):
+        # a disconnected affinity graph is legitimate here (far-apart subspaces); threads only
+        # cost time on a grid of ~41 points
         warnings.filterwarnings("ignore", message="Graph is not fully connected")
         labels = spectral.fit(affinity).labels_
     chosen = []
