@@ -13,6 +13,8 @@ configfile: "config.yaml"
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/preprocess.smk"
+include: "workflow/rules/sparda.smk"
+include: "workflow/rules/cpca.smk"
 include: "workflow/rules/pcpca.smk"
 include: "workflow/rules/fangs.smk"
 include: "workflow/rules/collect.smk"

@@ -3,8 +3,10 @@
 Functions only build figures (never ``plt.show()``); the rule scripts save them.
 """
 
+from ._cpca import cpca
 from ._fangs import fangs
 from ._pcpca import pcpca
 from ._preprocess import preprocess
+from ._sparda import sparda
 
-__all__ = ["fangs", "pcpca", "preprocess"]
+__all__ = ["cpca", "fangs", "pcpca", "preprocess", "sparda"]

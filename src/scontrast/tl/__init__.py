@@ -6,8 +6,13 @@ versions and the seed.
 """
 
 from ._common import gene_mask, group_matrices, record_params, target_mask
+from ._cpca import cpca
 from ._fangs import fangs
 from ._latent_features import latent_features
 from ._pcpca import pcpca
+from ._sparda import sparda
 
-__all__ = ["fangs", "gene_mask", "group_matrices", "latent_features", "pcpca", "record_params", "target_mask"]
+__all__ = [
+    "cpca", "fangs", "gene_mask", "group_matrices", "latent_features", "pcpca", "record_params", "sparda",
+    "target_mask",
+]
