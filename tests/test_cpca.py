@@ -140,6 +140,19 @@ def test_gram_solver_with_more_genes_than_cells():
     _assert_same_fit(full, gram)
 
 
+def test_more_than_1000_genes_without_pca():
+    # the reference reduces d > 1000 to 1000 PCs and then cannot transform the original data;
+    # here every gene is kept and the original data transform
+    X, Y, _ = bench_cpca.synthetic(150, 130, 1200, seed=6)
+    model = CPCA(alpha=[0.0, 1.0, 30.0]).fit(sp.csr_matrix(X), sp.csr_matrix(Y))
+    assert model.solver_ == "gram" and model.components_.shape == (3, 2, 1200)
+    CX, CY = np.cov(X.T), np.cov(Y.T)
+    for a, comps in zip(model.alphas_, model.components_):
+        top = sla.eigh(CX - a * CY, subset_by_index=[1198, 1199])[1]
+        assert sin_max_angle(top, comps.T) < 1e-6
+    assert model.transform(X).shape == (150, 2)
+
+
 def test_implicit_solver_matches_on_gene_aligned_data(readme):
     # the matrix-free iteration (gene-wise diagonal preconditioner) on the README example
     X, Y, _ = readme
@@ -176,7 +189,6 @@ def test_one_component(readme, wide):
     one = CPCA(n_components=1, random_state=0).fit(X, Y)
     assert one.components_.shape == (one.alphas_.size, 1, 30)
     assert one.transform(X).shape == (400, 1)
-    Xc, Yc = X - X.mean(0), Y - Y.mean(0)
     CX, CY = np.cov(X.T), np.cov(Y.T)
     for a, comp in zip(one.alphas_, one.components_):
         top = np.linalg.eigh(CX - a * CY)[1][:, -1]
@@ -184,7 +196,6 @@ def test_one_component(readme, wide):
     # with one component the affinity is the |cosine| between the directions
     U = CPCA(n_components=1, alpha=list(alpha_grid())).fit(X, Y).components_[:, 0, :]
     np.testing.assert_allclose(one.affinity_, np.abs(U @ U.T), atol=1e-10)
-    del Xc, Yc
     Xw, Yw, _ = wide
     for solver in ("covariance", "gram", "implicit"):
         m = CPCA(n_components=1, alpha=[0.0, 3.0], solver=solver).fit(Xw, Yw)

@@ -103,7 +103,7 @@ def test_errors_are_one_line_value_errors():
     adata = made_up()
     with pytest.raises(ValueError, match="gene set"):
         cpca(adata, genes="nonexistent")
-    with pytest.raises(ValueError, match="n_components"):
+    with pytest.raises(ValueError, match="selects 7 gene"):
         cpca(adata, genes="sparda_selected", n_components=8)
     del adata.obs["scontrast_target"]
     with pytest.raises(ValueError, match="scontrast_target"):

@@ -188,9 +188,10 @@ def _covariance(A, mean, scale) -> np.ndarray:
         Ac = A - mean
         C = Ac.T @ Ac
     C /= n - 1
-    C *= scale[:, None]
-    C *= scale[None, :]
-    return (C + C.T) / 2
+    if not np.all(scale == 1.0):
+        C *= scale[:, None]
+        C *= scale[None, :]
+    return C  # exactly symmetric: numpy forms A'A with a symmetric rank-k update
 
 
 class _Moments:
@@ -521,12 +522,12 @@ def _solve(moments: _Moments, alphas: np.ndarray, k: int, solver: str, tol: floa
 
     if solver == "covariance":
         CX, CY = moments.covariances()
-        lam, Q = sla.eigh(CY, driver="evd")
+        lam, Q = sla.eigh(CY, driver="evd", overwrite_a=True, check_finite=False)
         del CY
         B = _congruence(CX, Q)
         del CX
         Z, theta, res, its, gram = _diagonal_basis_solve(B, lam, alphas, k, tol, max_iter)
-        U = np.matmul(Q[None, :, :], Z)
+        U = (Q @ Z.transpose(1, 0, 2).reshape(d, -1)).reshape(d, alphas.size, k).transpose(1, 0, 2)
     elif solver == "gram":
         B, lam, to_genes = _cell_space_reduction(moments)
         if lam.size < k:
@@ -829,6 +830,12 @@ class KernelCPCA:
     (minimum-norm representers) satisfy ``a' K a = 1`` and the embedding of the
     training cells is ``K a``. With a linear kernel the embedding spans the same
     space as cPCA's.
+
+    The sets are scaled by 1/(n-1) and alpha/(m-1) (the paper writes 1/n and alpha/m)
+    so that an alpha means the same contrast here as in :class:`CPCA` and the
+    ``contrastive`` package; with n = m the two coincide. The eigenvalues of the
+    block-row-scaled kernel are those of the symmetric problem above, so no
+    non-symmetric eigensolver is needed.
 
     Parameters
     ----------

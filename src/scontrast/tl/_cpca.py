@@ -87,6 +87,8 @@ def cpca(
                   affinity=affinity, standardize=standardize, solver=solver, tol=tol, max_iter=max_iter)
     adata = adata.copy() if copy else adata
     X, Y, mask = group_matrices(adata, genes=genes, layer=layer, key=key, min_cells=2)
+    if isinstance(n_components, int) and X.shape[1] < n_components:
+        raise ValueError(f"genes='{genes}' selects {X.shape[1]} gene(s), fewer than n_components={n_components}")
     model = CPCA(n_components=n_components, alpha=alpha, n_alphas=n_alphas, max_log_alpha=max_log_alpha,
                  n_alpha_clusters=n_alpha_clusters, affinity=affinity, standardize=standardize,
                  random_state=random_state, solver=solver, tol=tol, max_iter=max_iter).fit(X, Y)
