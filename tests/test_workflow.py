@@ -200,3 +200,20 @@ def test_report_embeds_every_figure_and_the_summary(run):
         pre = ad.read_h5ad(workdir / f"results/{name}/preprocessed.h5ad")
         n_t, n_b = int(pre.obs["scontrast_target"].sum()), int((~pre.obs["scontrast_target"]).sum())
         assert f"cells (target / background)\t{n_t} / {n_b}" in embedded
+
+
+def test_two_datasets_with_two_contrasts_each(tmp_path):
+    cfg = tiny_config()
+    wu, pbmc = cfg["datasets"]["wu2020"], cfg["datasets"]["pbmc68k"]
+    cfg["datasets"]["wu2020_blood"] = {**wu, "target": ["Tumor"], "background": ["Blood"],
+                                       "preprocess": {"min_genes": 20, "min_cells_per_group": 5}}
+    cfg["datasets"]["pbmc68k_t"] = {**pbmc, "target": ["CD8+ Cytotoxic T"], "background": ["CD4+/CD25 T Reg"]}
+    jobs = _jobs(snakemake(tmp_path, cfg, "-n", "--quiet", "rules"))
+    per_dataset = {"preprocess", "collect", "summary", "latent_features"} | set(cfg["methods"])
+    assert all(jobs[rule] == 4 for rule in per_dataset) and jobs["all"] == 1
+    snakemake(tmp_path, cfg, "results/wu2020_blood/preprocessed.h5ad", "results/pbmc68k_t/preprocessed.h5ad")
+    for name in ("wu2020_blood", "pbmc68k_t"):
+        pre = ad.read_h5ad(tmp_path / f"results/{name}/preprocessed.h5ad")
+        labels = pre.obs[cfg["datasets"][name]["groupby"]].astype(str)
+        assert set(labels) == set(cfg["datasets"][name]["target"]) | set(cfg["datasets"][name]["background"])
+        np.testing.assert_array_equal(pre.obs["scontrast_target"], labels.isin(cfg["datasets"][name]["target"]))
