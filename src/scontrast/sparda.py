@@ -37,6 +37,7 @@ from joblib import Parallel, delayed
 from scipy.optimize import linear_sum_assignment
 from sklearn.base import BaseEstimator
 from sklearn.model_selection import KFold
+from threadpoolctl import threadpool_limits
 
 __all__ = [
     "wasserstein2_1d",
@@ -639,6 +640,17 @@ def _column_moments(X, Y) -> tuple[np.ndarray, np.ndarray]:
     return mean, np.sqrt(var)
 
 
+def _one_blas_thread(func):
+    """Run ``func`` with single-threaded BLAS (worker processes start unlimited)."""
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        with threadpool_limits(limits=1, user_api="blas"):
+            return func(*args, **kwargs)
+
+    return wrapper
+
+
 def _scale_columns(A, s: np.ndarray):
     """``A * s`` column-wise, keeping sparse input sparse (CSR)."""
     return sp.csr_matrix(A.multiply(s[None, :])) if sp.issparse(A) else A * s
@@ -909,6 +921,7 @@ class SPARDA(BaseEstimator):
             return np.zeros(1)
         return top * np.geomspace(1.0, self.lam_min_ratio, self.n_lambdas)
 
+    @_one_blas_thread
     def _cv_fold(self, X, Y, train_x, test_x, train_y, test_y, lams, seed):
         rng = np.random.default_rng(seed)
         Xtr, Ytr = X[train_x], Y[train_y]
@@ -938,6 +951,13 @@ class SPARDA(BaseEstimator):
         -------
         self
         """
+        # The matrices are at most a few hundred genes wide: multithreaded BLAS gains
+        # little on them, and its spinning threads fight the permutation / CV workers
+        # (and other jobs) for the cores.
+        with threadpool_limits(limits=1, user_api="blas"):
+            return self._fit(X, Y)
+
+    def _fit(self, X, Y):
         self._check_params()
         X = _check_matrix(X, "X")
         Y = _check_matrix(Y, "Y")
@@ -1071,6 +1091,7 @@ class SPARDA(BaseEstimator):
         Z = sp.vstack([X, Y], format="csr") if sp.issparse(X) else np.vstack([X, Y])
         seeds = rng.integers(0, 2**63 - 1, size=self.n_permutations)
 
+        @_one_blas_thread
         def one(seed):
             r = np.random.default_rng(seed)
             perm = r.permutation(Z.shape[0])
