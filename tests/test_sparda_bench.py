@@ -1,0 +1,54 @@
+"""The SPARDA benchmark's building blocks on tiny sizes (so the script cannot rot)."""
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy.spatial.distance import cdist
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import bench_sparda as bench  # noqa: E402
+
+
+def test_kernel_statistics_match_their_definitions():
+    rng = np.random.default_rng(0)
+    X, Y = rng.normal(size=(12, 3)), rng.normal(size=(9, 3)) + 0.5
+    A = bench._label_vectors(12, 9, 0, rng)
+    Z = np.vstack([X, Y])
+    D = cdist(Z, Z)
+    energy = 2 * cdist(X, Y).mean() - cdist(X, X).mean() - cdist(Y, Y).mean()
+    assert -(A[:, 0] @ D @ A[:, 0]) == pytest.approx(energy)
+    p_mmd, p_energy = bench.kernel_tests(X, Y, 19, rng)
+    assert 0 < p_mmd <= 1 and 0 < p_energy <= 1
+    p_ks, p_bart = bench.per_gene_tests(X, Y)
+    assert 0 <= p_ks <= 1 and 0 <= p_bart <= 1
+
+
+def test_madelon_paths_and_summary_tiny():
+    X, Y, Z, y = bench.madelon(0, n_per_class=60, d=30)
+    assert X.shape[1] == Y.shape[1] == 30 and X.shape[0] + Y.shape[0] == 120  # flip_y unbalances slightly
+    path = bench.path_marginal_w2(X, Y, 25)
+    assert path[-1][1] == 25 and path[-1][2] + path[-1][3] == 25
+    sp_path = bench.path_sparda(X, Y, [2.0, 0.5], 200, 0)
+    assert len(sp_path) == 2 and all(p[1] == p[2] + p[3] for p in sp_path)
+    zero_fp, at20, fp_all = bench._summary(path)
+    assert 0 <= zero_fp <= 20 and 0 <= at20 <= 20
+
+
+def test_power_replicate_tiny():
+    out = bench.one_replicate("correlation", 4, 40, 4, 0, {"sd": 1.6, "rho": 0.7},
+                              dict(n_lambdas=2, relax_max_iter=5))
+    assert set(bench.METHODS) <= set(out)
+    assert all(0 < out[m] <= 1 for m in bench.METHODS)
+    X, Y = bench.two_sample("correlation", 5, 2000, np.random.default_rng(1), {"rho": 0.7})
+    # identical N(0,1) marginals, correlation 0.7 among the first 3 coordinates of Y only
+    np.testing.assert_allclose(Y.std(0), 1.0, atol=0.05)
+    assert np.corrcoef(Y[:, :3].T)[0, 1] == pytest.approx(0.7, abs=0.05)
+    assert abs(np.corrcoef(X[:, :3].T)[0, 1]) < 0.07
+
+
+def test_single_cell_like_is_sparse_and_planted():
+    X, Y = bench.single_cell_like(200, 50, 0)
+    assert X.shape == (100, 50) and Y.shape == (100, 50) and X.format == "csr"
+    assert X[:, :10].mean() > Y[:, :10].mean()
