@@ -674,6 +674,8 @@ class CPCA:
     grid_explained_contrast_ : ndarray (n_grid, n_components)
     residuals_ : ndarray (n_grid,)
         Relative residual norm reached per grid alpha (0 for the 'full' solver).
+    n_iter_ : ndarray (n_grid,) of int
+        Davidson sweeps per grid alpha (1 for the 'full' solver).
     solver_ : str
     mean_, scale_ : ndarray (n_features,)
         Target centring and scaling (scale is ones unless standardize).
