@@ -672,10 +672,13 @@ class SPARDA(BaseEstimator):
     Parameters
     ----------
     lam : float, optional
-        L1 penalty of the relaxation.  ``None`` with ``k=None``: chosen by
-        cross-validation over ``n_lambdas`` values (see ``cv_folds``).  ``0``: PDA.
-        The scale is that of ``W_M`` (squared expression units); the automatic path
-        runs from the largest marginal W2 of the genes down by ``lam_min_ratio``.
+        L1 penalty: ``lam ||B||_1`` in the relaxation and ``lam ||beta||_1^2`` (the same
+        at ``B = beta beta'``) in the tightening, so the answer maximises
+        ``D(beta) - lam ||beta||_1^2``; roughly, a gene joins when it adds more than
+        ``lam`` to the divergence.  ``None`` with ``k=None``: chosen by
+        cross-validation over ``n_lambdas`` values from the larger of the best
+        gene's marginal W2 and the PDA divergence down to ``lam_min_ratio`` times
+        that.  ``0``: PDA.
     k : int, optional
         Cardinality bound enforced in the tightening (truncation to the ``k``
         largest weights).  With ``lam=None`` the relaxation is run with ``lam=0``.
@@ -718,6 +721,18 @@ class SPARDA(BaseEstimator):
     random_state : None, int or numpy Generator
         Seeds subsampling, folds and permutations.
 
+    Notes
+    -----
+    Each direction is tightened from several starts and the best objective wins:
+    the paper's RELAX direction (with its support size as cardinality bound), the
+    unpenalised relaxation's direction, the difference of the group means and the
+    extreme eigenvectors of the difference of the group covariances.  The relaxation
+    is loose when the difference is a covariance change (its optimum is then nearly
+    diagonal), and the extra starts keep the answer from collapsing onto noise genes.
+    Genes are screened by marginal W2 when there are more than ``max_genes``:
+    differences carried only by genes whose own distribution does not change
+    (correlation changes) are then invisible unless those genes pass the screen.
+
     Attributes
     ----------
     beta_ : ndarray, shape (d,) or (n_directions, d)
@@ -744,7 +759,12 @@ class SPARDA(BaseEstimator):
     marginal_w2_ : ndarray, shape (d,)
         Marginal squared W2 of every gene (the screening score).
     relax_info_, tighten_info_ : list of dict
-        Per direction: iterations, objectives, relaxation tightness.
+        Per direction: iterations, objectives, relaxation tightness
+        (``eig_fraction``: top eigenvalue over trace of the relaxed ``B``; 1 = tight;
+        it can exceed 1 when thresholding leaves ``B`` indefinite), the winning
+        tightening start.
+    pda_divergence_ : float or None
+        Divergence of the unpenalised fit that scales the lambda path (CV only).
     n_relax_cells_ : int
         Cells per group used by RELAX.
     """
@@ -796,7 +816,8 @@ class SPARDA(BaseEstimator):
 
         def _pos(name, strict=True):
             v = getattr(self, name)
-            if not isinstance(v, numbers.Real) or isinstance(v, bool) or not np.isfinite(v) or v < 0 or (strict and v == 0):
+            bad = not isinstance(v, numbers.Real) or isinstance(v, bool)
+            if bad or not np.isfinite(v) or v < 0 or (strict and v == 0):
                 raise ValueError(f"{name}: expected a {'positive' if strict else 'non-negative'} number, got {v!r}")
 
         if self.lam is not None:
