@@ -923,6 +923,11 @@ class QUADRO(ClassifierMixin, BaseEstimator):
         ``lambda1 * lambda2``) whose mean CV score is within one standard error
         of the best (held-out scores of a few dozen samples are noisy, and the
         sparser answer is the interpretable one); ``'best'`` — the best mean.
+    patience : int or None
+        The grid is walked from the largest lambda1 down; the walk stops after
+        ``patience`` successive lambda1 values whose best mean CV score lies
+        more than one standard error below the best so far (their points are
+        NaN in ``cv_results_``). None = the whole grid.
     psd_norm : ``'max'`` (the paper) or ``'fro'``: how the robust covariance
         is made positive semi-definite.
     standardize : bool
@@ -932,7 +937,9 @@ class QUADRO(ClassifierMixin, BaseEstimator):
     threshold : ``'error'`` (minimise the error of the calibration scores) or
         ``'logistic'`` (where the calibrated probability crosses 1/2).
     tol, max_iter : solver tolerance (relative step of the proximal gradient
-        mapping) and iteration cap.
+        mapping) of the final fit and iteration cap.
+    cv_tol : the (looser) solver tolerance inside cross-validation, where
+        only the ranking of held-out scores matters.
 
     Attributes
     ----------
@@ -949,8 +956,8 @@ class QUADRO(ClassifierMixin, BaseEstimator):
     """
 
     def __init__(self, lambda1=None, lambda2=None, estimator="robust", gamma=None, cv=5, random_state=None,
-                 lambda_grid=None, cv_scoring="auc", cv_rule="1se", psd_norm="fro", standardize=True,
-                 threshold="error", tol=1e-6, max_iter=5000):
+                 lambda_grid=None, cv_scoring="auc", cv_rule="1se", patience=2, psd_norm="fro",
+                 standardize=True, threshold="error", tol=1e-6, cv_tol=1e-4, max_iter=5000):
         self.lambda1 = lambda1
         self.lambda2 = lambda2
         self.estimator = estimator
@@ -960,10 +967,12 @@ class QUADRO(ClassifierMixin, BaseEstimator):
         self.lambda_grid = lambda_grid
         self.cv_scoring = cv_scoring
         self.cv_rule = cv_rule
+        self.patience = patience
         self.psd_norm = psd_norm
         self.standardize = standardize
         self.threshold = threshold
         self.tol = tol
+        self.cv_tol = cv_tol
         self.max_iter = max_iter
 
     def __sklearn_tags__(self):
@@ -990,8 +999,10 @@ class QUADRO(ClassifierMixin, BaseEstimator):
             raise ValueError(f"psd_norm must be 'max' or 'fro', got {self.psd_norm!r}")
         if self.threshold not in ("error", "logistic"):
             raise ValueError(f"threshold must be 'error' or 'logistic', got {self.threshold!r}")
-        if not (self.tol > 0):
-            raise ValueError(f"tol must be positive, got {self.tol!r}")
+        if not (self.tol > 0) or not (self.cv_tol > 0):
+            raise ValueError(f"tol and cv_tol must be positive, got {self.tol!r} and {self.cv_tol!r}")
+        if self.patience is not None and (int(self.patience) != self.patience or self.patience < 1):
+            raise ValueError(f"patience must be None or a positive integer, got {self.patience!r}")
         if int(self.max_iter) != self.max_iter or self.max_iter < 1:
             raise ValueError(f"max_iter must be a positive integer, got {self.max_iter!r}")
         grid = np.geomspace(3.0, 1e-3, 6) if self.lambda_grid is None else self.lambda_grid
@@ -1010,18 +1021,17 @@ class QUADRO(ClassifierMixin, BaseEstimator):
         return estimate_moments(X1, X2, estimator=self.estimator, gamma=self.gamma, psd_norm=self.psd_norm,
                                 standardize=self.standardize)
 
-    def _solve_path(self, moments, path, stop=None):
-        """Solutions along ``path`` (warm-started), up to index ``stop``."""
+    def _solve_path(self, moments, path, stop):
+        """Solve along ``path[:stop + 1]`` with warm starts; only the last point at full accuracy."""
         problem = RayleighProblem(moments)
         ref = problem.reference_scale()
-        sols = []
         x0, nu = None, 0.0
-        for c1, c2 in path[: (len(path) if stop is None else stop + 1)]:
-            sol = solve_rayleigh(problem, c1 * ref[0], c2 * ref[1], x0=x0, tol=self.tol,
-                                 max_iter=int(self.max_iter), nu0=nu)
+        for i, (c1, c2) in enumerate(path[: stop + 1]):
+            sol = solve_rayleigh(problem, c1 * ref[0], c2 * ref[1], x0=x0, nu0=nu,
+                                 tol=self.tol if i == stop else max(self.tol, self.cv_tol),
+                                 max_iter=int(self.max_iter))
             x0, nu = sol.x, sol.multiplier
-            sols.append(sol)
-        return problem, ref, sols
+        return problem, ref, sol
 
     def _threshold_of(self, scores, is_two):
         if self.threshold == "error":
@@ -1053,27 +1063,49 @@ class QUADRO(ClassifierMixin, BaseEstimator):
         self.classes_ = classes
         self.n_features_in_ = X.shape[1]
 
-        scores_grid = np.zeros((len(path), cv or 1))
+        scores_grid = np.full((len(path), cv or 1), np.nan)
         oof = None
-        if cv is not None:
+        if cv is None:
+            scores_grid[:] = 0.0
+        else:
             seed = check_random_state(self.random_state).randint(np.iinfo(np.int32).max)
-            folds = StratifiedKFold(n_splits=cv, shuffle=True, random_state=seed).split(X, is_two)
-            oof = np.zeros((X.shape[0], len(path)))
-            for f, (tr, va) in enumerate(folds):
-                Xtr, ytr = X[tr], is_two[tr]
-                mom = self._moments(Xtr[~ytr], Xtr[ytr])
-                _, _, sols = self._solve_path(mom, path)
-                for g, sol in enumerate(sols):
+            folds = []
+            for tr, va in StratifiedKFold(n_splits=cv, shuffle=True, random_state=seed).split(X, is_two):
+                mom = self._moments(X[tr][~is_two[tr]], X[tr][is_two[tr]])
+                problem = RayleighProblem(mom)
+                folds.append({"tr": tr, "va": va, "mom": mom, "problem": problem,
+                              "ref": problem.reference_scale(), "x": None, "nu": 0.0})
+            oof = np.full((X.shape[0], len(path)), np.nan)
+            worse_rows = 0
+            for g, (c1, c2) in enumerate(path):
+                for f, st in enumerate(folds):
+                    sol = solve_rayleigh(st["problem"], c1 * st["ref"][0], c2 * st["ref"][1], x0=st["x"],
+                                         nu0=st["nu"], tol=max(self.tol, self.cv_tol), max_iter=int(self.max_iter))
+                    st["x"], st["nu"] = sol.x, sol.multiplier  # warm start of the next grid point
+                    mom, va = st["mom"], st["va"]
                     s_va = _quad_scores(X[va], sol.Omega, sol.delta, mom.center, mom.scale)
                     oof[va, g] = s_va
                     if self.cv_scoring == "auc":
                         scores_grid[g, f] = roc_auc_score(is_two[va], s_va)
                     else:
-                        s_tr = _quad_scores(Xtr, sol.Omega, sol.delta, mom.center, mom.scale)
-                        t = self._threshold_of(s_tr, ytr)
+                        tr = st["tr"]
+                        t = self._threshold_of(_quad_scores(X[tr], sol.Omega, sol.delta, mom.center, mom.scale),
+                                               is_two[tr])
                         scores_grid[g, f] = -np.mean((s_va > t) != is_two[va])
+                if self.patience is None or (g + 1 < len(path) and path[g + 1][0] == c1):
+                    continue
+                # end of a lambda1 row: stop descending once rows keep falling clearly behind
+                done = scores_grid[: g + 1]
+                mean = done.mean(axis=1)
+                top = int(np.argmax(mean))
+                cut = mean[top] - done[top].std(ddof=1) / math.sqrt(cv)
+                row = [i for i in range(g + 1) if path[i][0] == c1]
+                worse_rows = worse_rows + 1 if mean[row].max() < cut else 0
+                if worse_rows >= self.patience:
+                    break
+        explored = np.flatnonzero(~np.isnan(scores_grid[:, 0]))
+        best = int(explored[_select([path[i] for i in explored], scores_grid[explored], self.cv_rule)])
         mean = scores_grid.mean(axis=1)
-        best = _select(path, scores_grid, self.cv_rule)
         self.cv_results_ = {
             "lambda1": np.array([p[0] for p in path]), "lambda2": np.array([p[1] for p in path]),
             "mean_score": mean, "std_score": scores_grid.std(axis=1), "scoring": self.cv_scoring,
@@ -1081,8 +1113,7 @@ class QUADRO(ClassifierMixin, BaseEstimator):
         self.lambda1_, self.lambda2_ = path[best]
 
         mom = self._moments(X[~is_two], X[is_two])
-        problem, ref, sols = self._solve_path(mom, path, stop=best)
-        sol = sols[-1]
+        problem, ref, sol = self._solve_path(mom, path, stop=best)
         self.Omega_, self.delta_ = sol.Omega, sol.delta
         self.center_, self.scale_ = mom.center, mom.scale
         self.gamma_, self.pi_ = mom.gamma, mom.pi

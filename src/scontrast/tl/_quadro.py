@@ -18,11 +18,10 @@ from ._common import TARGET_KEY, gene_mask, record_params, target_mask
 log = logging.getLogger(__name__)
 
 # var columns that rank the genes of a set, best first: (column, larger_is_better)
-_RANKINGS = (
+_HVG_RANKINGS = (
     ("highly_variable_rank", False),
     ("dispersions_norm", True),
     ("variances_norm", True),
-    ("sparda_weight", True),
 )
 
 
@@ -38,15 +37,17 @@ def select_genes(adata: ad.AnnData, genes: str = "highly_variable", n_genes: int
     """Indices of the (at most ``n_genes``) genes of the set ``genes``, best ranked first.
 
     The set is ``gene_mask(adata, genes)``; when it holds more than ``n_genes``
-    genes they are ranked by the first of ``var['highly_variable_rank']``
-    (ascending), ``dispersions_norm``, ``variances_norm``, ``|sparda_weight|``
-    (descending) present, else by their variance in the data.
+    genes they are ranked by ``|var['sparda_weight']|`` for ``'sparda_selected'``,
+    otherwise by the first of ``var['highly_variable_rank']`` (ascending),
+    ``dispersions_norm``, ``variances_norm`` (descending) present, else by their
+    variance in the data.
     """
     mask = gene_mask(adata, genes)
     idx = np.flatnonzero(mask)
     if n_genes is None or idx.size <= n_genes:
         return idx
-    for col, larger in _RANKINGS:
+    rankings = ((("sparda_weight", True),) if genes == "sparda_selected" else ()) + _HVG_RANKINGS
+    for col, larger in rankings:
         if col in adata.var:
             val = adata.var[col].to_numpy(dtype=float)[idx]
             if col == "sparda_weight":

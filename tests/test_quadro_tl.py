@@ -1,0 +1,133 @@
+"""QUADRO front end (tl.quadro), its figure, and the benchmark's core on tiny sizes."""
+
+import sys
+
+import anndata as ad
+import numpy as np
+import pandas as pd
+import pytest
+import scipy.sparse as sp
+from matplotlib.figure import Figure
+
+from scontrast import io
+from scontrast.io import ScontrastError
+from scontrast.pl._quadro import quadro as plot_quadro
+from scontrast.tl._quadro import quadro, select_genes
+
+from conftest import REPO
+
+
+def _adata(n=160, n_genes=12, seed=0, sparse=False):
+    """Log-normal-ish expression; in target cells genes g0 and g1 co-vary and g2 varies more."""
+    rng = np.random.default_rng(seed)
+    target = np.arange(n) % 2 == 0
+    Z = rng.standard_normal((n, n_genes))
+    Z[target, 1] = 0.9 * Z[target, 0] + np.sqrt(1 - 0.81) * Z[target, 1]
+    Z[target, 2] *= 2.0
+    X = np.log1p(np.exp(Z + 1.0)).astype(np.float32)
+    var = pd.DataFrame(index=[f"g{i}" for i in range(n_genes)])
+    var["highly_variable"] = np.arange(n_genes) < 8
+    # g11 is the least dispersed of the set; g0-g2 are ranked among the top
+    var["dispersions_norm"] = np.r_[5.0, 4.0, 3.0, 2.5, 2.0, 1.5, 1.0, 0.5, 6.0, 6.0, 6.0, 6.0]
+    obs = pd.DataFrame({"scontrast_target": target}, index=[f"c{i}" for i in range(n)])
+    return ad.AnnData(X=sp.csr_matrix(X) if sparse else X, obs=obs, var=var)
+
+
+FAST = dict(n_genes=5, cv=3, inner_cv=3, lambda_grid=[1.0, 0.1], lambda2=1.0, random_state=0)
+
+
+def test_select_genes_ranks_the_set():
+    a = _adata()
+    assert list(a.var_names[select_genes(a, "highly_variable", 3)]) == ["g0", "g1", "g2"]
+    assert select_genes(a, "highly_variable", None).size == 8
+    a.var["sparda_selected"] = [False, True, True, True] + [False] * 8
+    a.var["sparda_weight"] = [0.0, 0.1, -0.9, 0.5] + [0.0] * 8
+    assert list(a.var_names[select_genes(a, "sparda_selected", 2)]) == ["g2", "g3"]
+    del a.var["dispersions_norm"]
+    del a.var["sparda_weight"]
+    idx = select_genes(a, "highly_variable", 2)  # falls back to the variance in the data
+    v = np.asarray(a.X).var(axis=0)[:8]
+    assert set(idx) == set(np.argsort(-v)[:2])
+
+
+def test_front_end_writes_cross_validated_results():
+    a = _adata()
+    assert quadro(a, **FAST) is None
+    score, pred = a.obs["quadro_score"].to_numpy(), a.obs["quadro_pred"].to_numpy()
+    assert score.shape == (a.n_obs,) and np.isfinite(score).all()
+    assert pred.dtype == bool
+    target = a.obs["scontrast_target"].to_numpy()
+    u = a.uns["quadro"]
+    assert list(u["genes"]) == ["g0", "g1", "g2", "g3", "g4"]
+    assert u["cv_error"] == pytest.approx(np.mean(pred != target))
+    assert u["cv_error"] < 0.35  # the interaction and the variance change are visible
+    assert u["cv_auc"] > 0.7
+    cm = u["confusion_matrix"]
+    assert cm.sum() == a.n_obs and cm[1].sum() == target.sum()
+    assert u["params"]["n_genes"] == 5 and u["params"]["nested"] is True
+    assert "versions" in u and u["random_state"] == 0
+    assert len(u["fold_lambda1"]) == 3 and set(u["fold_lambda2"]) == {1.0}
+    assert u["rayleigh_quotient"] > 0 and u["converged"]
+    assert abs(u["constraint_residual"]) < 1e-6
+    inter = u["interactions"]
+    assert len(inter["gene_i"]) == len(inter["weight"]) > 0
+    # the strongest interaction involves the genes that carry the difference
+    assert {inter["gene_i"][0], inter["gene_j"][0]} <= {"g0", "g1", "g2"}
+    assert u["Omega"].shape == (5, 5)
+
+
+def test_front_end_reproducible_copy_and_sparse():
+    a = _adata()
+    b = quadro(a, copy=True, **FAST)
+    assert "quadro_score" not in a.obs  # copy=True leaves the input alone
+    c = quadro(_adata(sparse=True), copy=True, **FAST)  # sparse X gives the same answer
+    assert np.allclose(b.obs["quadro_score"], c.obs["quadro_score"])
+    d = quadro(_adata(), copy=True, **{**FAST, "random_state": 1})
+    assert not np.allclose(b.obs["quadro_score"], d.obs["quadro_score"])
+    e = quadro(_adata(), copy=True, nested=False, **FAST)
+    assert e.uns["quadro"]["cv_error"] < 0.35
+    assert len(e.uns["quadro"]["fold_lambda1"]) == 0
+
+
+def test_front_end_errors():
+    a = _adata()
+    with pytest.raises(ScontrastError, match="sparda_selected"):
+        quadro(a, genes="sparda_selected", **FAST)
+    with pytest.raises(ScontrastError, match="n_genes"):
+        quadro(a, **{**FAST, "n_genes": 1})
+    b = a.copy()
+    b.obs["scontrast_target"] = b.obs["scontrast_target"].astype(int)
+    with pytest.raises(ScontrastError, match="boolean"):
+        quadro(b, **FAST)
+    with pytest.raises(ScontrastError, match="estimator"):
+        quadro(a, estimator="mle", **FAST)
+
+
+def test_delta_round_trip_and_figure(tmp_path):
+    a = _adata()
+    before = io.slot_keys(a)
+    quadro(a, **FAST)
+    path = tmp_path / "quadro.h5ad"
+    io.write_h5ad(io.extract_delta(a, before), path)
+    back = io.read_h5ad(path)
+    assert np.allclose(back.obs["quadro_score"], a.obs["quadro_score"])
+    assert list(back.uns["quadro"]["interactions"]["gene_i"]) == list(a.uns["quadro"]["interactions"]["gene_i"])
+    fig = plot_quadro(a)
+    assert isinstance(fig, Figure)
+    assert len(fig.axes) == 2
+    assert fig.axes[1].get_xlabel().startswith("false positive rate")
+    fig.savefig(tmp_path / "quadro.png")
+    with pytest.raises(ScontrastError, match="quadro_score"):
+        plot_quadro(_adata())
+
+
+def test_benchmark_core_runs_on_tiny_sizes():
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    try:
+        import bench_quadro
+    finally:
+        sys.path.pop(0)
+    res = bench_quadro.run_setting("b", 1, d=6, n=30, n_test=100, quick=True,
+                                   only=["QUADRO robust", "LDA (shrinkage)", "QDA (regularised)"])
+    assert set(res["errors"]) == {"QUADRO robust", "LDA (shrinkage)", "QDA (regularised)"}
+    assert all(0 <= e[0] <= 1 for e in res["errors"].values())
