@@ -1,6 +1,9 @@
 # Helpers shared by all rules: config validation, dataset lookup, per-rule parameters.
 import copy
 import re
+from pathlib import Path
+
+import yaml
 
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
@@ -18,7 +21,25 @@ def validated(data, schema, where="config"):
         raise WorkflowError(f"{where}{'.' + key if key else ''}: {cause.message}") from None
 
 
+SCHEMAS = Path(workflow.basedir) / "workflow" / "schemas"
+
+
+def with_defaults(block, schema_file):
+    """``block`` with the defaults of ``schema_file`` filled in.
+
+    ``validate`` fills defaults of the top-level schema only, not inside the per-method
+    schemas it reaches through ``$ref``.
+    """
+    props = yaml.safe_load((SCHEMAS / schema_file).read_text())["properties"]
+    out = {k: copy.deepcopy(v["default"]) for k, v in props.items() if "default" in v}
+    out.update(block)
+    return out
+
+
 validated(config, "../schemas/config.schema.yaml")
+for _key, _spec in yaml.safe_load((SCHEMAS / "config.schema.yaml").read_text())["properties"].items():
+    if "$ref" in _spec:
+        config[_key] = with_defaults(config.get(_key, {}), _spec["$ref"])
 
 DATASETS = list(config["datasets"])
 
@@ -38,7 +59,7 @@ def preprocess_params(name):
     merged.update(config["datasets"][name].get("preprocess", {}))
     block = {"preprocess": merged}
     validated(block, "../schemas/preprocess_block.schema.yaml", where=f"config datasets.{name}")
-    return block["preprocess"]
+    return with_defaults(block["preprocess"], "preprocess.schema.yaml")
 
 
 # Resolved once at parse time, so that a config error fails before any job runs.

@@ -1,14 +1,3 @@
-import os
-
-import yaml
-
-# The schema's defaults under the config's sparda block: snakemake's validate() fills
-# defaults of the top-level schema only, not of the $ref'd sparda.schema.yaml.
-with open(os.path.join(workflow.current_basedir, "../schemas/sparda.schema.yaml")) as _fh:
-    _SPARDA_DEFAULTS = {k: v["default"] for k, v in yaml.safe_load(_fh)["properties"].items()}
-SPARDA_CFG = {**_SPARDA_DEFAULTS, **config.get("sparda", {})}
-
-
 rule sparda:
     """Sparse principal differences analysis: the genes carrying the target/background difference."""
     input:
@@ -22,7 +11,7 @@ rule sparda:
             subcategory="sparda",
         ),
     params:
-        cfg=SPARDA_CFG,
+        cfg=config["sparda"],
         seed=config["seed"],
     log:
         "logs/{dataset}/sparda.log",
