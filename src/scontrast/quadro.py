@@ -44,7 +44,8 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import StratifiedKFold
 from sklearn.utils import check_random_state
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
 
 __all__ = [
     "catoni_mean",
@@ -894,6 +895,9 @@ class QUADRO(ClassifierMixin, BaseEstimator):
 
     with plug-in (robust or sample) moments; class 2 = ``classes_[1]`` scores
     higher, so ``predict`` returns ``classes_[1]`` where ``Q > threshold_``.
+    ``decision_function`` is Q itself, so unlike scikit-learn's convention its
+    sign is not the prediction: the cut is ``threshold_`` (monotone uses such
+    as ROC curves are unaffected).
 
     Parameters
     ----------
@@ -1044,13 +1048,13 @@ class QUADRO(ClassifierMixin, BaseEstimator):
     def fit(self, X, y):
         """Fit on X (n, d) and binary labels y (n,); returns self."""
         path = self._check_params()
-        X = _as_matrix(X, "X")
-        y = np.asarray(y)
-        if y.ndim != 1 or y.shape[0] != X.shape[0]:
-            raise ValueError(f"y must be 1-D with one label per row of X ({X.shape[0]}), got shape {y.shape}")
+        X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=False)
+        check_classification_targets(y)
         classes = np.unique(y)
-        if classes.size != 2:
-            raise ValueError(f"y must hold exactly two classes, got {classes.size}: {classes[:5].tolist()}")
+        if classes.size > 2:
+            raise ValueError(f"Only binary classification is supported: y has {classes.size} classes")
+        if classes.size < 2:
+            raise ValueError(f"y has 1 class ({classes[0]!r}); QUADRO separates two")
         is_two = y == classes[1]
         n_min = int(min(is_two.sum(), (~is_two).sum()))
         cv = None if self.cv is None or int(self.cv) == 1 else int(self.cv)
@@ -1061,7 +1065,6 @@ class QUADRO(ClassifierMixin, BaseEstimator):
         if cv is not None and n_min < 2 * cv:
             raise ValueError(f"cv={cv} folds need at least {2 * cv} samples per class, the smaller has {n_min}")
         self.classes_ = classes
-        self.n_features_in_ = X.shape[1]
 
         scores_grid = np.full((len(path), cv or 1), np.nan)
         oof = None
@@ -1137,18 +1140,18 @@ class QUADRO(ClassifierMixin, BaseEstimator):
 
     def decision_function(self, X) -> np.ndarray:
         """Q at each row of X (n, d); larger means ``classes_[1]``."""
-        check_is_fitted(self, "Omega_")
-        X = _as_matrix(X, "X")
-        if X.shape[1] != self.n_features_in_:
-            raise ValueError(f"X has {X.shape[1]} features, the model was fitted on {self.n_features_in_}")
+        check_is_fitted(self)
+        X = validate_data(self, X, dtype=np.float64, reset=False)
         return _quad_scores(X, self.Omega_, self.delta_, self.center_, self.scale_)
 
     def predict(self, X) -> np.ndarray:
         """``classes_[1]`` where ``Q > threshold_``, else ``classes_[0]``."""
-        return self.classes_[(self.decision_function(X) > self.threshold_).astype(int)]
+        above = self.decision_function(X) > self.threshold_
+        return self.classes_[above.astype(int)]
 
     def predict_proba(self, X) -> np.ndarray:
         """(n, 2) probabilities from a logistic calibration of Q (fitted on out-of-fold scores)."""
+        check_is_fitted(self)
         slope, intercept = self.calibration_
         z = np.clip(slope * self.decision_function(X) + intercept, -700, 700)
         p = 1.0 / (1.0 + np.exp(-z))

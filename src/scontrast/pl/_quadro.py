@@ -42,13 +42,13 @@ def quadro(adata: ad.AnnData, *, key: str = TARGET_KEY, score_key: str = "quadro
         fig = axes[0].figure
     info = adata.uns.get("quadro", {})
 
-    # clip the extreme 0.5% so that a few heavy-tailed scores do not squash the histograms
-    lo, hi = np.quantile(score, [0.005, 0.995])
+    # clip to the 1-99% range so that a few heavy-tailed scores do not squash the histograms
+    lo, hi = np.quantile(score, [0.01, 0.99])
     edges = np.linspace(lo, hi, bins + 1) if hi > lo else bins
     for mask, label, colour in ((~is_target, "background", "tab:blue"), (is_target, "target", "tab:red")):
         axes[0].hist(np.clip(score[mask], lo, hi), bins=edges, density=True, alpha=0.55, color=colour,
                      label=f"{label} (n={int(mask.sum())})")
-    axes[0].set_xlabel("cross-validated QUADRO score Q(x)")
+    axes[0].set_xlabel("cross-validated QUADRO score Q(x), clipped to its 1-99% range")
     axes[0].set_ylabel("density")
     title = "QUADRO scores (out of fold)"
     if "cv_error" in info:
