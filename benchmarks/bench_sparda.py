@@ -6,10 +6,12 @@ Output is printed; the committed copy of a full run is benchmarks/results/bench_
 1. Exact 1-D W2 against POT (1-D closed form and exact LP) on unequal sizes.
 2. MADELON-like data (sklearn make_classification, the generator of the NIPS 2003
    challenge's MADELON: n = m = 1000, d = 500, 5 informative + 15 redundant features,
-   32 hypercube-vertex clusters as in MADELON): relevant features found vs false
-   positives over each method's regularisation path, for SPARDA, sparse PCA, L1-logistic
+   32 hypercube-vertex clusters as in MADELON), 3 seeds: relevant features found vs false
+   positives over each method's regularisation path, for SPARDA (a 32-point lambda path,
+   a cardinality (k) path, up to 5 directions by deflation), sparse PCA, L1-logistic
    regression, sparse LDA (optimal scoring with lasso / elastic net penalties, the
-   two-class form of Clemmensen et al.'s SDA) and per-gene marginal-W2 ranking.
+   two-class form of Clemmensen et al.'s SDA) and per-gene marginal-W2 ranking; a
+   summary line per method: most relevant features reached with 0 false positives, per seed.
 3. Two-sample power at level 0.05: X ~ N(0, I_d), Y the same except the covariance of
    the first 3 coordinates (variances changed, or correlations changed with identical
    N(0,1) marginals), d = 3..60; SPARDA (lambda by CV, then a permutation test of the
@@ -95,12 +97,24 @@ def _counts(support) -> tuple[int, int, int]:
 
 
 def path_sparda(X, Y, lams, max_genes, seed, n_directions=1):
+    """(lam, nnz, relevant, false+, CPU s, RELAX it, tighten it, directions found) per lambda."""
     out = []
     for lam in lams:
         t = time.process_time()
         m = SPARDA(lam=float(lam), max_genes=max_genes, n_directions=n_directions, random_state=seed).fit(X, Y)
         out.append((lam, *_counts(m.selected_), time.process_time() - t, m.relax_info_[0]["n_iter"],
-                    m.tighten_info_[0]["n_iter"]))
+                    m.tighten_info_[0]["n_iter"], m.n_directions_))
+    return out
+
+
+def path_sparda_k(X, Y, ks, max_genes, seed):
+    """The cardinality-bound path (relaxation at lam = 0, tightening truncated to k genes)."""
+    out = []
+    for k in ks:
+        t = time.process_time()
+        m = SPARDA(k=int(k), max_genes=max_genes, random_state=seed).fit(X, Y)
+        out.append((k, *_counts(m.selected_), time.process_time() - t, m.relax_info_[0]["n_iter"],
+                    m.tighten_info_[0]["n_iter"], m.n_directions_))
     return out
 
 
@@ -148,9 +162,11 @@ def _summary(path) -> tuple[int, int, int]:
 
 def bench_madelon(quick: bool, jobs: int) -> None:
     _print("\n== 2. MADELON-like data: relevant features (of 20) vs false positives over each path ==")
-    seeds = [0] if quick else [0, 1]
+    seeds = [0] if quick else [0, 1, 2]
     n_per, d = (150, 60) if quick else (1000, 500)
-    n_l = 4 if quick else 16
+    # 32 points: a coarse path skips supports (the support changes by one gene every few
+    # percent of lambda near the transition from relevant to noise genes)
+    n_l = 4 if quick else 32
     rows = {}
     for seed in seeds:
         X, Y, Z, y = madelon(seed, n_per, d)
@@ -160,14 +176,17 @@ def bench_madelon(quick: bool, jobs: int) -> None:
         t = time.process_time()
         paths = {
             "SPARDA (screen 200)": path_sparda(X, Y, lams, 200, seed),
+            "SPARDA k path": path_sparda_k(X, Y, range(2, 7) if quick else range(5, 26), 200, seed),
             "marginal W2 ranking": path_marginal_w2(X, Y, 60 if not quick else 30),
         }
         if not quick and seed == seeds[0]:
             # does screening to 200 genes change the answer? three points of the path
-            paths["SPARDA (no screening)"] = path_sparda(X, Y, lams[[4, 8, 11]], d, seed)
-        # the union of the supports of 3 directions found by deflation (genes of the
-        # later directions carry differences left once the first direction is removed)
-        paths["SPARDA 3 directions"] = path_sparda(X, Y, lams[-6:-1] if not quick else lams[-2:], 200, seed, 3)
+            paths["SPARDA (no screening)"] = path_sparda(X, Y, lams[[8, 16, 22]], d, seed)
+        # the union of the supports of up to 5 directions found by deflation (the data
+        # differ along several directions of the 5-dimensional hypercube); deflation stops
+        # once no direction has a positive penalised objective
+        paths["SPARDA up to 5 directions"] = path_sparda(X, Y, lams[-16:] if not quick else lams[-2:], 200, seed,
+                                                         5)
         t_sp = time.process_time() - t
         paths["sparse PCA (pooled)"] = path_sparse_pca(Zs, [0.5, 1, 2, 3, 5, 8, 12, 20][: 3 if quick else 8], seed)
         paths["L1 logistic"] = path_l1_logistic(Zs, y, 6 if quick else 20)
@@ -187,6 +206,8 @@ def bench_madelon(quick: bool, jobs: int) -> None:
                                                                                            40, 60)]
             for p in pts:
                 extra = f"  ({p[4]:.1f} s CPU, RELAX {p[5]} it, tighten {p[6]} it)" if len(p) > 4 else ""
+                if len(p) > 7 and "directions" in name:
+                    extra += f"  directions found {p[7]}"
                 _print(f"   param {p[0]:>10.4g}  nnz {p[1]:>4}  relevant {p[2]:>2}  false+ {p[3]:>4}{extra}")
             rows.setdefault(name, []).append(_summary(path))
         for rule, r in cv.items():
@@ -195,7 +216,7 @@ def bench_madelon(quick: bool, jobs: int) -> None:
                    f"{np.round(r[7]['n_selected'], 1).tolist()})")
             rows.setdefault(f"SPARDA CV ({rule})", []).append((r[2], r[3]))
     _print("\nSummary over seeds " + str(seeds) + " (paper: SPARDA 14 of 20 relevant with 0 false positives; "
-           "CV 17 relevant of 46):")
+           "CV 17 relevant of 46). Per seed, over each method's whole path:")
     _print(f"{'method':<26} {'max relevant at 0 FP':>22} {'relevant at <=20 selected':>26} "
            f"{'FP when all 20 found':>21}")
     for name, vals in rows.items():

@@ -297,6 +297,26 @@ def test_deflation_finds_a_second_difference():
     np.testing.assert_allclose(np.linalg.norm(model.components_, axis=1), 1.0)
     assert model.divergences_[0] >= model.divergences_[1] > 0
     assert set(model.selected_) >= {0, 1, 6}
+    assert model.n_directions_ == 2
+
+
+def test_deflation_stops_when_no_direction_pays_for_its_genes():
+    # one mean shift in genes 0 and 1 (D = 2 along (1,1)/sqrt(2)), pure noise elsewhere:
+    # after deflating it, the best remaining direction gains far less than lam, so the
+    # penalised maximiser over the ball is 0 and no noise gene may be added
+    rng = np.random.default_rng(17)
+    X, Y = _planted(200, 200, 12, [0, 1], "mean", rng, effect=1.0)
+    lam = 0.3
+    model = SPARDA(lam=lam, n_directions=3, relax_max_cells=100, relax_max_iter=30, random_state=0).fit(X, Y)
+    assert model.n_directions_ == 1
+    assert set(model.selected_) == {0, 1}
+    assert model.components_.shape == (3, 12)
+    assert np.all(model.components_[1:] == 0) and np.all(model.divergences_[1:] == 0)
+    # the rejected second direction was searched and had no positive objective
+    assert len(model.tighten_info_) == 2 and model.tighten_info_[1]["objective"] <= 0
+    # every noise gene's own divergence is far below lam: the stop is not a close call
+    assert marginal_wasserstein2(X, Y)[2:].max() < lam / 3
+    np.testing.assert_array_equal(model.transform(X)[:, 1:], 0.0)
 
 
 def test_plain_pda_and_fixed_k():

@@ -32,6 +32,10 @@ def test_madelon_paths_and_summary_tiny():
     assert path[-1][1] == 25 and path[-1][2] + path[-1][3] == 25
     sp_path = bench.path_sparda(X, Y, [2.0, 0.5], 200, 0)
     assert len(sp_path) == 2 and all(p[1] == p[2] + p[3] for p in sp_path)
+    k_path = bench.path_sparda_k(X, Y, [2, 4], 200, 0)
+    assert [p[1] for p in k_path] == [2, 4]  # the cardinality bound is the support size
+    multi = bench.path_sparda(X, Y, [0.5], 200, 0, n_directions=3)
+    assert 1 <= multi[0][7] <= 3 and multi[0][1] >= sp_path[1][1]
     zero_fp, at20, fp_all = bench._summary(path)
     assert 0 <= zero_fp <= 20 and 0 <= at20 <= 20
 

@@ -683,8 +683,12 @@ class SPARDA(BaseEstimator):
         Cardinality bound enforced in the tightening (truncation to the ``k``
         largest weights).  With ``lam=None`` the relaxation is run with ``lam=0``.
     n_directions : int
-        Number of directions, found in succession by deflating the data along the
-        previous ones.
+        Maximum number of directions, found in succession by deflating the data along
+        the previous ones.  With ``lam > 0`` the search stops at the first later
+        direction whose penalised objective ``D - lam ||beta||_1^2`` is not positive:
+        the maximiser over the unit ball is then ``beta = 0`` (no direction gains more
+        divergence than its genes cost), and the remaining rows of ``components_``
+        are zero.  The first direction is always returned.
     n_permutations : int
         Permutations of the group labels for the p-value of the first direction
         (0: no test).  The whole fit (screening, RELAX, tightening) is repeated on
@@ -738,10 +742,14 @@ class SPARDA(BaseEstimator):
     beta_ : ndarray, shape (d,) or (n_directions, d)
         Unit direction(s); zero outside the selected genes.
     components_ : ndarray, shape (n_directions, d)
-        Same as ``beta_``, always two-dimensional.
+        Same as ``beta_``, always two-dimensional; rows after ``n_directions_`` are zero.
+    n_directions_ : int
+        Directions found (at most ``n_directions``; fewer when the deflation stopped
+        because no further direction had a positive penalised objective).
     divergence_ : float
         ``W2^2`` between the projected groups along the first direction (all cells).
     divergences_ : ndarray, shape (n_directions,)
+        Divergence along each direction (0 for the directions not found).
     selected_ : ndarray of int
         Genes with a nonzero weight in any direction.
     pvalue_ : float or None
@@ -759,7 +767,8 @@ class SPARDA(BaseEstimator):
     marginal_w2_ : ndarray, shape (d,)
         Marginal squared W2 of every gene (the screening score).
     relax_info_, tighten_info_ : list of dict
-        Per direction: iterations, objectives, relaxation tightness
+        Per direction searched (``n_directions_`` of them, plus the rejected one
+        that stopped the deflation, if any): iterations, objectives, relaxation tightness
         (``eig_fraction``: top eigenvalue over trace of the relaxed ``B``; 1 = tight;
         it can exceed 1 when thresholding leaves ``B`` indefinite), the winning
         tightening start.
@@ -1027,17 +1036,9 @@ class SPARDA(BaseEstimator):
         self.relax_info_, self.tighten_info_ = [], []
         Xj, Yj = Xd, Yd
         P = np.eye(len(screened))
+        self.n_directions_ = 0
         for j in range(self.n_directions):
             beta, rel, tig, _ = self._direction(Xj, Yj, lam, self.k, rng, rel0 if j == 0 else None)
-            # the direction acting on the original (screened) genes: P beta, where P
-            # accumulates the deflations; it is orthogonal to the earlier directions
-            u = P @ beta
-            nu = np.linalg.norm(u)
-            if nu > 0:
-                u = _orient(u / nu)
-            u[np.abs(u) < 1e-12] = 0.0
-            comps[j, screened] = u
-            divs[j] = wasserstein2_1d(Xd @ u, Yd @ u)
             self.relax_info_.append(
                 {
                     "n_iter": rel["n_iter"],
@@ -1051,6 +1052,24 @@ class SPARDA(BaseEstimator):
                 {"n_iter": tig["n_iter"], "divergence": tig["divergence"], "objective": tig["objective"],
                  "start": tig["start"]}
             )
+            if j > 0 and lam > 0 and tig["objective"] <= 0:
+                # D and lam ||beta||_1^2 are both 2-homogeneous, so when no unit direction
+                # has J = D - lam ||beta||_1^2 > 0 the penalised problem's maximiser over the
+                # ball ||beta||_2 <= 1 is beta = 0: no further direction is worth its genes.
+                # (Forcing a unit direction here returns the single gene of largest
+                # residual divergence, noise included.)  The first direction is always
+                # returned, so that a fit never comes back empty.
+                break
+            self.n_directions_ += 1
+            # the direction acting on the original (screened) genes: P beta, where P
+            # accumulates the deflations; it is orthogonal to the earlier directions
+            u = P @ beta
+            nu = np.linalg.norm(u)
+            if nu > 0:
+                u = _orient(u / nu)
+            u[np.abs(u) < 1e-12] = 0.0
+            comps[j, screened] = u
+            divs[j] = wasserstein2_1d(Xd @ u, Yd @ u)
             if j + 1 < self.n_directions:
                 Xj = Xj - np.outer(Xj @ beta, beta)
                 Yj = Yj - np.outer(Yj @ beta, beta)

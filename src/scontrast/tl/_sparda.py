@@ -170,6 +170,8 @@ def sparda(
         adata, "sparda", params, random_state,
         divergence=float(model.divergence_),
         divergences=np.asarray(model.divergences_, dtype=float),
+        # directions actually found (the deflation stops once none pays for its genes)
+        n_directions_found=int(model.n_directions_),
         pvalue=float("nan") if model.pvalue_ is None else float(model.pvalue_),
         lam=float(model.lam_),
         k=int(model.k_),
