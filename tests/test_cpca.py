@@ -357,3 +357,60 @@ def test_dense_reference_eigh_path_is_exact(wide):
     w, E = sla.eigh(CX - 2.0 * CY)
     assert sin_max_angle(E[:, -2:], m.components_[0].T) < 1e-10
     np.testing.assert_allclose(m.explained_contrast_[0], w[::-1][:2], rtol=1e-10)
+
+
+# ------------------------------------------------------------- two-task paths
+
+
+def test_two_task_paths_match_the_reference_eigh(wide):
+    """With two BLAS threads allowed, the covariance and gram solvers run pairs of single-threaded
+    tasks side by side (halved products, the grid split in two); the answers are those of eigh."""
+    from threadpoolctl import threadpool_limits
+
+    from scontrast import cpca as C
+
+    X, Y, _ = wide
+    full = CPCA(solver="full", random_state=0).fit(X, Y)
+    with threadpool_limits(2):
+        assert C._two_tasks()
+        _assert_same_fit(full, CPCA(solver="covariance", random_state=0).fit(X, Y))
+        _assert_same_fit(full, CPCA(solver="gram", random_state=0).fit(sp.csr_matrix(X), Y))
+        # the halved building blocks against direct products
+        rng = np.random.default_rng(1)
+        A = rng.normal(size=(40, 31))
+        with C._one_blas_thread():
+            G = C._gram_two_tasks(A)
+            np.testing.assert_allclose(G, A.T @ A, rtol=1e-12, atol=1e-12)
+            assert np.array_equal(G, G.T)
+            S = A.T @ A + np.eye(31)
+            Q = np.linalg.qr(rng.normal(size=(31, 31)))[0]
+            for L in (np.linalg.cholesky(S), None):
+                np.testing.assert_allclose(C._congruence_two_tasks(S, Q, L), Q.T @ S @ Q, rtol=1e-10, atol=1e-10)
+            mean = A.mean(axis=0)
+            np.testing.assert_allclose(C._covariance(A, mean, np.ones(31), two_tasks=True), np.cov(A.T),
+                                       rtol=1e-12, atol=1e-12)
+    assert not C._two_tasks()  # the module fixture's one thread is back
+
+
+def test_davidson_continuation_matches_eigh_on_random_problems():
+    """The batched Davidson with coarse-to-fine starts (shared Rayleigh-Ritz) against
+    scipy.linalg.eigh on random symmetric B - alpha diag(lam), including clustered lam."""
+    from scontrast import cpca as C
+
+    rng = np.random.default_rng(3)
+    r = 160
+    for trial in range(3):
+        F = rng.normal(size=(r, r // 2))
+        B = F @ F.T / r + np.diag(rng.uniform(0, 2, r))
+        lam = np.sort(rng.gamma(0.5 if trial else 2.0, 1.0, r))
+        if trial == 2:
+            lam[:20] = lam[0]  # a cluster at the bottom of the background spectrum
+        alphas = alpha_grid(20, 2)
+        Z, theta, res, its, gram = C._diagonal_basis_solve(B.copy(), lam, alphas, 2, 1e-10, 500)
+        assert res.max() <= 1e-10
+        for i, a in enumerate(alphas):
+            w, E = sla.eigh(B - a * np.diag(lam), subset_by_index=[r - 2, r - 1])
+            assert sin_max_angle(E, Z[i]) < 1e-7, (trial, a)
+            np.testing.assert_allclose(theta[i], w[::-1], rtol=1e-9, atol=1e-9 * np.abs(w).max())
+        np.testing.assert_allclose(gram, Z.transpose(1, 0, 2).reshape(r, -1).T @ B @ Z.transpose(1, 0, 2).reshape(r, -1),
+                                   atol=1e-9)

@@ -37,14 +37,28 @@ Four solvers give the same subspaces (to the tolerance ``tol``):
     too many for a dense reduction; it can need many sweeps at large alpha when the
     background covariance is ill-conditioned (a warning reports the residuals).
 
+In 'covariance' and 'gram' the grid is solved coarse to fine: every third alpha
+first, then the others from a Rayleigh-Ritz step in the span of those solutions
+(starting spaces only; every alpha is iterated to ``tol``).
+
+Threads: when the BLAS may use two or more threads (the default on a multi-core
+machine), 'covariance' and 'gram' run pairs of single-threaded tasks side by side
+instead of threading inside each BLAS call: the eigendecomposition of the background
+alongside the target's covariance (or Gram blocks), the large products in halves,
+and the alpha grid in two halves. Threading inside an eigendecomposition gains little
+on two cores and collapses when the machine is shared; independent tasks do not.
+Under ``threadpoolctl.threadpool_limits(1)`` everything runs in one thread.
+
 Sparse input is never densified as a whole: covariances and Gram matrices are
 accumulated over blocks of rows or genes, and the centring is exact.
 """
 
 from __future__ import annotations
 
+import contextlib
 import numbers
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import scipy.linalg as sla
@@ -53,7 +67,7 @@ import scipy.sparse as sp
 from sklearn.cluster import SpectralClustering
 from sklearn.metrics.pairwise import pairwise_kernels
 from sklearn.utils import check_random_state
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController
 
 __all__ = [
     "CPCA",
@@ -74,6 +88,45 @@ _FULL_MAX_D = 128
 _DENSE_MAX = 12000
 # Rows densified at a time when a sparse matrix's covariance is formed.
 _CHUNK_BYTES = 64 * 2**20
+
+_CONTROLLER = None
+
+
+def _threadpools() -> ThreadpoolController:
+    """One ThreadpoolController for the process (building one inspects every loaded library)."""
+    global _CONTROLLER
+    if _CONTROLLER is None:
+        _CONTROLLER = ThreadpoolController()
+    return _CONTROLLER
+
+
+def _two_tasks() -> bool:
+    """Whether the BLAS may use two or more threads right now (the caller's setting is respected).
+
+    Where it may, the dense solver runs two single-threaded tasks side by side instead of
+    threading inside each BLAS call: the tridiagonal reduction of an eigendecomposition
+    synchronises its threads once per column, which gains little on two cores and collapses
+    when the machine is busy, while independent tasks need no synchronisation at all.
+    """
+    libs = [lib for lib in _threadpools().lib_controllers if lib.user_api == "blas"]
+    return bool(libs) and min(lib.num_threads for lib in libs) >= 2
+
+
+def _one_blas_thread():
+    """Context manager: one BLAS thread per call (for tasks run side by side)."""
+    return _threadpools().limit(limits=1, user_api="blas")
+
+
+def _side_by_side(first, second):
+    """``(first(), second())`` with ``first`` on a worker thread.
+
+    Meant for use under :func:`_one_blas_thread`; the callables must spend their time in
+    calls that release the GIL (numpy's matmul and linalg, scipy's dtrmm).
+    """
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        job = pool.submit(first)
+        out2 = second()
+        return job.result(), out2
 
 
 # --------------------------------------------------------------------------- grid
@@ -170,14 +223,23 @@ def _column_moments(A, standardize: bool):
     return mean, scale
 
 
-def _covariance(A, mean, scale) -> np.ndarray:
+def _covariance(A, mean, scale, two_tasks: bool = False) -> np.ndarray:
     """Scaled covariance ``diag(s) (A - 1 mean')' (A - 1 mean') diag(s) / (n - 1)``, shape (d, d).
 
     Sparse input is densified a block of rows at a time, so the centring is exact
-    and memory stays bounded.
+    and memory stays bounded. ``two_tasks`` (dense input): the two halves of the rows
+    are summed side by side (see :func:`_side_by_side`).
     """
     n, d = A.shape
-    if sp.issparse(A):
+    if two_tasks and not sp.issparse(A) and n >= 4:
+        def half(rows):
+            Ac = A[rows] - mean
+            return Ac.T @ Ac  # a symmetric rank-k update
+
+        C1, C2 = _side_by_side(lambda: half(slice(0, n // 2)), lambda: half(slice(n // 2, n)))
+        C = C1
+        C += C2
+    elif sp.issparse(A):
         C = np.zeros((d, d))
         rows = max(1, _CHUNK_BYTES // (8 * d))
         for start in range(0, n, rows):
@@ -203,12 +265,19 @@ class _Moments:
         self.mean_x, self.scale_x = _column_moments(X, standardize)
         self.mean_y, self.scale_y = _column_moments(Y, standardize)
         self.standardize = standardize
-        self._xt = self._yt = None
+        self._xt = self._yt = self._csc = None
 
     def covariances(self):
         """(C_X, C_Y), each (d, d)."""
-        return (_covariance(self.X, self.mean_x, self.scale_x),
-                _covariance(self.Y, self.mean_y, self.scale_y))
+        return self.covariance_x(), self.covariance_y()
+
+    def covariance_x(self, two_tasks: bool = False):
+        """C_X, (d, d)."""
+        return _covariance(self.X, self.mean_x, self.scale_x, two_tasks)
+
+    def covariance_y(self, two_tasks: bool = False):
+        """C_Y, (d, d)."""
+        return _covariance(self.Y, self.mean_y, self.scale_y, two_tasks)
 
     def diagonals(self):
         """Diagonals of C_X and C_Y, each (d,)."""
@@ -223,30 +292,42 @@ class _Moments:
             out.append(var * scale**2)
         return out
 
-    def gram_blocks(self):
+    def gram_blocks(self, which=("yy", "xy", "xx")):
         """Cell-by-cell Gram matrices of the centred, scaled data Z_X = (X - 1 mean_x') diag(s_x) / sqrt(n-1)
         and Z_Y (likewise): K_YY (m, m), K_XY (n, m), K_XX (n, n), so that C_X = Z_X' Z_X and C_Y = Z_Y' Z_Y.
+        ``which`` selects and orders the blocks returned.
 
         Built over blocks of genes, each densified and centred exactly; memory stays bounded.
         """
-        X = self.X.tocsc() if sp.issparse(self.X) else self.X
-        Y = self.Y.tocsc() if sp.issparse(self.Y) else self.Y
+        if self._csc is None:
+            self._csc = tuple(A.tocsc() if sp.issparse(A) else A for A in (self.X, self.Y))
+        X, Y = self._csc
         n, m, d = self.n, self.m, X.shape[1]
-        kyy, kxy, kxx = np.zeros((m, m)), np.zeros((n, m)), np.zeros((n, n))
+        shapes = {"yy": (m, m), "xy": (n, m), "xx": (n, n)}
+        out = {key: np.zeros(shapes[key]) for key in which}
+        need_x = "xy" in out or "xx" in out
         step = max(1, _CHUNK_BYTES // (8 * (n + m)))
         fx, fy = self.scale_x / np.sqrt(n - 1), self.scale_y / np.sqrt(m - 1)
         for start in range(0, d, step):
             cols = slice(start, min(d, start + step))
-            xb = X[:, cols].toarray() if sp.issparse(X) else X[:, cols].copy()
-            yb = Y[:, cols].toarray() if sp.issparse(Y) else Y[:, cols].copy()
-            xb -= self.mean_x[cols]
-            xb *= fx[cols]
-            yb -= self.mean_y[cols]
-            yb *= fy[cols]
-            kyy += yb @ yb.T
-            kxy += xb @ yb.T
-            kxx += xb @ xb.T
-        return (kyy + kyy.T) / 2, kxy, (kxx + kxx.T) / 2
+            if need_x:
+                xb = X[:, cols].toarray() if sp.issparse(X) else X[:, cols].copy()
+                xb -= self.mean_x[cols]
+                xb *= fx[cols]
+            if "yy" in out or "xy" in out:
+                yb = Y[:, cols].toarray() if sp.issparse(Y) else Y[:, cols].copy()
+                yb -= self.mean_y[cols]
+                yb *= fy[cols]
+            if "yy" in out:
+                out["yy"] += yb @ yb.T
+            if "xy" in out:
+                out["xy"] += xb @ yb.T
+            if "xx" in out:
+                out["xx"] += xb @ xb.T
+        for key in ("yy", "xx"):
+            if key in out:
+                out[key] = (out[key] + out[key].T) / 2
+        return tuple(out[key] for key in which)
 
     def rmatmat(self, G, H):
         """Z_X' G + Z_Y' H for G (n, c) and H (m, c): gene-space vectors from cell coefficients, (d, c)."""
@@ -414,21 +495,89 @@ def _unit_starts(diag_values: np.ndarray, b: int) -> np.ndarray:
     return V0
 
 
-def _congruence(C, Q):
-    """Q' C Q for a symmetric C (d, d): through C = R'R when C is positive definite (half the
-    flops of two products: a triangular product and a symmetric rank-d update), else directly."""
+def _cholesky(C):
+    """Upper Cholesky factor R (C = R'R) of a symmetric C (d, d), or None if C is not positive definite."""
     R, info = lapack.dpotrf(C, lower=0, clean=1)
-    if info == 0:
+    return R if info == 0 else None
+
+
+def _congruence(C, Q, R=None):
+    """Q' C Q for a symmetric C (d, d): through C = R'R when C is positive definite (half the
+    flops of two products: a triangular product and a symmetric rank-d update), else directly.
+    R: C's upper Cholesky factor if already known."""
+    if R is None:
+        R = _cholesky(C)
+    if R is not None:
         RQ = blas.dtrmm(1.0, R, Q)
         return RQ.T @ RQ
     return Q.T @ (C @ Q)
 
 
-def _diagonal_basis_solve(B, lam, alphas, k, tol, max_iter):
+def _congruence_two_tasks(C, Q, L=None):
+    """:func:`_congruence` as pairs of tasks side by side; L: C's lower Cholesky factor (C = L L')
+    or None if C is not positive definite. Returns Q' C Q (d, d)."""
+    h = Q.shape[1] // 2
+    if L is None:
+        CQ = np.hstack(_side_by_side(lambda: C @ Q[:, :h], lambda: C @ Q[:, h:]))
+        B = Q.T @ CQ
+        return (B + B.T) / 2
+    RQ = np.hstack(_side_by_side(lambda: blas.dtrmm(1.0, L, Q[:, :h], lower=1, trans_a=1),
+                                 lambda: blas.dtrmm(1.0, L, Q[:, h:], lower=1, trans_a=1)))
+    return _gram_two_tasks(RQ)
+
+
+def _coarse_fine(alphas: np.ndarray, step: int = 3):
+    """Split grid positions into a coarse subset (every ``step``-th alpha in ascending order, and
+    the largest) and the rest; short grids are all coarse. Returns two index arrays."""
+    order = np.argsort(alphas, kind="stable")
+    if alphas.size < 3 * step:
+        return order, order[:0]
+    pick = np.zeros(alphas.size, dtype=bool)
+    pick[::step] = True
+    pick[-1] = True
+    return np.sort(order[pick]), np.sort(order[~pick])
+
+
+def _shared_ritz_starts(B, lam, alphas, Z_known, V_fallback):
+    """Starting spaces for ``B - alpha diag(lam)`` from eigenvectors already found at other alphas.
+
+    Eigenvectors move smoothly with alpha, so the span S of the known ones (orthonormalised,
+    dependent directions dropped) holds most of the wanted ones: a Rayleigh-Ritz step in S per
+    alpha (small dense problems, ``S' B S`` shared) gives the leading Ritz vectors as starts.
+    Starts only: the iteration that follows enforces the tolerance.
+
+    Parameters
+    ----------
+    B : (r, r); lam : (r,); alphas : (a,); Z_known : (c, r, k); V_fallback : (a, r, b)
+        Unit-vector starts used where S has fewer than b directions.
+
+    Returns
+    -------
+    V0 : (a, r, b)
+    """
+    r = B.shape[0]
+    b = V_fallback.shape[2]
+    U, s, _ = np.linalg.svd(Z_known.transpose(1, 0, 2).reshape(r, -1), full_matrices=False)
+    S = U[:, s > 1e-8 * s[0]]
+    p = S.shape[1]
+    SBS = S.T @ (B @ S)
+    SLS = S.T @ (lam[:, None] * S)
+    _, E = np.linalg.eigh((SBS + SBS.T)[None] / 2 - alphas[:, None, None] * SLS[None])
+    take = min(b, p)
+    V0 = V_fallback.copy()
+    V0[:, :, :take] = np.matmul(S[None], E[:, :, ::-1][:, :, :take])
+    return V0
+
+
+def _diagonal_basis_solve(B, lam, alphas, k, tol, max_iter, two_tasks=False):
     """Top-k eigenvectors of ``B - alpha diag(lam)`` for every alpha (B symmetric r x r).
 
     The basis in which C_Y is diagonal makes Davidson's diagonal preconditioner
-    exact for the background part, so every alpha converges in a few sweeps.
+    exact for the background part. A coarse third of the grid is solved first; the
+    rest start from a Rayleigh-Ritz step in the span of those solutions, which saves
+    about a third of the sweeps. With ``two_tasks`` each stage's alphas are split
+    between two single-threaded tasks run side by side (per alpha the iteration is
+    the same either way).
 
     Returns Z (a, r, k), theta (a, k), residual (a,), n_iter (a,), Z_all' B Z_all (a*k, a*k).
     """
@@ -445,14 +594,55 @@ def _diagonal_basis_solve(B, lam, alphas, k, tol, max_iter):
             Z[i], theta[i] = E[:, ::-1], w[::-1]
         res, its = np.zeros(alphas.size), np.ones(alphas.size, dtype=int)
     else:
+        Z = np.empty((alphas.size, r, k))
+        theta = np.empty((alphas.size, k))
+        res = np.empty(alphas.size)
+        its = np.empty(alphas.size, dtype=int)
         V0 = _unit_starts(b_diag[None, :] - alphas[:, None] * lam[None, :], 2 * kk)
-        Z, theta, res, its = _davidson(lambda T: B @ T, lambda T: lam[:, None] * T, b_diag, lam,
-                                       alphas, k, V0, scale, tol, max_iter, 6 * kk)
+        coarse, fine = _coarse_fine(alphas)
+
+        def run(part):
+            return _davidson(lambda T: B @ T, lambda T: lam[:, None] * T, b_diag, lam, alphas[part], k,
+                             V0[part], scale[part], tol, max_iter, 6 * kk)
+
+        for part in (coarse, fine):
+            if not part.size:
+                continue
+            if part is fine:
+                V0[fine] = _shared_ritz_starts(B, lam, alphas[fine], Z[coarse], V0[fine])
+            if two_tasks and part.size >= 2:
+                # interleaved halves: slow (mid-grid) and fast alphas in both
+                halves = (part[0::2], part[1::2])
+                outs = _side_by_side(lambda: run(halves[0]), lambda: run(halves[1]))
+            else:
+                halves, outs = (part,), (run(part),)
+            for half, out in zip(halves, outs):
+                Z[half], theta[half], res[half], its[half] = out
     Zs = Z.transpose(1, 0, 2).reshape(r, -1)
     return Z, theta, res, its, Zs.T @ (B @ Zs)
 
 
-def _cell_space_reduction(moments: _Moments):
+def _gram_two_tasks(A):
+    """A' A (c, c) for A (r, c), exactly symmetric, as two balanced tasks side by side:
+    the two diagonal blocks (symmetric rank-k updates) alongside the off-diagonal block."""
+    c = A.shape[1]
+    h = c // 2
+    a, b = A[:, :h], A[:, h:]
+    out = np.empty((c, c))
+
+    def diagonal_blocks():
+        out[:h, :h] = a.T @ a
+        out[h:, h:] = b.T @ b
+
+    def off_diagonal_block():
+        out[:h, h:] = a.T @ b
+
+    _side_by_side(diagonal_blocks, off_diagonal_block)
+    out[h:, :h] = out[:h, h:].T
+    return out
+
+
+def _cell_space_reduction(moments: _Moments, two_tasks: bool = False):
     """Exact coordinates of the centred data in the (at most n + m - 2)-dimensional span of the cells.
 
     With Z_Y = W diag(sig) V' from the eigendecomposition of K_YY, the first
@@ -465,14 +655,27 @@ def _cell_space_reduction(moments: _Moments):
     -------
     B : (r, r) C_X in these coordinates; lam : (r,) C_Y's diagonal in them;
     to_genes : callable (a, r, k) -> (a, d, k), coordinates to gene loadings
+
+    ``two_tasks``: the background's Gram matrix and its eigendecomposition alongside
+    the target's Gram blocks, and the large products in halves (see :func:`_two_tasks`).
     """
-    kyy, kxy, kxx = moments.gram_blocks()
-    sig, W = sla.eigh(kyy, driver="evd")
+    if two_tasks:
+        (sig, W), (kxy, kxx) = _side_by_side(lambda: np.linalg.eigh(moments.gram_blocks(("yy",))[0]),
+                                             lambda: moments.gram_blocks(("xy", "xx")))
+    else:
+        kyy, kxy, kxx = moments.gram_blocks()
+        sig, W = sla.eigh(kyy, driver="evd")
+        del kyy
     keep = sig > 1e-12 * max(sig.max(initial=0.0), 0.0)
-    sig, W = sig[keep][::-1], W[:, keep][:, ::-1]
-    P1 = (kxy @ W) / np.sqrt(sig)
-    R = kxx - P1 @ P1.T
-    R = (R + R.T) / 2
+    sig, W = sig[keep][::-1], np.ascontiguousarray(W[:, keep][:, ::-1])
+    if two_tasks:
+        h = sig.size // 2
+        P1 = np.hstack(_side_by_side(lambda: kxy @ W[:, :h], lambda: kxy @ W[:, h:])) / np.sqrt(sig)
+        R = kxx - _gram_two_tasks(P1.T)
+    else:
+        P1 = (kxy @ W) / np.sqrt(sig)
+        R = kxx - P1 @ P1.T
+        R = (R + R.T) / 2
     n = R.shape[0]
     factor, piv, rank, _ = lapack.dpstrf(R, tol=-1.0, lower=0)
     rank = int(rank) if np.diag(R).max(initial=0.0) > 1e-12 * max(np.diag(kxx).max(initial=0.0), 1e-300) else 0
@@ -496,7 +699,31 @@ def _cell_space_reduction(moments: _Moments):
         U = moments.rmatmat(G, H)
         return U.reshape(-1, a, k).transpose(1, 0, 2)
 
-    return Lx.T @ Lx, lam, to_genes
+    return (_gram_two_tasks(Lx) if two_tasks else Lx.T @ Lx), lam, to_genes
+
+
+def _covariance_solve_two_tasks(moments: _Moments, alphas: np.ndarray, k: int, tol: float, max_iter: int):
+    """The 'covariance' solver as pairs of single-threaded tasks side by side (see :func:`_two_tasks`).
+
+    C_Y's eigendecomposition, the one long sequential step, runs alongside C_X and its
+    Cholesky factor; the congruence and the grid are split in halves.
+
+    Returns Q (d, d), then what :func:`_diagonal_basis_solve` returns.
+    """
+    CY = moments.covariance_y(two_tasks=True)
+
+    def target_side():
+        CX = moments.covariance_x()
+        try:
+            return CX, np.linalg.cholesky(CX)
+        except np.linalg.LinAlgError:
+            return CX, None
+
+    (lam, Q), (CX, L) = _side_by_side(lambda: np.linalg.eigh(CY), target_side)
+    del CY
+    B = _congruence_two_tasks(CX, Q, L)
+    del CX, L
+    return (Q,) + _diagonal_basis_solve(B, lam, alphas, k, tol, max_iter, two_tasks=True)
 
 
 def _solve(moments: _Moments, alphas: np.ndarray, k: int, solver: str, tol: float, max_iter: int):
@@ -521,19 +748,26 @@ def _solve(moments: _Moments, alphas: np.ndarray, k: int, solver: str, tol: floa
         return U, theta, np.zeros(n_alpha), np.ones(n_alpha, dtype=int), flat.T @ (CX @ flat)
 
     if solver == "covariance":
-        CX, CY = moments.covariances()
-        lam, Q = sla.eigh(CY, driver="evd", overwrite_a=True, check_finite=False)
-        del CY
-        B = _congruence(CX, Q)
-        del CX
-        Z, theta, res, its, gram = _diagonal_basis_solve(B, lam, alphas, k, tol, max_iter)
+        if _two_tasks():
+            with _one_blas_thread():
+                Q, Z, theta, res, its, gram = _covariance_solve_two_tasks(moments, alphas, k, tol, max_iter)
+        else:
+            CX, CY = moments.covariances()
+            lam, Q = sla.eigh(CY, driver="evd", overwrite_a=True, check_finite=False)
+            del CY
+            B = _congruence(CX, Q)
+            del CX
+            Z, theta, res, its, gram = _diagonal_basis_solve(B, lam, alphas, k, tol, max_iter)
         U = (Q @ Z.transpose(1, 0, 2).reshape(d, -1)).reshape(d, alphas.size, k).transpose(1, 0, 2)
     elif solver == "gram":
-        B, lam, to_genes = _cell_space_reduction(moments)
-        if lam.size < k:
-            raise ValueError(f"n_components={k} exceeds the rank of the centred data ({lam.size})")
-        Z, theta, res, its, gram = _diagonal_basis_solve(B, lam, alphas, k, tol, max_iter)
-        U = to_genes(Z)
+        two = _two_tasks()
+        with _one_blas_thread() if two else contextlib.nullcontext():
+            B, lam, to_genes = _cell_space_reduction(moments, two)
+            if lam.size < k:
+                raise ValueError(f"n_components={k} exceeds the rank of the centred data ({lam.size})")
+            Z, theta, res, its, gram = _diagonal_basis_solve(B, lam, alphas, k, tol, max_iter, two)
+            del B
+            U = to_genes(Z)
     else:
         kk = min(k + 2, d)
         dx, dy = moments.diagonals()
@@ -601,7 +835,7 @@ def select_alphas(affinity: np.ndarray, n_clusters: int, random_state=None):
     """
     spectral = SpectralClustering(n_clusters=n_clusters, affinity="precomputed",
                                   random_state=check_random_state(random_state))
-    with warnings.catch_warnings(), threadpool_limits(1, user_api="openmp"):
+    with warnings.catch_warnings(), _threadpools().limit(limits=1, user_api="openmp"):
         # a disconnected affinity graph is legitimate here (far-apart subspaces); threads only
         # cost time on a grid of ~41 points
         warnings.filterwarnings("ignore", message="Graph is not fully connected")
