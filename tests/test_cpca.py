@@ -389,6 +389,12 @@ def test_two_task_paths_match_the_reference_eigh(wide):
             mean = A.mean(axis=0)
             np.testing.assert_allclose(C._covariance(A, mean, np.ones(31), two_tasks=True), np.cov(A.T),
                                        rtol=1e-12, atol=1e-12)
+        # tiny problems forced onto the dense solvers
+        Xs, Ys = X[:, :3], Y[:, :3]
+        for solver in ("covariance", "gram"):
+            small = CPCA(solver=solver, n_components=1, alpha=[0.0, 2.0]).fit(Xs, Ys)
+            ref = CPCA(solver="full", n_components=1, alpha=[0.0, 2.0]).fit(Xs, Ys)
+            np.testing.assert_allclose(np.abs(np.sum(small.components_ * ref.components_, axis=2)), 1, atol=1e-10)
     assert not C._two_tasks()  # the module fixture's one thread is back
 
 

@@ -517,6 +517,8 @@ def _congruence_two_tasks(C, Q, L=None):
     """:func:`_congruence` as pairs of tasks side by side; L: C's lower Cholesky factor (C = L L')
     or None if C is not positive definite. Returns Q' C Q (d, d)."""
     h = Q.shape[1] // 2
+    if h == 0:
+        return _congruence(C, Q, None if L is None else L.T)
     if L is None:
         CQ = np.hstack(_side_by_side(lambda: C @ Q[:, :h], lambda: C @ Q[:, h:]))
         B = Q.T @ CQ
@@ -627,6 +629,8 @@ def _gram_two_tasks(A):
     the two diagonal blocks (symmetric rank-k updates) alongside the off-diagonal block."""
     c = A.shape[1]
     h = c // 2
+    if h == 0:
+        return A.T @ A
     a, b = A[:, :h], A[:, h:]
     out = np.empty((c, c))
 
