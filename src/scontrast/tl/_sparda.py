@@ -53,7 +53,9 @@ def sparda(
     k
         Fixed number of genes instead of a penalty.
     n_directions
-        Directions found in succession by deflation.
+        Maximum number of directions found in succession by deflation; the search stops
+        once no further direction has a positive penalised objective (its columns of
+        ``varm['sparda_directions']`` are then zero; ``uns['sparda']['n_directions_found']``).
     n_permutations
         Label permutations for the p-value (0: none); the fit is repeated on each.
     cv_folds, n_lambdas, lam_min_ratio, cv_rule
