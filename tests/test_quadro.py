@@ -420,3 +420,19 @@ def test_estimate_moments_standardisation():
     raw = estimate_moments(X1, X2, estimator="sample", standardize=False)
     assert np.allclose(raw.Sigma1, np.cov(X1, rowvar=False))
     assert isinstance(raw, Moments)
+
+
+def test_grid_walk_and_early_stop_bookkeeping():
+    rng = np.random.default_rng(21)
+    X, y, _ = _quadratic_problem(60, rng)
+    grid = [3.0, 1.0, 0.3, 0.1, 0.03]
+    full = QUADRO(estimator="sample", cv=3, lambda_grid=grid, lambda2=1.0, patience=None, random_state=0).fit(X, y)
+    assert not np.isnan(full.cv_results_["mean_score"]).any()
+    assert np.array_equal(full.cv_results_["lambda1"], grid)  # walked from the largest lambda1 down
+    short = QUADRO(estimator="sample", cv=3, lambda_grid=grid, lambda2=1.0, patience=1, random_state=0).fit(X, y)
+    walked = ~np.isnan(short.cv_results_["mean_score"])
+    # early stopping only drops a tail of the walk, and the explored part is identical
+    assert walked[0] and not (np.diff(walked.astype(int)) > 0).any()
+    assert np.allclose(short.cv_results_["mean_score"][walked], full.cv_results_["mean_score"][walked])
+    with pytest.raises(ValueError, match="patience"):
+        QUADRO(patience=0).fit(X, y)

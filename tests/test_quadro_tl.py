@@ -131,3 +131,36 @@ def test_benchmark_core_runs_on_tiny_sizes():
                                    only=["QUADRO robust", "LDA (shrinkage)", "QDA (regularised)"])
     assert set(res["errors"]) == {"QUADRO robust", "LDA (shrinkage)", "QDA (regularised)"}
     assert all(0 <= e[0] <= 1 for e in res["errors"].values())
+
+
+def test_front_end_separates_two_labels_of_another_column():
+    a = _adata()
+    # a second column: the same classes under other names, plus cells of a third label left out
+    phase = np.where(a.obs["scontrast_target"], "S", "G1").astype(object)
+    phase[:20] = "G2M"
+    a.obs["phase"] = pd.Categorical(phase)
+    quadro(a, groupby="phase", labels=["G1", "S"], **FAST)
+    score, pred = a.obs["quadro_score"].to_numpy(dtype=float), a.obs["quadro_pred"]
+    assert np.isnan(score[:20]).all() and np.isfinite(score[20:]).all()
+    assert pred.isna()[:20].all() and set(pred.dropna().unique()) <= {"G1", "S"}
+    u = a.uns["quadro"]
+    assert list(u["confusion_labels"]) == ["G1", "S"] and u["n_cells"] == {"S": 70, "G1": 70}
+    # the same cells with the boolean split give the same model and scores (same seeds, same folds)
+    b = _adata()[20:].copy()
+    quadro(b, **FAST)
+    np.testing.assert_allclose(score[20:], b.obs["quadro_score"].to_numpy())
+    assert isinstance(plot_quadro(a), Figure)
+
+
+def test_front_end_one_class_of_another_column_is_refused():
+    a = _adata()
+    a.obs["batch"] = "b1"
+    with pytest.raises(ScontrastError, match=r"obs\['batch'\] holds 1 labels"):
+        quadro(a, groupby="batch", **FAST)
+    a.obs["batch"] = np.where(np.arange(a.n_obs) < 3, "b2", "b1")
+    with pytest.raises(ScontrastError, match="at least 6 of each"):
+        quadro(a, groupby="batch", **FAST)
+    with pytest.raises(ScontrastError, match="'nope' is absent"):
+        quadro(a, groupby="nope", **FAST)
+    with pytest.raises(ScontrastError, match="labels needs groupby"):
+        quadro(a, labels=["b1", "b2"], **FAST)

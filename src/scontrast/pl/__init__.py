@@ -7,6 +7,7 @@ from ._cpca import cpca
 from ._fangs import fangs
 from ._pcpca import pcpca
 from ._preprocess import preprocess
+from ._quadro import quadro
 from ._sparda import sparda
 
-__all__ = ["cpca", "fangs", "pcpca", "preprocess", "sparda"]
+__all__ = ["cpca", "fangs", "pcpca", "preprocess", "quadro", "sparda"]

@@ -11,6 +11,21 @@ from ..io import ScontrastError
 from ..tl._common import TARGET_KEY
 
 
+def _scored_classes(adata: ad.AnnData, key: str, score_key: str):
+    """(scores, second-class mask, [first, second]) of the cells ``tl.quadro`` scored."""
+    info = adata.uns.get("quadro", {})
+    groupby = info.get("params", {}).get("groupby", "None")
+    score = adata.obs[score_key].to_numpy(dtype=float)
+    if groupby in (None, "None"):
+        if key not in adata.obs:
+            raise ScontrastError(f"obs['{key}'] is missing: run scontrast.tl.quadro first")
+        return score, adata.obs[key].to_numpy(dtype=bool), ["background", "target"]
+    names = [str(v) for v in info["confusion_labels"]]
+    col = adata.obs[groupby].astype("string")
+    used = col.isin(names).fillna(False).to_numpy(dtype=bool) & np.isfinite(score)
+    return score[used], (col[used] == names[1]).to_numpy(dtype=bool), names
+
+
 def quadro(adata: ad.AnnData, *, key: str = TARGET_KEY, score_key: str = "quadro_score", bins: int = 40,
            ax=None) -> Figure:
     """Histograms of the out-of-fold QUADRO score per group and its ROC curve.
@@ -27,11 +42,9 @@ def quadro(adata: ad.AnnData, *, key: str = TARGET_KEY, score_key: str = "quadro
     -------
     matplotlib Figure.
     """
-    for col in (score_key, key):
-        if col not in adata.obs:
-            raise ScontrastError(f"obs['{col}'] is missing: run scontrast.tl.quadro first")
-    score = adata.obs[score_key].to_numpy(dtype=float)
-    is_target = adata.obs[key].to_numpy(dtype=bool)
+    if score_key not in adata.obs:
+        raise ScontrastError(f"obs['{score_key}'] is missing: run scontrast.tl.quadro first")
+    score, is_target, names = _scored_classes(adata, key, score_key)
     if ax is None:
         fig = Figure(figsize=(10, 4), layout="constrained")
         axes = fig.subplots(1, 2)
@@ -41,11 +54,11 @@ def quadro(adata: ad.AnnData, *, key: str = TARGET_KEY, score_key: str = "quadro
             raise ScontrastError("ax must hold two Axes (scores, ROC)")
         fig = axes[0].figure
     info = adata.uns.get("quadro", {})
-
+    first, second = names
     # clip to the 1-99% range so that a few heavy-tailed scores do not squash the histograms
     lo, hi = np.quantile(score, [0.01, 0.99])
     edges = np.linspace(lo, hi, bins + 1) if hi > lo else bins
-    for mask, label, colour in ((~is_target, "background", "tab:blue"), (is_target, "target", "tab:red")):
+    for mask, label, colour in ((~is_target, first, "tab:blue"), (is_target, second, "tab:red")):
         axes[0].hist(np.clip(score[mask], lo, hi), bins=edges, density=True, alpha=0.55, color=colour,
                      label=f"{label} (n={int(mask.sum())})")
     axes[0].set_xlabel("cross-validated QUADRO score Q(x), clipped to its 1-99% range")
@@ -62,8 +75,8 @@ def quadro(adata: ad.AnnData, *, key: str = TARGET_KEY, score_key: str = "quadro
     axes[1].plot([0, 1], [0, 1], color="grey", linestyle="--", linewidth=0.8, label="chance")
     axes[1].set_xlim(0, 1)
     axes[1].set_ylim(0, 1.01)
-    axes[1].set_xlabel("false positive rate (background called target)")
-    axes[1].set_ylabel("true positive rate (target called target)")
+    axes[1].set_xlabel(f"false positive rate ({first} called {second})")
+    axes[1].set_ylabel(f"true positive rate ({second} called {second})")
     axes[1].set_title("ROC of the cross-validated scores")
     axes[1].legend(loc="lower right", frameon=False)
     return fig

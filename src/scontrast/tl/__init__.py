@@ -10,9 +10,10 @@ from ._cpca import cpca
 from ._fangs import fangs
 from ._latent_features import latent_features
 from ._pcpca import pcpca
+from ._quadro import quadro
 from ._sparda import sparda
 
 __all__ = [
-    "cpca", "fangs", "gene_mask", "group_matrices", "latent_features", "pcpca", "record_params", "sparda",
+    "cpca", "fangs", "gene_mask", "group_matrices", "latent_features", "pcpca", "quadro", "record_params", "sparda",
     "target_mask",
 ]

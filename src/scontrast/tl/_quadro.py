@@ -6,6 +6,7 @@ import logging
 
 import anndata as ad
 import numpy as np
+import pandas as pd
 import scipy.sparse as sp
 from sklearn.metrics import confusion_matrix, roc_auc_score
 from sklearn.model_selection import StratifiedKFold
@@ -60,6 +61,39 @@ def select_genes(adata: ad.AnnData, genes: str = "highly_variable", n_genes: int
     return idx[order[:n_genes]]
 
 
+def _classes(adata: ad.AnnData, key: str, groupby: str | None, labels, min_cells: int):
+    """The two classes QUADRO separates.
+
+    Returns
+    -------
+    used : (n_obs,) bool, the cells of either class; y : (used.sum(),) bool, True
+    for the second class (scoring higher); names : [first, second].
+    """
+    if groupby is None:
+        if labels is not None:
+            raise ScontrastError("labels needs groupby (the obs column holding them)")
+        y = target_mask(adata, key, min_cells=min_cells)
+        return np.ones(adata.n_obs, dtype=bool), y, ["background", "target"]
+    if groupby not in adata.obs:
+        raise ScontrastError(f"groupby: obs column '{groupby}' is absent (have {list(adata.obs.columns)[:20]})")
+    col = adata.obs[groupby].astype("string")
+    present = sorted(col.dropna().unique())
+    if labels is None:
+        if len(present) != 2:
+            raise ScontrastError(f"groupby: obs['{groupby}'] holds {len(present)} labels {present[:10]}; "
+                                 "QUADRO needs exactly two classes (choose two with labels)")
+        labels = present
+    labels = [str(v) for v in labels]
+    if len(labels) != 2 or labels[0] == labels[1]:
+        raise ScontrastError(f"labels must be two different labels of obs['{groupby}'], got {labels}")
+    counts = {lab: int((col == lab).sum()) for lab in labels}
+    if min(counts.values()) < min_cells:
+        raise ScontrastError(f"labels: obs['{groupby}'] has {counts} cells of the two classes; QUADRO needs at "
+                             f"least {min_cells} of each (one class only or too few cells)")
+    used = col.isin(labels).fillna(False).to_numpy(dtype=bool)
+    return used, (col[used] == labels[1]).to_numpy(dtype=bool), labels
+
+
 def quadro(
     adata: ad.AnnData,
     *,
@@ -67,6 +101,8 @@ def quadro(
     n_genes: int | None = 50,
     layer: str | None = None,
     key: str = TARGET_KEY,
+    groupby: str | None = None,
+    labels: list[str] | None = None,
     estimator: str = "robust",
     lambda1: float | None = None,
     lambda2: float | None = None,
@@ -95,6 +131,10 @@ def quadro(
     ----------
     adata : AnnData with log-normalised X (or ``layer``) and the boolean
         ``obs[key]`` (True = target = QUADRO's class 2, scoring higher).
+    groupby, labels : instead of target vs background, separate two labels
+        of the obs column ``groupby``: ``labels = [first, second]`` (the
+        second scores higher); None = the column's two labels (it must hold
+        exactly two). Cells with other labels are not used (NaN scores).
     genes : gene set: ``'highly_variable'``, ``'all'`` or a boolean var column
         such as ``'sparda_selected'``.
     n_genes : keep at most this many genes of the set (ranked, see
@@ -110,7 +150,8 @@ def quadro(
     Returns
     -------
     None (or the copy). Writes ``obs['quadro_score']`` (out-of-fold Q, larger =
-    more target-like), ``obs['quadro_pred']`` (bool, predicted target) and
+    more target-like), ``obs['quadro_pred']`` (bool, predicted target; with
+    ``groupby`` the predicted label, categorical, NaN for unused cells) and
     ``uns['quadro']`` (params, genes, CV error and AUC, confusion matrix,
     Rayleigh quotient, chosen lambdas, nonzero interactions as gene pairs with
     weights, linear terms, and the final model's Omega, delta, centre, scale).
@@ -122,21 +163,21 @@ def quadro(
         raise ScontrastError(f"cv must be an integer >= 2, got {cv!r}")
     if layer is not None and layer not in adata.layers:
         raise ScontrastError(f"layer '{layer}' is absent (have {list(adata.layers.keys())})")
-    is_target = target_mask(adata, key, min_cells=2 * int(cv))
+    used, is_target, class_names = _classes(adata, key, groupby, labels, min_cells=2 * int(cv))
     idx = select_genes(adata, genes, n_genes, layer)
     if idx.size < 2:
         raise ScontrastError(f"gene set '{genes}' has {idx.size} gene; QUADRO needs at least 2")
     M = adata.X if layer is None else adata.layers[layer]
     if M is None:
         raise ScontrastError("the AnnData has no X matrix")
-    X = M[:, idx]
+    X = M[np.flatnonzero(used)][:, idx] if not used.all() else M[:, idx]
     X = X.toarray() if sp.issparse(X) else np.asarray(X)
     X = np.asarray(X, dtype=float)
     if not np.isfinite(X).all():
         raise ScontrastError("the expression matrix holds NaN or infinite values")
     gene_names = adata.var_names[idx].astype(str).to_numpy()
-    log.info("QUADRO on %d genes of '%s', %d target and %d background cells", idx.size, genes,
-             int(is_target.sum()), int((~is_target).sum()))
+    log.info("QUADRO on %d genes of '%s', %d %s and %d %s cells", idx.size, genes,
+             int(is_target.sum()), class_names[1], int((~is_target).sum()), class_names[0])
 
     rng = check_random_state(random_state)
     seeds = rng.randint(np.iinfo(np.int32).max, size=2)
@@ -169,20 +210,29 @@ def quadro(
     cm = confusion_matrix(is_target, pred, labels=[False, True])
     cv_error = float(np.mean(pred != is_target))
     cv_auc = float(roc_auc_score(is_target, score))
-    adata.obs["quadro_score"] = score
-    adata.obs["quadro_pred"] = pred
-    params = dict(genes=genes, n_genes=n_genes, layer=layer, key=key, estimator=estimator, lambda1=lambda1,
+    if groupby is None:
+        adata.obs["quadro_score"] = score
+        adata.obs["quadro_pred"] = pred
+    else:
+        full = np.full(adata.n_obs, np.nan)
+        full[used] = score
+        adata.obs["quadro_score"] = full
+        labelled = np.full(adata.n_obs, None, dtype=object)
+        labelled[used] = np.where(pred, class_names[1], class_names[0])
+        adata.obs["quadro_pred"] = pd.Categorical(labelled, categories=class_names)
+    params = dict(genes=genes, n_genes=n_genes, layer=layer, key=key, groupby=groupby,
+                  labels=None if labels is None else [str(v) for v in labels], estimator=estimator, lambda1=lambda1,
                   lambda2=lambda2, gamma=gamma, cv=int(cv), inner_cv=int(inner_cv), nested=bool(nested),
                   lambda_grid=None if lambda_grid is None else [float(v) for v in lambda_grid],
                   cv_rule=cv_rule, psd_norm=psd_norm, threshold=threshold)
     record_params(
         adata, "quadro", params, random_state,
         genes=gene_names,
-        n_cells={"target": int(is_target.sum()), "background": int((~is_target).sum())},
+        n_cells={class_names[1]: int(is_target.sum()), class_names[0]: int((~is_target).sum())},
         cv_error=cv_error,
         cv_auc=cv_auc,
         confusion_matrix=cm.astype(np.int64),
-        confusion_labels=np.array(["background", "target"]),
+        confusion_labels=np.array(class_names, dtype=str),
         rayleigh_quotient=float(final.rayleigh_quotient_),
         lambda1=float(final.lambda1_),
         lambda2=float(final.lambda2_),
