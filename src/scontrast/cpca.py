@@ -510,7 +510,8 @@ def _congruence(C, Q, R=None):
     if R is not None:
         RQ = blas.dtrmm(1.0, R, Q)
         return RQ.T @ RQ
-    return Q.T @ (C @ Q)
+    B = Q.T @ (C @ Q)
+    return (B + B.T) / 2
 
 
 def _congruence_two_tasks(C, Q, L=None):
@@ -572,7 +573,8 @@ def _shared_ritz_starts(B, lam, alphas, Z_known, V_fallback):
 
 
 def _diagonal_basis_solve(B, lam, alphas, k, tol, max_iter, two_tasks=False):
-    """Top-k eigenvectors of ``B - alpha diag(lam)`` for every alpha (B symmetric r x r).
+    """Top-k eigenvectors of ``B - alpha diag(lam)`` for every alpha (B r x r, exactly symmetric:
+    every reduction here returns it so, which spares symmetrising a possibly large matrix).
 
     The basis in which C_Y is diagonal makes Davidson's diagonal preconditioner
     exact for the background part. A coarse third of the grid is solved first; the
@@ -584,7 +586,6 @@ def _diagonal_basis_solve(B, lam, alphas, k, tol, max_iter, two_tasks=False):
     Returns Z (a, r, k), theta (a, k), residual (a,), n_iter (a,), Z_all' B Z_all (a*k, a*k).
     """
     r = B.shape[0]
-    B = (B + B.T) / 2
     kk = min(k + 2, r)
     b_diag = np.diag(B).copy()
     scale = _norm_estimate(lambda T: B @ T, r) + alphas * np.abs(lam).max(initial=0.0)
