@@ -47,9 +47,14 @@ from sklearn.preprocessing import StandardScaler  # noqa: E402
 from sklearn.svm import l1_min_c  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
-from scontrast.sparda import SPARDA, marginal_wasserstein2, wasserstein2_1d  # noqa: E402
+from scontrast.sparda import SPARDA, marginal_wasserstein2, stability_selection, wasserstein2_1d  # noqa: E402
 
 N_RELEVANT = 20
+# stability selection in section 2: penalties as fractions of the largest marginal W2 (the top
+# of the lambda path; the full-data path is at 14-15 relevant genes, 0 FP, near 0.06), and
+# the number of half-subsamples
+STABILITY_RATIOS = (0.06, 0.09)
+STABILITY_B = 30
 
 
 def _print(*args):
@@ -116,6 +121,42 @@ def path_sparda_k(X, Y, ks, max_genes, seed):
         out.append((k, *_counts(m.selected_), time.process_time() - t, m.relax_info_[0]["n_iter"],
                     m.tighten_info_[0]["n_iter"], m.n_directions_))
     return out
+
+
+# thresholds of the stability path: Meinshausen and Buehlmann recommend pi in [0.6, 0.9];
+# the path goes further down so that the table shows where noise genes come in
+STABILITY_PIS = (0.95, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1)
+
+
+def stability_frequencies(X, Y, lam_ratios, top, n_subsamples, seed, jobs):
+    """Selection frequencies (and mean |weight|) of SPARDA at ``lam = ratio * top`` on half-subsamples.
+
+    Every ratio uses the same subsamples (same ``random_state``).  Returns a dict
+    ratio -> (frequency (d,), mean |weight| (d,), wall-clock s).
+    """
+    out = {}
+    for r in lam_ratios:
+        t = time.perf_counter()
+        f, w = stability_selection(X, Y, lam=float(r * top), n_subsamples=n_subsamples, max_genes=200,
+                                   n_jobs=jobs, random_state=seed, return_weights=True)
+        out[r] = (f, w, time.perf_counter() - t)
+    return out
+
+
+def path_stability(freq, pis=STABILITY_PIS):
+    """(pi, nnz, relevant, false+) of the genes with selection frequency >= pi."""
+    return [(pi, *_counts(np.flatnonzero(freq >= pi - 1e-12))) for pi in pis]
+
+
+def first_noise_rank(freq, weight) -> int:
+    """Relevant genes ranked strictly before every noise gene by (frequency, mean |weight|).
+
+    Ties with the best noise gene count against the relevant genes (never broken by column
+    index, which would favour the relevant genes, the first 20 columns).
+    """
+    key = np.stack([freq, weight], axis=1)
+    nf, nw = max(map(tuple, key[N_RELEVANT:]))
+    return int(np.sum((freq[:N_RELEVANT] > nf) | ((freq[:N_RELEVANT] == nf) & (weight[:N_RELEVANT] > nw))))
 
 
 def path_marginal_w2(X, Y, max_k):
@@ -188,6 +229,19 @@ def bench_madelon(quick: bool, jobs: int) -> None:
         paths["SPARDA up to 5 directions"] = path_sparda(X, Y, lams[-16:] if not quick else lams[-2:], 200, seed,
                                                          5)
         t_sp = time.process_time() - t
+        # stability selection: SPARDA on half-subsamples at two fixed penalties around the
+        # end of the full-data path's 0-FP stretch, and the largest frequency over both
+        # (Meinshausen and Buehlmann's stability path over a set of penalties)
+        t = time.perf_counter()
+        stab = stability_frequencies(X, Y, STABILITY_RATIOS, top, 4 if quick else STABILITY_B, seed, jobs)
+        t_stab = time.perf_counter() - t
+        for r, (f, w, _) in stab.items():
+            paths[f"SPARDA stability {r:g}"] = path_stability(f)
+        fmax = np.max([f for f, _, _ in stab.values()], axis=0)
+        wmax = np.max([w for _, w, _ in stab.values()], axis=0)
+        paths["SPARDA stability max"] = path_stability(fmax)
+        stab_rank = {r: first_noise_rank(f, w) for r, (f, w, _) in stab.items()}
+        stab_rank["max"] = first_noise_rank(fmax, wmax)
         paths["sparse PCA (pooled)"] = path_sparse_pca(Zs, [0.5, 1, 2, 3, 5, 8, 12, 20][: 3 if quick else 8], seed)
         paths["L1 logistic"] = path_l1_logistic(Zs, y, 6 if quick else 20)
         paths["sparse LDA (lasso)"] = path_sparse_lda(Zs, y, 1.0, 10 if quick else 60)
@@ -210,6 +264,20 @@ def bench_madelon(quick: bool, jobs: int) -> None:
                     extra += f"  directions found {p[7]}"
                 _print(f"   param {p[0]:>10.4g}  nnz {p[1]:>4}  relevant {p[2]:>2}  false+ {p[3]:>4}{extra}")
             rows.setdefault(name, []).append(_summary(path))
+        for r, (f, w, wall) in stab.items():
+            rel, noise = np.sort(f[:N_RELEVANT])[::-1], np.sort(f[N_RELEVANT:])[::-1]
+            _print(f"SPARDA stability {r:g} (lambda {r * top:.4g}, {4 if quick else STABILITY_B} "
+                   f"half-subsamples, {wall:.0f} s wall on {jobs} workers): frequencies of the 20 relevant "
+                   f"{np.round(rel, 2).tolist()}; 5 largest of the noise genes {np.round(noise[:5], 2).tolist()}")
+        _print("ranked by frequency (ties by mean |weight|), relevant genes before the first noise gene: "
+               + ", ".join(f"{k if isinstance(k, str) else format(k, 'g')}: {v}" for k, v in stab_rank.items())
+               + f"  (stability total {t_stab:.0f} s wall)")
+        for k, v in stab_rank.items():
+            rows.setdefault(f"stability rank {k if isinstance(k, str) else format(k, 'g')}", []).append(v)
+        for name in [n for n in paths if n.startswith("SPARDA stability")]:
+            # the same path restricted to Meinshausen and Buehlmann's range of thresholds
+            mb = [p for p in paths[name] if 0.6 - 1e-12 <= p[0] <= 0.9 + 1e-12]
+            rows.setdefault(f"stability pi 0.6-0.9 {name.split()[-1]}", []).append(_summary(mb)[0])
         for rule, r in cv.items():
             _print(f"SPARDA lambda by CV ({rule}): lambda {r[0]:.4g}  nnz {r[1]}  relevant {r[2]}  false+ {r[3]}  "
                    f"({r[4]:.1f} s wall on {jobs} workers, RELAX {r[5]} it, tighten {r[6]} it; CV n_selected "
@@ -220,7 +288,7 @@ def bench_madelon(quick: bool, jobs: int) -> None:
     _print(f"{'method':<26} {'max relevant at 0 FP':>22} {'relevant at <=20 selected':>26} "
            f"{'FP when all 20 found':>21}")
     for name, vals in rows.items():
-        if name.startswith("SPARDA CV"):
+        if name.startswith(("SPARDA CV", "stability rank", "stability pi")):
             continue
         v = np.array(vals)
         fps = ["-" if f < 0 else str(f) for f in v[:, 2]]
@@ -228,6 +296,12 @@ def bench_madelon(quick: bool, jobs: int) -> None:
     for name, vals in rows.items():
         if name.startswith("SPARDA CV"):
             _print(f"{name:<26} relevant/false+ per seed: {[f'{a}/{b}' for a, b in vals]}")
+    for name, vals in rows.items():
+        if name.startswith("stability pi"):
+            _print(f"SPARDA {name:<19} max relevant at 0 FP per seed: {vals}")
+    for name, vals in rows.items():
+        if name.startswith("stability rank"):
+            _print(f"SPARDA {name:<19} relevant before the first noise gene per seed: {vals}")
 
 
 # --------------------------------------------------------------------------- #

@@ -56,3 +56,23 @@ def test_single_cell_like_is_sparse_and_planted():
     X, Y = bench.single_cell_like(200, 50, 0)
     assert X.shape == (100, 50) and Y.shape == (100, 50) and X.format == "csr"
     assert X[:, :10].mean() > Y[:, :10].mean()
+
+
+def test_stability_path_and_rank_tiny():
+    X, Y, _, _ = bench.madelon(0, n_per_class=60, d=30)
+    top = float(np.max(bench.marginal_wasserstein2(X, Y)))
+    stab = bench.stability_frequencies(X, Y, (0.1, 0.3), top, 4, 0, 1)
+    (f1, w1, _), (f3, _, _) = stab[0.1], stab[0.3]
+    assert f1.shape == w1.shape == (30,) and np.all((f1 >= 0) & (f1 <= 1))
+    assert f3.sum() <= f1.sum()  # a larger penalty selects fewer genes per fit
+    path = bench.path_stability(f1)
+    assert [p[0] for p in path] == list(bench.STABILITY_PIS)
+    assert all(p[1] == p[2] + p[3] for p in path) and [p[1] for p in path] == sorted(p[1] for p in path)
+    # ties with the best noise gene count against the relevant genes, never broken by column index
+    f, w = np.zeros(30), np.zeros(30)
+    assert bench.first_noise_rank(f, w) == 0
+    f[:5], w[:5] = 1.0, 0.3
+    f[[5, 25]], w[[5, 25]] = 0.5, 0.2
+    assert bench.first_noise_rank(f, w) == 5
+    w[5] = 0.25
+    assert bench.first_noise_rank(f, w) == 6
