@@ -292,6 +292,12 @@ class _Moments:
             out.append(var * scale**2)
         return out
 
+    def gene_major(self):
+        """(X, Y) with sparse matrices in CSC form, for slicing blocks of genes (converted once)."""
+        if self._csc is None:
+            self._csc = tuple(A.tocsc() if sp.issparse(A) else A for A in (self.X, self.Y))
+        return self._csc
+
     def gram_blocks(self, which=("yy", "xy", "xx")):
         """Cell-by-cell Gram matrices of the centred, scaled data Z_X = (X - 1 mean_x') diag(s_x) / sqrt(n-1)
         and Z_Y (likewise): K_YY (m, m), K_XY (n, m), K_XX (n, n), so that C_X = Z_X' Z_X and C_Y = Z_Y' Z_Y.
@@ -299,9 +305,7 @@ class _Moments:
 
         Built over blocks of genes, each densified and centred exactly; memory stays bounded.
         """
-        if self._csc is None:
-            self._csc = tuple(A.tocsc() if sp.issparse(A) else A for A in (self.X, self.Y))
-        X, Y = self._csc
+        X, Y = self.gene_major()
         n, m, d = self.n, self.m, X.shape[1]
         shapes = {"yy": (m, m), "xy": (n, m), "xx": (n, n)}
         out = {key: np.zeros(shapes[key]) for key in which}
@@ -665,6 +669,7 @@ def _cell_space_reduction(moments: _Moments, two_tasks: bool = False):
     the target's Gram blocks, and the large products in halves (see :func:`_two_tasks`).
     """
     if two_tasks:
+        moments.gene_major()  # once, before both tasks slice it
         (sig, W), (kxy, kxx) = _side_by_side(lambda: np.linalg.eigh(moments.gram_blocks(("yy",))[0]),
                                              lambda: moments.gram_blocks(("xy", "xx")))
     else:
