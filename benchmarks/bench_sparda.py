@@ -8,10 +8,12 @@ Output is printed; the committed copy of a full run is benchmarks/results/bench_
    challenge's MADELON: n = m = 1000, d = 500, 5 informative + 15 redundant features,
    32 hypercube-vertex clusters as in MADELON), 3 seeds: relevant features found vs false
    positives over each method's regularisation path, for SPARDA (a 32-point lambda path,
-   a cardinality (k) path, up to 5 directions by deflation), sparse PCA, L1-logistic
-   regression, sparse LDA (optimal scoring with lasso / elastic net penalties, the
-   two-class form of Clemmensen et al.'s SDA) and per-gene marginal-W2 ranking; a
-   summary line per method: most relevant features reached with 0 false positives, per seed.
+   a cardinality (k) path, up to 5 directions by deflation, stability selection: selection
+   frequencies over 30 half-subsamples at two penalties, paths over the threshold pi),
+   sparse PCA, L1-logistic regression, sparse LDA (optimal scoring with lasso / elastic
+   net penalties, the two-class form of Clemmensen et al.'s SDA) and per-gene marginal-W2
+   ranking; a summary line per method: most relevant features reached with 0 false
+   positives, per seed.
 3. Two-sample power at level 0.05: X ~ N(0, I_d), Y the same except the covariance of
    the first 3 coordinates (variances changed, or correlations changed with identical
    N(0,1) marginals), d = 3..60; SPARDA (lambda by CV, then a permutation test of the
