@@ -1,0 +1,273 @@
+"""Catalogue of bad inputs, each run through the real workflow.
+
+Every case is a dataset of one config; one ``snakemake --keep-going`` run asks for each
+case's failing output, then each test checks that the rule printed one line
+``scontrast <rule> [dataset=<case>]: <problem>`` naming the input and the problem (the
+traceback stays in the log), that the log ends with that line, and that the failing rule
+left no output file. Config mistakes fail before any job, with the key named.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import anndata as ad
+import h5py
+import numpy as np
+import pandas as pd
+import pytest
+import scipy.sparse as sp
+import yaml
+
+from conftest import REPO, make_counts
+
+SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
+pytestmark = pytest.mark.workflow
+
+GROUPS = dict(groupby="condition", target=["disease"], background=["healthy"], counts="raw")
+# small data: keep every gene and cell the QC would keep, 20 HVGs
+PRE = dict(min_genes=1, min_cells=1, n_top_genes=20, min_cells_per_group=5)
+
+
+@dataclass
+class Case:
+    rule: str                          # the rule that must fail
+    write: Callable[[Path], None]      # writes the dataset's input file at the given path
+    expect: list[str]                  # fragments of the one-line message
+    dataset: dict = field(default_factory=dict)   # overrides of the dataset's config entry
+
+
+def _h5ad(adata: ad.AnnData) -> Callable[[Path], None]:
+    return lambda path: adata.write_h5ad(path)
+
+
+def _edit(fn: Callable[[ad.AnnData], ad.AnnData | None], **kw) -> Callable[[Path], None]:
+    def write(path: Path) -> None:
+        a = make_counts(**kw)
+        a = fn(a) or a
+        a.write_h5ad(path)
+    return write
+
+
+def _truncated(path: Path) -> None:
+    make_counts().write_h5ad(path)
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+
+
+def _not_anndata(path: Path) -> None:
+    with h5py.File(path, "w") as fh:
+        fh["expression"] = np.ones((5, 5))
+
+
+def _text(path: Path) -> None:
+    path.write_text("cell,gene1,gene2\nc1,1,2\n")
+
+
+def _set_x(value_fn):
+    def fn(a):
+        X = a.X.toarray()
+        value_fn(X)
+        a.X = X
+    return fn
+
+
+def _dup_names(axis):
+    def fn(a):
+        names = list(a.obs_names if axis == "obs" else a.var_names)
+        names[1] = names[0]
+        if axis == "obs":
+            a.obs_names = names
+        else:
+            a.var_names = names
+    return fn
+
+
+def _zero_target(a):
+    X = a.X.toarray()
+    X[(a.obs["condition"] == "disease").to_numpy()] = 0
+    a.X = sp.csr_matrix(X)
+
+
+def _few_target(a):
+    keep = (a.obs["condition"] != "disease").to_numpy() | (np.arange(a.n_obs) < 9)  # 3 disease cells
+    return a[keep].copy()
+
+
+def _batches(n_b2: int):
+    """obs['batch']: 'b1' everywhere but the first ``n_b2`` cells of the contrast ('b2')."""
+    def fn(a):
+        in_contrast = np.cumsum(a.obs["condition"].isin(["disease", "healthy"]).to_numpy())
+        a.obs["batch"] = np.where(in_contrast <= n_b2, "b2", "b1")
+    return fn
+
+
+CASES = {
+    # preprocess: the input file and the groups
+    "truncated": Case("preprocess", _truncated, ["truncated.h5ad", "not a readable AnnData", "truncated file"]),
+    "not_anndata": Case("preprocess", _not_anndata, ["not_anndata.h5ad", "not a readable AnnData"]),
+    "text_file": Case("preprocess", _text, ["text_file.h5ad", "not HDF5"]),
+    "no_column": Case("preprocess", _edit(lambda a: None), ["obs column 'genotype' (groupby) is absent"],
+                      {"groupby": "genotype"}),
+    "no_target": Case("preprocess", _edit(lambda a: None), ["target label(s) ['sick'] not found in obs['condition']"],
+                      {"target": ["sick"]}),
+    "no_background": Case("preprocess", _edit(lambda a: None),
+                          ["background label(s) ['control'] not found in obs['condition']"], {"background": ["control"]}),
+    "few_cells": Case("preprocess", _edit(_few_target), ["target group has 3 cells", "min_cells_per_group=5"]),
+    "nan": Case("preprocess", _edit(_set_x(lambda X: X.__setitem__((0, 3), np.nan))), ["X contains 1 NaN or infinite"]),
+    "inf": Case("preprocess", _edit(_set_x(lambda X: X.__setitem__((4, 0), np.inf))), ["X contains 1 NaN or infinite"]),
+    "negative_raw": Case("preprocess", _edit(_set_x(lambda X: X.__setitem__((0, 0), -1.0))),
+                         ["negative values but counts: raw was declared"]),
+    "fractional_raw": Case("preprocess", _edit(_set_x(lambda X: X.__setitem__((0, 0), 0.5))),
+                           ["non-integer values but counts: raw was declared"]),
+    "counts_as_normalized": Case("preprocess", _edit(_set_x(lambda X: X.__imul__(10))),
+                                 ["holds integers up to", "looks like raw counts, declare counts: raw"],
+                                 {"counts": "normalized"}),
+    "all_zero_genes": Case("preprocess", _edit(_set_x(lambda X: X.__setitem__(slice(None), 0.0))),
+                           ["no cell has at least min_genes=1 detected genes"]),
+    "zero_target_cells": Case("preprocess", _edit(_zero_target), ["target group has 0 cells after QC (of 40)"]),
+    "dup_cells": Case("preprocess", _edit(_dup_names("obs")), ["dup_cells.h5ad", "duplicated cell (obs) names"]),
+    "dup_genes": Case("preprocess", _edit(_dup_names("var")), ["dup_genes.h5ad", "duplicated gene (var) names"]),
+    "single_gene": Case("preprocess", _edit(lambda a: None, n_genes=1, n_mito=0, shift_genes=1),
+                        ["fewer than 2 genes"]),
+    # methods, after a preprocessing that succeeds
+    "cpca_components": Case("cpca", _edit(lambda a: None, n_genes=3, n_mito=0, shift_genes=1),
+                            ["selects 3 gene(s), fewer than n_components=4"]),
+    "pcpca_gamma": Case("pcpca", _edit(lambda a: None),
+                        ["gamma_prime=0.999", "is not admissible", "need gamma_prime < 0.66"]),
+    "quadro_one_class": Case("quadro", _edit(_batches(0)), ["obs['batch'] holds 1 labels ['b1']", "two classes"]),
+    "quadro_few_cells": Case("quadro", _edit(_batches(3)), ["obs['batch'] has", "'b2': 3", "at least 4 of each"]),
+    "fangs_rows": Case("fangs", _edit(lambda a: None),
+                       ["fangs_rows.npz' has 50 rows and no cell names, but the data has 79 cells"]),
+    "fangs_not_binary": Case("fangs", _edit(lambda a: None),
+                             ["fangs_not_binary.npz", "is not binary: it holds 1 entries other than 0/1"]),
+}
+
+
+def _fangs_samples(path: Path, case: str) -> None:
+    """Feature samples of the shipped .npz format: too few rows, or entries other than 0/1."""
+    rng = np.random.default_rng(0)
+    Z = (rng.random((80 if case == "fangs_rows" else 80, 3)) < 0.4).astype(np.int8)
+    if case == "fangs_rows":
+        Z = Z[:50]
+    else:
+        Z[0, 0] = 2
+    np.savez(path, format=np.array("scontrast.feature_samples"), version=np.array(1), Z=Z,
+             n_features=np.array([2, 1]))
+
+
+def _outputs(case: str, rule: str) -> list[str]:
+    out = f"results/{case}/{rule}.h5ad" if rule != "preprocess" else f"results/{case}/preprocessed.h5ad"
+    return [out]
+
+
+def _config(inputs: Path) -> dict:
+    datasets = {}
+    for name, case in CASES.items():
+        path = inputs / f"{name}.h5ad"
+        case.write(path)
+        entry = {"path": str(path), **GROUPS, "preprocess": dict(PRE)}
+        entry.update(case.dataset)
+        datasets[name] = entry
+    for name in ("fangs_rows", "fangs_not_binary"):
+        _fangs_samples(inputs / f"{name}.npz", name)
+    return {
+        "datasets": datasets,
+        "seed": 0,
+        "methods": [],
+        "cpca": {"n_components": 4, "alpha": 1.0},
+        "pcpca": {"gamma_prime": 0.999},
+        "sparda": {"n_permutations": 0, "lam": 0.1},
+        "quadro": {"groupby": "batch", "cv": 2, "inner_cv": 2, "nested": False, "lambda_grid": [1.0]},
+        "fangs": {"samples": str(inputs / "{dataset}.npz"), "n_init": 2, "n_iter": 10},
+    }
+
+
+def _run(workdir: Path, cfg: dict, *targets: str) -> subprocess.CompletedProcess:
+    (workdir / "config.yaml").write_text(yaml.safe_dump(cfg))
+    cmd = [SNAKEMAKE, "-s", str(REPO / "Snakefile"), "-d", str(workdir), "--configfile", str(workdir / "config.yaml"),
+           "--cores", "2", *targets]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+
+
+@pytest.fixture(scope="module")
+def batch(tmp_path_factory):
+    """One keep-going run asking for every case's failing output."""
+    workdir = tmp_path_factory.mktemp("bad")
+    inputs = workdir / "inputs"
+    inputs.mkdir()
+    cfg = _config(inputs)
+    targets = [t for name, case in CASES.items() for t in _outputs(name, case.rule)]
+    proc = _run(workdir, cfg, "--keep-going", *targets)
+    assert proc.returncode != 0
+    return workdir, proc.stdout + proc.stderr
+
+
+def test_catalogue_is_large_enough():
+    assert len(CASES) + len(CONFIG_CASES) + 1 >= 20  # + the missing input file
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_bad_input_one_line_and_no_output(batch, name):
+    workdir, output = batch
+    case = CASES[name]
+    prefix = f"scontrast {case.rule} [dataset={name}]: "
+    lines = [ln for ln in output.splitlines() if ln.startswith(prefix)]
+    assert len(lines) == 1, f"no one-line error for {name}:\n{output[-3000:]}"
+    line = lines[0]
+    for fragment in case.expect:
+        assert fragment in line, (fragment, line)
+    assert "Traceback" not in line
+    log = (workdir / f"logs/{name}/{case.rule}.log").read_text()
+    assert log.rstrip("\n").splitlines()[-1] == line  # the log ends with the same line, after the traceback
+    assert "Traceback" in log
+    for out in _outputs(name, case.rule):
+        assert not (workdir / out).exists(), out
+    # nothing of the failing rule anywhere: only the files of the preprocessing before it, if any
+    left = sorted(p.name for p in (workdir / "results" / name).rglob("*") if p.is_file())
+    assert left == ([] if case.rule == "preprocess" else ["preprocess.tsv", "preprocess_qc.png", "preprocessed.h5ad"])
+
+
+CONFIG_CASES = [
+    (lambda c: c.update(colour="red"), "config: Additional properties are not allowed ('colour' was unexpected)"),
+    (lambda c: c["sparda"].update(lamda=0.1), "config.sparda: Additional properties are not allowed ('lamda' was"),
+    (lambda c: c["preprocess"].update(n_top_genes=1), "config.preprocess.n_top_genes: 1 is less than the minimum"),
+    (lambda c: c["cpca"].update(n_components="two"), "config.cpca.n_components: 'two' is not of type 'integer'"),
+    (lambda c: c.update(seed="zero"), "config.seed: 'zero' is not of type 'integer'"),
+    (lambda c: c["datasets"]["wu2020"].update(counts="tpm"), "config.datasets.wu2020.counts: 'tpm' is not one of"),
+    (lambda c: c["datasets"]["wu2020"].pop("groupby"), "config.datasets.wu2020: 'groupby' is a required property"),
+    (lambda c: c["datasets"]["wu2020"]["preprocess"].update(min_gens=3),
+     "config datasets.wu2020.preprocess: Additional properties are not allowed ('min_gens' was unexpected)"),
+    (lambda c: c.update(methods=["sparda", "umap"]), "config.methods.1: 'umap' is not one of"),
+    (lambda c: c["pcpca"].update(gamma_prime=1.5), "config.pcpca.gamma_prime: 1.5 is greater than or equal to"),
+]
+
+
+def _shipped_config() -> dict:
+    cfg = yaml.safe_load((REPO / "config.yaml").read_text())
+    for ds in cfg["datasets"].values():
+        ds["path"] = str(REPO / ds["path"])
+    return cfg
+
+
+@pytest.mark.parametrize("edit, message", CONFIG_CASES)
+def test_bad_config_fails_before_any_job(tmp_path, edit, message):
+    cfg = _shipped_config()
+    edit(cfg)
+    proc = _run(tmp_path, cfg)
+    assert proc.returncode != 0
+    assert message in proc.stdout + proc.stderr
+    assert not (tmp_path / "results").exists()
+
+
+def test_missing_input_file(tmp_path):
+    cfg = _shipped_config()
+    cfg["datasets"]["wu2020"]["path"] = str(tmp_path / "nowhere.h5ad")
+    proc = _run(tmp_path, cfg)
+    assert proc.returncode != 0
+    assert "nowhere.h5ad" in proc.stdout + proc.stderr
+    assert not (tmp_path / "results").exists()
