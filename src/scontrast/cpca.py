@@ -59,6 +59,7 @@ import contextlib
 import numbers
 import warnings
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 
 import numpy as np
 import scipy.linalg as sla
@@ -729,8 +730,8 @@ def _covariance_solve_two_tasks(moments: _Moments, alphas: np.ndarray, k: int, t
         except np.linalg.LinAlgError:
             return CX, None
 
-    (lam, Q), (CX, L) = _side_by_side(lambda: np.linalg.eigh(CY), target_side)
-    del CY
+    (lam, Q), (CX, L) = _side_by_side(partial(np.linalg.eigh, CY), target_side)
+    del CY  # d x d: free it before the congruence allocates
     B = _congruence_two_tasks(CX, Q, L)
     del CX, L
     return (Q,) + _diagonal_basis_solve(B, lam, alphas, k, tol, max_iter, two_tasks=True)
