@@ -27,4 +27,5 @@ rule all:
     input:
         expand("results/{dataset}/scontrast.h5ad", dataset=DATASETS),
         expand("results/{dataset}/summary.tsv", dataset=DATASETS),
+        figure_outputs(),
     default_target: True

@@ -3,7 +3,9 @@
 Estimators (numpy in, numpy out) live in ``scontrast.sparda``, ``.cpca``,
 ``.pcpca``, ``.quadro``, ``.latent_features`` and ``.fangs``; their scanpy-style
 AnnData front ends in ``scontrast.tl``; figures in ``scontrast.pl``; file
-handling in ``scontrast.io``; preprocessing in ``scontrast.preprocess``.
+handling in ``scontrast.io``; preprocessing in ``scontrast.preprocess``; what
+every layer shares (target key, errors, versions, input checks, RNG and BLAS
+threads) in ``scontrast.core``.
 """
 
 from importlib.metadata import PackageNotFoundError, version
@@ -13,7 +15,8 @@ try:
 except PackageNotFoundError:  # running from a source tree without installation
     __version__ = "0.0.0"
 
-from . import io, pl, tl  # noqa: E402
+from . import core, io, pl, tl  # noqa: E402
+from .core import TARGET_KEY, ScontrastError  # noqa: E402
 from .preprocess import preprocess  # noqa: E402
 
-__all__ = ["io", "pl", "tl", "preprocess", "__version__"]
+__all__ = ["core", "io", "pl", "tl", "preprocess", "ScontrastError", "TARGET_KEY", "__version__"]

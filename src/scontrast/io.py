@@ -17,6 +17,8 @@ import h5py
 import numpy as np
 import scipy.sparse as sp
 
+from .core import ScontrastError
+
 __all__ = [
     "ScontrastError",
     "read_h5ad",
@@ -25,21 +27,20 @@ __all__ = [
     "extract_delta",
     "merge",
     "read_merged",
+    "read_for_figure",
+    "save_figure",
     "check_finite",
 ]
 
 _SLOTS = ("obs", "var", "obsm", "varm", "obsp", "layers", "uns")
 
 
-class ScontrastError(ValueError):
-    """A problem with the user's input or configuration; its message is one line."""
-
-
-def read_h5ad(path: str | os.PathLike) -> ad.AnnData:
+def read_h5ad(path: str | os.PathLike, backed: bool = False) -> ad.AnnData:
     """Read an ``.h5ad`` file, failing with a one-line message that names it.
 
     Checks that the file exists, is an HDF5 AnnData, and has unique cell and
-    gene names (duplicates make every later join ambiguous).
+    gene names (duplicates make every later join ambiguous). ``backed``: open it
+    read-only without loading ``X`` (close it with ``adata.file.close()``).
     """
     path = Path(path)
     if not path.exists():
@@ -49,7 +50,7 @@ def read_h5ad(path: str | os.PathLike) -> ad.AnnData:
     if not h5py.is_hdf5(path):
         raise ScontrastError(f"input '{path}' is not an .h5ad file (not HDF5; truncated or another format?)")
     try:
-        adata = ad.read_h5ad(path)
+        adata = ad.read_h5ad(path, backed="r" if backed else None)
     except Exception as exc:  # anndata raises many types for broken files
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ScontrastError(f"input '{path}' is not a readable AnnData .h5ad file: {first}") from exc
@@ -150,3 +151,37 @@ def read_merged(base_path: str | os.PathLike, *delta_paths: str | os.PathLike) -
     base = read_h5ad(base_path)
     deltas = [read_h5ad(p) for p in delta_paths]
     return merge(base, *deltas, names=[f"'{p}'" for p in delta_paths])
+
+
+def read_for_figure(base_path: str | os.PathLike, *delta_paths: str | os.PathLike) -> ad.AnnData:
+    """The annotations of ``base_path`` (obs, var, uns; ``X`` is not read) joined with the deltas.
+
+    What a method's figure needs: its own slots and the cells' groups and labels. The
+    expression matrix of a large dataset is never loaded.
+    """
+    b = read_h5ad(base_path, backed=True)
+    try:
+        base = ad.AnnData(obs=b.obs.copy(), var=b.var.copy(),
+                          uns=dict(b.uns))
+    finally:
+        b.file.close()
+    deltas = [read_h5ad(p) for p in delta_paths]
+    return merge(base, *deltas, names=[f"'{p}'" for p in delta_paths])
+
+
+def save_figure(fig, path: str | os.PathLike, dpi: int = 120) -> None:
+    """Save a matplotlib figure atomically (temporary file, then rename) and close it."""
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix, dir=path.parent)
+    os.close(fd)
+    try:
+        fig.savefig(tmp, dpi=dpi)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    finally:
+        plt.close(fig)

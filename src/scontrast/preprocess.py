@@ -25,8 +25,8 @@ import pandas as pd
 import scanpy as sc
 import scipy.sparse as sp
 
-from .io import ScontrastError, check_finite
-from .tl._common import TARGET_KEY, package_versions
+from .core import TARGET_KEY, ScontrastError, package_versions
+from .io import check_finite
 
 __all__ = ["preprocess", "validate_counts", "group_labels"]
 

@@ -24,15 +24,26 @@ def validated(data, schema, where="config"):
 SCHEMAS = Path(workflow.basedir) / "workflow" / "schemas"
 
 
+def _defaults(props):
+    """The defaults of a schema's properties, nested objects (a method's ``plot`` block) included."""
+    out = {}
+    for key, spec in props.items():
+        if "default" in spec:
+            out[key] = copy.deepcopy(spec["default"])
+        if spec.get("type") == "object" and "properties" in spec:
+            out[key] = {**_defaults(spec["properties"]), **out.get(key, {})}
+    return out
+
+
 def with_defaults(block, schema_file):
-    """``block`` with the defaults of ``schema_file`` filled in.
+    """``block`` with the defaults of ``schema_file`` filled in (one level of nested objects too).
 
     ``validate`` fills defaults of the top-level schema only, not inside the per-method
     schemas it reaches through ``$ref``.
     """
-    props = yaml.safe_load((SCHEMAS / schema_file).read_text())["properties"]
-    out = {k: copy.deepcopy(v["default"]) for k, v in props.items() if "default" in v}
-    out.update(block)
+    out = _defaults(yaml.safe_load((SCHEMAS / schema_file).read_text())["properties"])
+    for key, value in block.items():
+        out[key] = {**out[key], **value} if isinstance(value, dict) and isinstance(out.get(key), dict) else value
     return out
 
 
@@ -66,14 +77,30 @@ def preprocess_params(name):
 PREPROCESS = {name: preprocess_params(name) for name in DATASETS}
 
 
-def result(name):
-    """Path pattern of a per-dataset result file."""
-    return f"results/{{dataset}}/{name}"
+def model_params(method):
+    """A method's config block without its figure settings: what the method's job fits with.
+
+    The figure settings (the block's ``plot`` entry) go to the method's figure rule only,
+    so changing a colour redraws the figure and never refits the model.
+    """
+    return {k: v for k, v in config[method].items() if k != "plot"}
+
+
+def plot_params(method):
+    """The ``plot`` entry of a method's config block (keyword arguments of ``scontrast.pl.<method>``)."""
+    return dict(config[method].get("plot", {}))
 
 
 def method_outputs(wildcards):
     """Delta files of the configured methods, merged by the collect rule."""
-    return [f"results/{wildcards.dataset}/{m}.h5ad" for m in config["methods"]]
+    return [getattr(rules, m).output.h5ad.format(dataset=wildcards.dataset) for m in config["methods"]]
+
+
+def figure_outputs():
+    """Every dataset's figures of the configured methods (one ``<method>_figure`` rule each)."""
+    return [
+        getattr(rules, f"{m}_figure").output.figure.format(dataset=d) for d in DATASETS for m in config["methods"]
+    ]
 
 
 def mem_mb(per_input_mb=10, floor=2000):

@@ -1,17 +1,11 @@
 rule sparda:
     """Sparse principal differences analysis: the genes carrying the target/background difference."""
     input:
-        h5ad="results/{dataset}/preprocessed.h5ad",
+        h5ad=rules.preprocess.output.h5ad,
     output:
         h5ad="results/{dataset}/sparda.h5ad",
-        figure=report(
-            "results/{dataset}/figures/sparda.png",
-            caption="../report/sparda.rst",
-            category="{dataset}",
-            subcategory="sparda",
-        ),
     params:
-        cfg=config["sparda"],
+        cfg=model_params("sparda"),
         seed=config["seed"],
     log:
         "logs/{dataset}/sparda.log",
@@ -25,3 +19,32 @@ rule sparda:
         "../../envs/scontrast.yaml"
     script:
         "../../scripts/sparda.py"
+
+
+rule sparda_figure:
+    """SPARDA's figure (gene weights, projected densities of both groups) from its delta: no refit."""
+    input:
+        h5ad=rules.preprocess.output.h5ad,
+        deltas=[rules.sparda.output.h5ad],
+    output:
+        figure=report(
+            "results/{dataset}/figures/sparda.png",
+            caption="../report/sparda.rst",
+            category="{dataset}",
+            subcategory="sparda",
+        ),
+    params:
+        method="sparda",
+        plot=plot_params("sparda"),
+    log:
+        "logs/{dataset}/sparda_figure.log",
+    benchmark:
+        "results/{dataset}/benchmarks/sparda_figure.tsv"
+    threads: 1
+    resources:
+        mem_mb=mem_mb(per_input_mb=2),
+        runtime=runtime_min(per_input_mb=0.01),
+    conda:
+        "../../envs/scontrast.yaml"
+    script:
+        "../../scripts/figure.py"

@@ -7,7 +7,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from ..tl._common import TARGET_KEY
+from ..core import TARGET_KEY
 
 _BACKGROUND_COLOUR = "#c8c8c8"
 

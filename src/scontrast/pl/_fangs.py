@@ -8,7 +8,7 @@ import numpy as np
 from matplotlib.colors import ListedColormap
 from matplotlib.patches import Patch
 
-from ..tl._common import TARGET_KEY
+from ..core import TARGET_KEY
 
 _GROUP_COLORS = ("tab:blue", "tab:orange")  # background, target
 

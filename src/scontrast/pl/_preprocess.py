@@ -6,7 +6,7 @@ import anndata as ad
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ..tl._common import TARGET_KEY
+from ..core import TARGET_KEY
 
 _METRICS = (("n_genes_by_counts", "detected genes per cell"),
             ("total_counts", "total counts per cell"),

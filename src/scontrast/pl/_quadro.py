@@ -7,8 +7,8 @@ import numpy as np
 from matplotlib.figure import Figure
 from sklearn.metrics import roc_auc_score, roc_curve
 
-from ..io import ScontrastError
-from ..tl._common import TARGET_KEY
+from ..core import ScontrastError
+from ..core import TARGET_KEY
 
 
 def _scored_classes(adata: ad.AnnData, key: str, score_key: str):

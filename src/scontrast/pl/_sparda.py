@@ -6,7 +6,7 @@ import anndata as ad
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ..tl._common import TARGET_KEY
+from ..core import TARGET_KEY
 
 _TARGET_COLOUR = "#d62728"
 _BACKGROUND_COLOUR = "#1f77b4"

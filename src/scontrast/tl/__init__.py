@@ -5,7 +5,7 @@ Each reads the target/background split from ``obs['scontrast_target']`` (set by
 versions and the seed.
 """
 
-from ._common import gene_mask, group_matrices, record_params, target_mask
+from ._common import build_estimator, gene_mask, group_matrices, record_params, target_mask
 from ._cpca import cpca
 from ._fangs import fangs
 from ._latent_features import latent_features
@@ -14,6 +14,6 @@ from ._quadro import quadro
 from ._sparda import sparda
 
 __all__ = [
-    "cpca", "fangs", "gene_mask", "group_matrices", "latent_features", "pcpca", "quadro", "record_params", "sparda",
+    "build_estimator", "cpca", "fangs", "gene_mask", "group_matrices", "latent_features", "pcpca", "quadro", "record_params", "sparda",
     "target_mask",
 ]

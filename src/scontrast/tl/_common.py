@@ -1,8 +1,13 @@
-"""Helpers the AnnData front ends share: the group split, gene sets, provenance."""
+"""What the AnnData front ends share: the group split, gene sets, estimators from params, provenance.
+
+A front end only translates AnnData to arrays and back: it reads the groups and the
+gene set here, builds the method's estimator with :func:`build_estimator` (whose
+``__init__`` holds every model parameter's one default), fits it, and writes the
+slots and :func:`record_params`.
+"""
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 import anndata as ad
@@ -10,22 +15,28 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from ..io import ScontrastError
+from ..core import TARGET_KEY, ScontrastError, package_versions
 
-TARGET_KEY = "scontrast_target"
-
-_VERSIONED = ("scontrast", "numpy", "scipy", "scikit-learn", "anndata", "scanpy", "pot", "numba")
+__all__ = ["TARGET_KEY", "build_estimator", "gene_mask", "group_matrices", "record_params", "target_mask"]
 
 
-def package_versions() -> dict[str, str]:
-    """Versions of the packages whose numbers a result depends on."""
-    out = {}
-    for name in _VERSIONED:
-        try:
-            out[name] = version(name)
-        except PackageNotFoundError:
-            out[name] = "not installed"
-    return out
+def build_estimator(cls, params: dict[str, Any], **fixed):
+    """``cls(**params, **fixed)``, refusing a parameter ``cls`` does not take with one line.
+
+    ``params`` are the user's model parameters (a config block or ``**kwargs`` of a
+    ``tl`` function); ``fixed`` are what the front end itself sets (``random_state``,
+    ``n_jobs``).
+    """
+    valid = cls._get_param_names()
+    unknown = sorted(set(params) - set(valid))
+    if unknown:
+        raise ScontrastError(
+            f"{cls.__name__}: unknown parameter(s) {unknown}; it takes {[p for p in valid if p not in fixed]}"
+        )
+    clash = sorted(set(params) & set(fixed))
+    if clash:
+        raise ScontrastError(f"{cls.__name__}: {clash} are set by the front end, not as model parameters")
+    return cls(**params, **{k: v for k, v in fixed.items() if k in valid})
 
 
 def target_mask(adata: ad.AnnData, key: str = TARGET_KEY, min_cells: int = 1) -> np.ndarray:
@@ -58,7 +69,10 @@ def gene_mask(adata: ad.AnnData, genes: str = "highly_variable") -> np.ndarray:
         return np.ones(adata.n_vars, dtype=bool)
     if genes not in adata.var:
         raise ScontrastError(f"gene set '{genes}' is not a var column (have: {list(adata.var.columns)})")
-    mask = adata.var[genes].to_numpy(dtype=bool)
+    col = adata.var[genes]
+    if not pd.api.types.is_bool_dtype(col):
+        raise ScontrastError(f"gene set var['{genes}'] must be a boolean column, got dtype {col.dtype}")
+    mask = col.to_numpy(dtype=bool)
     if not mask.any():
         raise ScontrastError(f"gene set var['{genes}'] selects no gene")
     return mask
@@ -96,14 +110,15 @@ def group_matrices(
 
 
 def _h5_safe(value: Any) -> Any:
-    """Make a parameter value storable in h5ad (which has no None)."""
-    if value is None:
-        return "None"
+    """Make a parameter value storable in h5ad (None is stored as None; mixed lists as strings)."""
     if isinstance(value, dict):
         return {str(k): _h5_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         items = [_h5_safe(v) for v in value]
-        return items if all(isinstance(v, (int, float, bool, np.number)) for v in items) else [str(v) for v in items]
+        numeric = all(isinstance(v, (int, float, bool, np.number)) for v in items)
+        return items if numeric or all(isinstance(v, str) for v in items) else [str(v) for v in items]
+    if isinstance(value, np.random.Generator):
+        return str(value)
     return value
 
 

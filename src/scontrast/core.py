@@ -1,0 +1,242 @@
+"""What every layer of scontrast shares: names, errors, versions, input checks, RNG and BLAS threads.
+
+The estimators (``scontrast.sparda``, ``.cpca``, ``.pcpca``, ``.quadro``,
+``.latent_features``, ``.fangs``), the AnnData front ends (``scontrast.tl``),
+the figures (``scontrast.pl``) and the workflow's scripts import from here; this
+module imports nothing of scontrast, so it never takes part in an import cycle.
+
+The estimator contract (scikit-learn's): hyper-parameters are stored untouched in
+``__init__``; ``fit`` validates them and the data with the checks below, then sets
+attributes ending in ``_``; a method needing a fit calls
+:func:`sklearn.utils.validation.check_is_fitted` (``NotFittedError`` before fit);
+randomness comes from ``random_state`` through :func:`check_random_state` (None, an
+int or a ``numpy.random.Generator``). Every check raises :class:`ScontrastError`
+(a ``ValueError``) with one line ``"<name>: <problem>"``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import numbers
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any, Callable, Iterable
+
+import numpy as np
+import scipy.sparse as sp
+
+__all__ = [
+    "TARGET_KEY",
+    "ScontrastError",
+    "package_versions",
+    "check_random_state",
+    "spawn_seed",
+    "blas_threads",
+    "one_blas_thread",
+    "check_matrix",
+    "check_pair",
+    "check_int",
+    "check_real",
+    "check_option",
+    "dense",
+]
+
+#: Boolean ``obs`` column of the target/background split (True = target), set by preprocessing.
+TARGET_KEY = "scontrast_target"
+
+_VERSIONED = ("scontrast", "numpy", "scipy", "scikit-learn", "anndata", "scanpy", "pot", "numba")
+
+
+class ScontrastError(ValueError):
+    """A problem with the user's input or configuration; its message is one line."""
+
+
+def package_versions() -> dict[str, str]:
+    """Versions of the packages whose numbers a result depends on."""
+    out = {}
+    for name in _VERSIONED:
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            out[name] = "not installed"
+    return out
+
+
+# --------------------------------------------------------------------------- randomness
+
+
+def check_random_state(random_state) -> np.random.Generator:
+    """The one ``random_state`` normaliser: None, an int >= 0 or a Generator -> a Generator.
+
+    A Generator is returned as it is (its state advances, as scikit-learn does with a
+    ``RandomState``); a legacy ``RandomState`` seeds a new Generator from one draw.
+    """
+    if isinstance(random_state, np.random.Generator):
+        return random_state
+    if isinstance(random_state, np.random.RandomState):
+        return np.random.default_rng(int(random_state.randint(0, 2**31 - 1)))
+    if random_state is None:
+        return np.random.default_rng()
+    if isinstance(random_state, numbers.Integral) and not isinstance(random_state, bool) and random_state >= 0:
+        return np.random.default_rng(int(random_state))
+    raise ScontrastError(
+        f"random_state: expected None, an integer >= 0 or a numpy Generator, got {random_state!r}"
+    )
+
+
+def spawn_seed(rng: np.random.Generator) -> int:
+    """An int seed drawn from ``rng``, for libraries that take one (scikit-learn's CV splitters, numba)."""
+    return int(rng.integers(0, 2**31 - 1))
+
+
+# --------------------------------------------------------------------------- BLAS threads
+
+_CONTROLLER: list = []
+
+
+def _controller():
+    # Discovering the loaded BLAS costs ~1 ms: once per process (loky workers included).
+    if not _CONTROLLER:
+        from threadpoolctl import ThreadpoolController
+
+        _CONTROLLER.append(ThreadpoolController())
+    return _CONTROLLER[0]
+
+
+def blas_threads(limit: int | None = 1):
+    """Context manager limiting the BLAS to ``limit`` threads (None: leave it as it is).
+
+    Small products gain nothing from a threaded BLAS, and its spinning threads fight the
+    workers a method runs side by side (and other jobs) for the cores.
+    """
+    if limit is None:
+        return contextlib.nullcontext()
+    return _controller().limit(limits=int(limit), user_api="blas")
+
+
+def one_blas_thread(func: Callable) -> Callable:
+    """Decorator: run ``func`` with a single BLAS thread (joblib workers start unlimited)."""
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        with blas_threads(1):
+            return func(*args, **kwargs)
+
+    return wrapper
+
+
+# --------------------------------------------------------------------------- input checks
+
+
+def check_matrix(A, name: str = "X", *, min_rows: int = 1, min_cols: int = 1, accept_sparse: bool = True,
+                 allow_nan: bool = False):
+    """A float64 2-d matrix of cells x genes: dense ndarray, or CSR when ``accept_sparse``.
+
+    Refuses other dimensions, complex or non-numeric values, NaN or Inf (NaN allowed with
+    ``allow_nan``: missing values), fewer than ``min_rows`` cells or ``min_cols`` genes.
+    Sparse input stays sparse.
+
+    Returns
+    -------
+    ndarray or scipy.sparse.csr_matrix, shape (n, d)
+    """
+    if sp.issparse(A):
+        if not accept_sparse:
+            raise ScontrastError(f"{name}: sparse input is not supported here; pass a dense array")
+        if np.iscomplexobj(A.data):
+            raise ScontrastError(f"{name}: complex values are not supported")
+        A = sp.csr_matrix(A, dtype=np.float64)
+        values = A.data
+    else:
+        if np.iscomplexobj(A):
+            raise ScontrastError(f"{name}: complex values are not supported")
+        try:
+            A = np.asarray(A, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise ScontrastError(f"{name}: expected a numeric matrix (cells x genes)") from None
+        values = A
+    if A.ndim != 2:
+        raise ScontrastError(f"{name}: expected a 2-d matrix (cells x genes), got shape {A.shape}")
+    if values.size:
+        bad = ~np.isfinite(values)
+        if allow_nan:
+            bad &= ~np.isnan(values)
+        if bad.any():
+            what = "infinite" if allow_nan else "NaN or infinite"
+            raise ScontrastError(f"{name}: contains {int(bad.sum())} {what} values")
+    if A.shape[0] < min_rows:
+        raise ScontrastError(f"{name}: needs at least {min_rows} cells, got {A.shape[0]}")
+    if A.shape[1] < min_cols:
+        raise ScontrastError(f"{name}: needs at least {min_cols} genes, got {A.shape[1]}")
+    return A
+
+
+def check_pair(X, Y, names: tuple[str, str] = ("X", "Y"), **kwargs):
+    """:func:`check_matrix` on both groups, and the same genes in both.
+
+    Returns
+    -------
+    X : shape (n, d); Y : shape (m, d)
+    """
+    X = check_matrix(X, names[0], **kwargs)
+    Y = check_matrix(Y, names[1], **kwargs)
+    if X.shape[1] != Y.shape[1]:
+        raise ScontrastError(f"{names[1]}: has {Y.shape[1]} genes, {names[0]} has {X.shape[1]}")
+    return X, Y
+
+
+def check_int(value, name: str, minimum: int | None = None, maximum: int | None = None, *,
+              allow_none: bool = False) -> int | None:
+    """An integer (not a bool) in ``[minimum, maximum]``, or None when allowed."""
+    if value is None and allow_none:
+        return None
+    ok = isinstance(value, numbers.Integral) and not isinstance(value, bool)
+    if ok and minimum is not None and value < minimum:
+        ok = False
+    if ok and maximum is not None and value > maximum:
+        ok = False
+    if not ok:
+        raise ScontrastError(f"{name}: expected {_range('an integer', minimum, maximum, allow_none)}, got {value!r}")
+    return int(value)
+
+
+def check_real(value, name: str, minimum: float | None = None, maximum: float | None = None, *,
+               strict_min: bool = False, strict_max: bool = False, allow_none: bool = False) -> float | None:
+    """A finite real number (not a bool) within the bounds, or None when allowed."""
+    if value is None and allow_none:
+        return None
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and np.isfinite(value)
+    if ok and minimum is not None and (value <= minimum if strict_min else value < minimum):
+        ok = False
+    if ok and maximum is not None and (value >= maximum if strict_max else value > maximum):
+        ok = False
+    if not ok:
+        lo = None if minimum is None else (">" if strict_min else ">=", minimum)
+        hi = None if maximum is None else ("<" if strict_max else "<=", maximum)
+        bounds = " and ".join(f"{op} {v}" for op, v in (lo, hi) if op) if (lo or hi) else ""
+        what = "a finite number" + (f" {bounds}" if bounds else "") + (" or None" if allow_none else "")
+        raise ScontrastError(f"{name}: expected {what}, got {value!r}")
+    return float(value)
+
+
+def check_option(value, name: str, options: Iterable[Any]):
+    """``value`` if it is one of ``options``."""
+    options = list(options)
+    if not any(value is o or (type(value) is type(o) and value == o) for o in options):
+        raise ScontrastError(f"{name}: expected one of {options}, got {value!r}")
+    return value
+
+
+def _range(what: str, minimum, maximum, allow_none: bool) -> str:
+    if minimum is not None and maximum is not None:
+        what += f" in [{minimum}, {maximum}]"
+    elif minimum is not None:
+        what += f" >= {minimum}"
+    elif maximum is not None:
+        what += f" <= {maximum}"
+    return what + (" or None" if allow_none else "")
+
+
+def dense(A) -> np.ndarray:
+    """``A`` as a dense float64 ndarray (sparse input is converted; use only on small blocks)."""
+    return A.toarray() if sp.issparse(A) else np.asarray(A, dtype=np.float64)

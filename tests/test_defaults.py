@@ -1,0 +1,114 @@
+"""One default per parameter: the workflow's schemas, the ``tl`` front ends, the estimators and the figures agree.
+
+Each model parameter is defined once, in its estimator's ``__init__`` (or FANGS's function);
+a ``tl`` front end takes the data-handling parameters (gene set, layer, folds of the
+outer evaluation...) and forwards every model parameter untouched; a figure's settings
+are keyword arguments of ``scontrast.pl.<method>``, configured in the block's ``plot``
+entry. A schema key that matches none of these, or whose default differs from its
+home's, fails here.
+"""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+
+import pytest
+import yaml
+
+from scontrast import pl, tl
+from scontrast.cpca import CPCA
+from scontrast.fangs import fangs as fangs_function
+from scontrast.latent_features import LinearGaussianIBP
+from scontrast.pcpca import PCPCA
+from scontrast.preprocess import preprocess
+from scontrast.quadro import QUADRO
+from scontrast.sparda import SPARDA
+
+SCHEMAS = Path(__file__).resolve().parents[1] / "workflow" / "schemas"
+
+# method -> (model: estimator class or function, tl front end, pl figure or None)
+METHODS = {
+    "sparda": (SPARDA, tl.sparda, pl.sparda),
+    "cpca": (CPCA, tl.cpca, pl.cpca),
+    "pcpca": (PCPCA, tl.pcpca, pl.pcpca),
+    "quadro": (QUADRO, tl.quadro, pl.quadro),
+    "latent_features": (LinearGaussianIBP, tl.latent_features, None),
+    "fangs": (fangs_function, tl.fangs, pl.fangs),
+}
+# set by the workflow itself (config.seed, the rule's threads), never by a method's block
+SET_BY_WORKFLOW = {"random_state", "n_jobs"}
+# keys that only the workflow reads (not arguments of any function)
+WORKFLOW_ONLY = {("fangs", "samples")}
+# data arguments and the AnnData-call plumbing of the front ends and figures
+NOT_PARAMS = {"self", "adata", "samples", "copy", "ax"}
+
+_EMPTY = inspect.Parameter.empty
+
+
+def _norm(value):
+    return [_norm(v) for v in value] if isinstance(value, (list, tuple)) else value
+
+
+def _signature_defaults(func) -> dict:
+    """{name: default} of the named parameters of ``func`` (a class: its ``__init__``)."""
+    target = func.__init__ if inspect.isclass(func) else func
+    out = {}
+    for name, p in inspect.signature(target).parameters.items():
+        if name in NOT_PARAMS or p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL):
+            continue
+        out[name] = p.default
+    return out
+
+
+def _schema(method: str) -> dict:
+    return yaml.safe_load((SCHEMAS / f"{method}.schema.yaml").read_text())["properties"]
+
+
+@pytest.mark.parametrize("method", sorted(METHODS))
+def test_schema_defaults_equal_their_one_home(method):
+    model, front, figure = METHODS[method]
+    model_defaults = {k: v for k, v in _signature_defaults(model).items() if k not in SET_BY_WORKFLOW}
+    front_defaults = {k: v for k, v in _signature_defaults(front).items() if k not in SET_BY_WORKFLOW}
+    props = _schema(method)
+    for key, spec in props.items():
+        if key == "plot" or (method, key) in WORKFLOW_ONLY:
+            continue
+        home = model_defaults if key in model_defaults else front_defaults if key in front_defaults else None
+        assert home is not None, f"{method}.schema.yaml: '{key}' is neither a {model.__name__} nor a tl.{method} parameter"
+        assert "default" in spec, f"{method}.schema.yaml: '{key}' has no default"
+        assert _norm(spec["default"]) == _norm(home[key]), (
+            f"{method}.{key}: schema default {spec['default']!r} != {home[key]!r} in "
+            f"{'the estimator' if home is model_defaults else 'tl.' + method}")
+    missing = sorted(set(model_defaults) - set(props))
+    assert not missing, f"{method}.schema.yaml lacks the model parameters {missing}"
+    missing = sorted(set(front_defaults) - set(props) - {"key"})
+    assert not missing, f"{method}.schema.yaml lacks the front-end parameters {missing}"
+
+
+@pytest.mark.parametrize("method", sorted(METHODS))
+def test_front_ends_do_not_repeat_model_parameters(method):
+    """A model parameter is forwarded by ``**params``, never re-declared (its default would live twice)."""
+    model, front, _ = METHODS[method]
+    twice = (set(_signature_defaults(model)) & set(_signature_defaults(front))) - SET_BY_WORKFLOW
+    assert not twice, f"tl.{method} re-declares {sorted(twice)} of {model.__name__}"
+    kinds = [p.kind for p in inspect.signature(front).parameters.values()]
+    assert inspect.Parameter.VAR_KEYWORD in kinds, f"tl.{method} does not forward model parameters (**params)"
+
+
+@pytest.mark.parametrize("method", sorted(m for m in METHODS if METHODS[m][2] is not None))
+def test_figure_settings_are_the_figure_functions(method):
+    _, _, figure = METHODS[method]
+    plot = _schema(method).get("plot")
+    assert plot is not None, f"{method}.schema.yaml has no plot block"
+    defaults = _signature_defaults(figure)
+    for key, spec in plot.get("properties", {}).items():
+        assert key in defaults, f"{method}.plot.{key} is not a keyword of pl.{method}"
+        assert _norm(spec.get("default")) == _norm(defaults[key]), f"{method}.plot.{key}: default differs from pl.{method}"
+
+
+def test_preprocess_schema_defaults_equal_the_function():
+    defaults = _signature_defaults(preprocess)
+    for key, spec in _schema("preprocess").items():
+        assert key in defaults, f"preprocess.schema.yaml: '{key}' is not a parameter of scontrast.preprocess"
+        assert _norm(spec["default"]) == _norm(defaults[key]), f"preprocess.{key}: schema {spec['default']!r} != {defaults[key]!r}"
