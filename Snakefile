@@ -17,9 +17,10 @@ include: "workflow/rules/sparda.smk"
 include: "workflow/rules/cpca.smk"
 include: "workflow/rules/pcpca.smk"
 include: "workflow/rules/quadro.smk"
+include: "workflow/rules/latent_features.smk"
 include: "workflow/rules/fangs.smk"
 include: "workflow/rules/collect.smk"
-include: "workflow/rules/report.smk"
+include: "workflow/rules/summary.smk"
 
 
 rule all:

@@ -1,6 +1,6 @@
 """Benchmark of scontrast.cpca against the reference package `contrastive` 1.2.0.
 
-    .venv/bin/python benchmarks/bench_cpca.py [--quick | --idle] [--out FILE]
+    .venv/bin/python -m benchmarks.bench_cpca [--quick | --idle] [--out FILE]   (from the repository root)
 
 1. Automatic alpha at d = 500 and 1,000 genes, n = m = 3,000 cells: wall time of
    `contrastive` (fit + transform(alpha_selection='auto')) and of CPCA(affinity='projection')
@@ -18,15 +18,15 @@ stages and the floor), for a run alone on an otherwise idle machine.
 
 Table 1 runs both packages with one BLAS thread; table 4 with the default BLAS threads (all
 cores: the setting of the issue's reference time, contrastive ~45 s at d = 1,000 on an idle
-2-core machine). Table 4 comes last because on a busy machine it is the slow one. The machine may be shared: the 1-minute load average is
-printed with every row (the ratio is measured in one process, so both sides see the same load).
+2-core machine). Table 4 comes last because on a busy machine it is the slow one. The machine may
+be shared: the 1-minute load average is printed with every row (the ratio is measured in one
+process, so both sides see the same load).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 import warnings
 from pathlib import Path
@@ -36,10 +36,10 @@ import scipy.sparse as sp
 from sklearn.metrics import silhouette_score
 from threadpoolctl import threadpool_info, threadpool_limits
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "src"))
+from scontrast.core import check_matrix
+from scontrast.cpca import CPCA
 
-from scontrast.cpca import CPCA  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 
 # ------------------------------------------------------------------------ data
@@ -127,7 +127,7 @@ def sparse_counts(n_target, n_background, n_genes, seed=0, n_programs=3):
 def _reference_auto(X, Y):
     import contrastive
 
-    np.random.seed(0)  # its spectral clustering draws from numpy's global state
+    np.random.seed(0)  # noqa: NPY002  (its spectral clustering draws from numpy's global state)
     ref = contrastive.CPCA(standardize=False)
     ref.fit(X, Y)
     _, alphas = ref.transform(X, alpha_selection="auto", return_alphas=True)
@@ -186,7 +186,7 @@ def stage_times(d=1000, n=3000, seed=0, two_tasks=False):
     out = {}
     t = time.perf_counter()
     with threadpool_limits(1):
-        mom = C._Moments(C._check_matrix(X, "X"), C._check_matrix(Y, "Y"), False)
+        mom = C._Moments(check_matrix(X, "X"), check_matrix(Y, "Y"), False)
         out["input checks, means"] = time.perf_counter() - t
         if two_tasks:
             t = time.perf_counter()

@@ -13,7 +13,7 @@ Tables, after Dahl, Johnson and Andros:
    10 dims x 1,000 sweeps: wall time, then FANGS vs draws on its samples and
    the FARO loss of both estimates to the true Z.
 
-Run: ``.venv/bin/python benchmarks/bench_fangs.py [--quick] [--n-jobs J]``;
+Run from the repository root: ``.venv/bin/python -m benchmarks.bench_fangs [--quick] [--n-jobs J]``;
 the output is also written to ``benchmarks/results/bench_fangs[_quick].txt``.
 """
 

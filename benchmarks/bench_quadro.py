@@ -16,7 +16,7 @@ L1-logistic regression on x and on (x, x x') (LogisticRegressionCV, C chosen by 
 accuracy, which did better here than log-loss). The Bayes
 error of each setting is estimated with the true densities on 200,000 draws.
 
-Usage: python benchmarks/bench_quadro.py [--quick] [--out FILE]
+Usage (from the repository root): python -m benchmarks.bench_quadro [--quick] [--out FILE]
 """
 
 from __future__ import annotations
@@ -35,10 +35,17 @@ from sklearn.linear_model import LogisticRegressionCV
 from sklearn.model_selection import GridSearchCV, StratifiedKFold
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import PolynomialFeatures, StandardScaler
-from threadpoolctl import threadpool_limits
 
-from scontrast.quadro import (QUADRO, RayleighProblem, estimate_moments, kendall_correlation, nearest_psd,
-                              robust_variance, solve_rayleigh)
+from scontrast.core import blas_threads
+from scontrast.quadro import (
+    QUADRO,
+    RayleighProblem,
+    estimate_moments,
+    kendall_correlation,
+    nearest_psd,
+    robust_variance,
+    solve_rayleigh,
+)
 
 
 class RegularizedQDA(ClassifierMixin, BaseEstimator):
@@ -183,7 +190,8 @@ def timings(d_values=(50, 200), n: int = 200, seed: int = 0, out=sys.stdout, qui
     rng = np.random.default_rng(seed)
     print(f"\nTimings (wall-clock seconds; n = {n} per class, setting (b) laws, BLAS on one thread)", file=out)
     print(f"{'d':>4}  {'step':<52}{'seconds':>10}", file=out)
-    for d in d_values:
+
+    def one(d):  # one size (a function, so that the timed lambdas bind its own data)
         laws = setting_laws(d, 5, 0.0)
         X, y = draw(laws, n, rng)
         X1, X2 = X[y == 0], X[y == 1]
@@ -230,6 +238,9 @@ def timings(d_values=(50, 200), n: int = 200, seed: int = 0, out=sys.stdout, qui
                 warnings.simplefilter("ignore", ConvergenceWarning)
                 clock(f"{name} fit (with its CV)", lambda m=model: m.fit(X, y))
 
+    for d in d_values:
+        one(d)
+
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -257,7 +268,7 @@ def main(argv=None) -> None:
     fh = open(args.out, "w") if args.out else None
     out = Tee(sys.stdout, fh) if fh else sys.stdout
     print("QUADRO benchmark (scontrast)", " --quick" if args.quick else "", file=out)
-    with threadpool_limits(1, user_api="blas"):
+    with blas_threads(1):
         for key in ("" if args.no_settings else args.settings):
             t0 = time.perf_counter()
             res = run_setting(key, n_rep, seed=100 * (ord(key) - ord("a")), quick=args.quick,

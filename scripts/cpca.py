@@ -1,20 +1,18 @@
-"""Rule cpca: results/{dataset}/preprocessed.h5ad (+ sparda.h5ad for SPARDA genes) -> cpca.h5ad (delta) + figure."""
+"""Rule cpca: results/{dataset}/preprocessed.h5ad (+ sparda.h5ad for SPARDA's genes) -> cpca.h5ad (delta).
 
-from scontrast import io
+The figure is drawn by rule cpca_figure (scripts/figure.py) from this delta.
+"""
+
+from scontrast import io, tl
 from scontrast._workflow import run_rule
-from scontrast.pl._cpca import cpca as plot_cpca
-from scontrast.tl._cpca import cpca
 
 
 def main(smk):
-    cfg = dict(smk.params.cfg)
-    color = cfg.pop("color")
-    deps = list(smk.input.deps)
-    adata = io.read_merged(smk.input.h5ad, *deps)
+    # SPARDA's delta (var['sparda_selected']) is an input only when genes: sparda_selected
+    adata = io.read_merged(smk.input.h5ad, *smk.input.sparda)
     before = io.slot_keys(adata)
-    cpca(adata, **cfg, random_state=smk.params.seed)
+    tl.cpca(adata, **smk.params.cfg, random_state=smk.params.seed)
     io.write_h5ad(io.extract_delta(adata, before), smk.output.h5ad)
-    plot_cpca(adata, color).savefig(smk.output.figure, dpi=120)
 
 
 run_rule(snakemake, main)  # noqa: F821

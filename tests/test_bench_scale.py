@@ -1,14 +1,9 @@
 """The scale benchmark's simulator and report on tiny sizes (the full run is benchmarks/bench_scale.py)."""
 
-import sys
-
 import numpy as np
 import scipy.sparse as sp
 
-from conftest import REPO
-
-sys.path.insert(0, str(REPO / "benchmarks"))
-from bench_scale import read_benchmarks, report, simulate_counts  # noqa: E402
+from benchmarks.bench_scale import read_benchmarks, report, simulate_counts
 
 
 def test_simulated_counts_are_sparse_reproducible_two_group_counts():

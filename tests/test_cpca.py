@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-import sys
 import warnings
 
 import numpy as np
 import pytest
 import scipy.linalg as sla
 import scipy.sparse as sp
+from sklearn.base import clone
+from sklearn.exceptions import NotFittedError
 from sklearn.metrics import silhouette_score
 
+from benchmarks import bench_cpca
+from scontrast.core import ScontrastError, blas_threads
 from scontrast.cpca import CPCA, KernelCPCA, alpha_grid, select_alphas, subspace_affinity
-
-from conftest import REPO
-
-sys.path.insert(0, str(REPO / "benchmarks"))
-import bench_cpca  # noqa: E402
 
 contrastive = pytest.importorskip("contrastive")
 
@@ -90,7 +88,7 @@ def test_automatic_alphas_match_contrastive_readme(readme):
     X, Y, _ = readme
     ref = contrastive.CPCA(standardize=False)
     ref.fit(X, Y)
-    np.random.seed(0)  # the reference's spectral clustering draws from the global state
+    np.random.seed(0)  # noqa: NPY002  (the reference's spectral clustering draws from the global state)
     _, ref_alphas = ref.transform(X, alpha_selection="auto", return_alphas=True)
     ours = CPCA(affinity="projection", random_state=0).fit(X, Y)
     np.testing.assert_allclose(ours.affinity_, ref.affinity_matrix, atol=1e-8)
@@ -239,31 +237,62 @@ def test_affinity_and_selection_helpers():
 
 
 def test_bad_input_raises():
+    """Every refusal is a one-line ScontrastError starting with the name of what is wrong."""
     rng = np.random.default_rng(0)
     X, Y = rng.normal(size=(20, 5)), rng.normal(size=(30, 5))
-    with pytest.raises(ValueError, match="alpha"):
-        CPCA(alpha=-1.0).fit(X, Y)
-    with pytest.raises(ValueError, match="alpha"):
-        CPCA(alpha="best").fit(X, Y)
-    with pytest.raises(ValueError, match="n_components"):
-        CPCA(n_components=6).fit(X, Y)
-    with pytest.raises(ValueError, match="same number of genes"):
-        CPCA().fit(X, Y[:, :4])
-    with pytest.raises(ValueError, match="affinity"):
-        CPCA(affinity="angles").fit(X, Y)
-    with pytest.raises(ValueError, match="n_alpha_clusters"):
-        CPCA(n_alpha_clusters=1).fit(X, Y)
-    with pytest.raises(ValueError, match="NaN"):
-        CPCA().fit(np.where(X > 2, np.nan, X), Y)
-    with pytest.raises(ValueError, match="at least 2 cells"):
-        CPCA().fit(X[:1], Y)
+    bad = [
+        (CPCA(alpha=-1.0), (X, Y), r"^alpha: expected"),
+        (CPCA(alpha="best"), (X, Y), r"^alpha: expected"),
+        (CPCA(alpha=[]), (X, Y), r"^alpha: .*empty list"),
+        (CPCA(n_components=6), (X, Y), r"^n_components: the gene set selects 5 gene\(s\), fewer than n_components=6"),
+        (CPCA(n_components=0), (X, Y), r"^n_components: expected an integer >= 1"),
+        (CPCA(), (X, Y[:, :4]), r"^Y: has 4 genes, X has 5"),
+        (CPCA(affinity="angles"), (X, Y), r"^affinity: expected one of"),
+        (CPCA(solver="lanczos"), (X, Y), r"^solver: expected one of"),
+        (CPCA(n_alpha_clusters=1), (X, Y), r"^n_alpha_clusters: expected an integer >= 2"),
+        (CPCA(n_alphas=3, n_alpha_clusters=5), (X, Y), r"^n_alpha_clusters: expected at most n_alphas \+ 1 = 4"),
+        (CPCA(max_log_alpha=-1), (X, Y), r"^max_log_alpha: expected a finite number > -1"),
+        (CPCA(tol=1.0), (X, Y), r"^tol: expected"),
+        (CPCA(max_iter=0), (X, Y), r"^max_iter: expected an integer >= 1"),
+        (CPCA(standardize=1), (X, Y), r"^standardize: expected True or False"),
+        (CPCA(), (np.where(X > 2, np.nan, X), Y), r"^X: contains \d+ NaN"),
+        (CPCA(), (X[:1], Y), r"^X: needs at least 2 cells, got 1"),
+        (KernelCPCA(kernel="sigmoid"), (X, Y), r"^kernel: expected one of"),
+        (KernelCPCA(gamma=0.0), (X, Y), r"^gamma: expected a finite number > 0"),
+        (KernelCPCA(rank_tol=1.0), (X, Y), r"^rank_tol: expected"),
+        (KernelCPCA(kernel="linear", alpha=1.0, n_components=6), (X, Y), r"^n_components: 6 exceeds the rank"),
+    ]
+    for est, args, message in bad:
+        with pytest.raises(ScontrastError, match=message):
+            est.fit(*args)
     model = CPCA(alpha=[1.0, 2.0]).fit(X, Y)
-    with pytest.raises(ValueError, match="not fitted"):
+    with pytest.raises(ScontrastError, match=r"^alpha: 3.0 was not fitted"):
         model.transform(X, alpha=3.0)
-    with pytest.raises(ValueError, match="not fitted yet"):
+    with pytest.raises(ScontrastError, match=r"^X: has 4 genes, the model was fitted on 5"):
+        model.transform(X[:, :4])
+    with pytest.raises(NotFittedError):
         CPCA().transform(X)
-    with pytest.raises(ValueError, match="kernel"):
-        KernelCPCA(kernel="sigmoid").fit(X, Y)
+    with pytest.raises(NotFittedError):
+        KernelCPCA().transform(X)
+    with pytest.raises(ScontrastError, match=r"^X: has 4 genes"):
+        KernelCPCA(alpha=1.0).fit(X, Y).transform(X[:, :4])
+
+
+def test_scikit_learn_estimators_clone_and_take_a_generator(readme):
+    """clone/get_params/set_params work, and a numpy Generator seeds the clustering like its int."""
+    X, Y, _ = readme
+    model = CPCA(n_components=1, alpha=[0.0, 2.0])
+    twin = clone(model)
+    assert twin.get_params() == model.get_params() and twin is not model
+    assert CPCA().set_params(solver="gram").solver == "gram"
+    assert "rank_tol" in KernelCPCA().get_params()
+    by_int = CPCA(random_state=5).fit(X, Y)
+    by_generator = CPCA(random_state=np.random.default_rng(5)).fit(X, Y)
+    np.testing.assert_array_equal(by_int.alphas_, by_generator.alphas_)
+    np.testing.assert_array_equal(by_int.alpha_labels_, by_generator.alpha_labels_)
+    rng = np.random.default_rng(5)
+    kernel = KernelCPCA(kernel="linear", random_state=rng).fit(X[::2], Y[::2])
+    assert kernel.random_state is rng and kernel.alphas_[0] == 0
 
 
 def test_unconverged_iteration_warns(wide):
@@ -379,12 +408,14 @@ def test_two_task_paths_match_the_reference_eigh(wide):
     full = CPCA(solver="full", random_state=0).fit(X, Y)
     with threadpool_limits(2):
         assert C._two_tasks()
+        with blas_threads(1):
+            assert not C._two_tasks()  # the pairs' own setting: one thread per task
         _assert_same_fit(full, CPCA(solver="covariance", random_state=0).fit(X, Y))
         _assert_same_fit(full, CPCA(solver="gram", random_state=0).fit(sp.csr_matrix(X), Y))
         # the halved building blocks against direct products
         rng = np.random.default_rng(1)
         A = rng.normal(size=(40, 31))
-        with C._one_blas_thread():
+        with blas_threads(1):
             G = C._gram_two_tasks(A)
             np.testing.assert_allclose(G, A.T @ A, rtol=1e-12, atol=1e-12)
             assert np.array_equal(G, G.T)

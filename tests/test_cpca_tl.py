@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import anndata as ad
 import matplotlib
 import numpy as np
 import pandas as pd
 import pytest
 import scipy.sparse as sp
+import yaml
 
+from conftest import REPO
+from scontrast import cpca as cpca_module
 from scontrast import io
+from scontrast.core import ScontrastError
 from scontrast.cpca import CPCA
 from scontrast.pl._cpca import cpca as plot_cpca
 from scontrast.tl._cpca import cpca
@@ -63,6 +69,9 @@ def test_writes_the_slots_and_matches_the_estimator(tmp_path):
     assert u["affinity"].shape == (41, 41) and u["alpha_grid"].shape == (41,) and u["alpha_labels"].shape == (41,)
     np.testing.assert_allclose(u["explained_contrast"], ref.explained_contrast_)
     assert u["params"]["alpha"] == "auto" and u["random_state"] == 0 and "numpy" in u["versions"]
+    # the front end's own parameters and every model parameter of the estimator, with its defaults
+    assert u["params"] == {"genes": "highly_variable", "layer": None, "key": "scontrast_target",
+                           **{k: v for k, v in CPCA().get_params().items() if k != "random_state"}}
     assert (u["n_target"], u["n_background"], u["n_genes"]) == (120, 100, 40)
     # the delta round-trips through h5ad and merges back
     delta = io.extract_delta(adata, before)
@@ -71,6 +80,7 @@ def test_writes_the_slots_and_matches_the_estimator(tmp_path):
     merged = io.merge(made_up(), io.read_h5ad(path))
     np.testing.assert_allclose(merged.obsm["X_cpca"], adata.obsm["X_cpca"])
     np.testing.assert_allclose(merged.uns["cpca"]["affinity"], u["affinity"])
+    assert merged.uns["cpca"]["params"]["layer"] is None
 
 
 def test_given_alphas_gene_sets_and_copy():
@@ -101,20 +111,37 @@ def test_separates_the_target_subgroups():
 
 def test_errors_are_one_line_value_errors():
     adata = made_up()
-    with pytest.raises(ValueError, match="gene set"):
+    with pytest.raises(ScontrastError, match="gene set"):
         cpca(adata, genes="nonexistent")
-    with pytest.raises(ValueError, match="selects 7 gene"):
+    # the estimator's check, naming n_components and the number of genes
+    with pytest.raises(ScontrastError, match=r"^n_components: the gene set selects 7 gene\(s\), fewer than n_components=8$"):
         cpca(adata, genes="sparda_selected", n_components=8)
+    with pytest.raises(ScontrastError, match=r"^CPCA: unknown parameter\(s\) \['colour'\]"):
+        cpca(adata, colour="subgroup")
+    with pytest.raises(ScontrastError, match=r"^layer: 'counts' is not a layer"):
+        cpca(adata, layer="counts")
+    with pytest.raises(ScontrastError, match=r"^solver: expected one of"):
+        cpca(adata, solver="lanczos")
     del adata.obs["scontrast_target"]
-    with pytest.raises(ValueError, match="scontrast_target"):
+    with pytest.raises(ScontrastError, match="scontrast_target"):
         cpca(adata)
+
+
+def test_schema_accepts_what_the_estimator_accepts():
+    """The workflow schema's enums are the estimator's options (the solver list included)."""
+    schema = yaml.safe_load((REPO / "workflow" / "schemas" / "cpca.schema.yaml").read_text())["properties"]
+    assert tuple(schema["solver"]["enum"]) == cpca_module._SOLVERS
+    assert tuple(schema["affinity"]["enum"]) == cpca_module._AFFINITIES
+    adata = made_up(n_target=30, n_background=25)
+    for solver in schema["solver"]["enum"]:
+        cpca(adata, solver=solver, alpha=[0.0, 1.0], copy=True)
 
 
 @pytest.mark.parametrize("color", ["scontrast_target", "subgroup", "score"])
 def test_figure_has_a_panel_per_alpha(color):
     adata = made_up()
     cpca(adata, random_state=0)
-    fig = plot_cpca(adata, color)
+    fig = plot_cpca(adata, color=color)
     n = adata.uns["cpca"]["alphas"].size
     panels = [a for a in fig.axes if a.get_visible() and a.get_title().startswith("alpha")]
     assert len(panels) == n
@@ -124,26 +151,43 @@ def test_figure_has_a_panel_per_alpha(color):
         labels = [t.get_text() for t in fig.legends[0].get_texts()]
         assert any(lab.startswith("background") for lab in labels)
     matplotlib.pyplot.close(fig)
-    with pytest.raises(ValueError, match="color"):
-        plot_cpca(adata, "nope")
-    with pytest.raises(ValueError, match="tl.cpca"):
+    with pytest.raises(ScontrastError, match="^color: obs column 'nope'"):
+        plot_cpca(adata, color="nope")
+    with pytest.raises(ScontrastError, match="^components: "):
+        plot_cpca(adata, components=(0, 2))
+    with pytest.raises(ScontrastError, match="tl.cpca"):
         plot_cpca(made_up())
 
 
 def test_one_component_figure():
     adata = made_up()
     cpca(adata, n_components=1, alpha=[0.0, 1.0])
-    fig = plot_cpca(adata, "subgroup")
+    fig = plot_cpca(adata, color="subgroup")
     assert [a.get_ylabel() for a in fig.axes if a.get_title().startswith("alpha")] == ["jitter", "jitter"]
     matplotlib.pyplot.close(fig)
 
 
-def test_rule_script_writes_a_delta(tmp_path, monkeypatch):
-    """scripts/cpca.py through a stand-in for the snakemake object (SPARDA genes from a delta file)."""
-    import runpy
+def _snakemake(inputs: dict, outputs: dict, params: dict, log: Path, rule: str, threads: int = 1):
+    """A stand-in for the ``snakemake`` object of a rule script (named inputs, outputs and params)."""
     import types
 
-    from conftest import REPO
+    class Files(list):
+        pass
+
+    def files(named):
+        out = Files([x for v in named.values() for x in (v if isinstance(v, list) else [v])])
+        for name, v in named.items():
+            setattr(out, name, v)
+        return out
+
+    return types.SimpleNamespace(input=files(inputs), output=files(outputs), params=types.SimpleNamespace(**params),
+                                 log=[str(log)], rule=rule, wildcards={"dataset": "toy"}, threads=threads)
+
+
+def test_rule_scripts_write_the_delta_and_draw_it_without_x(tmp_path):
+    """scripts/cpca.py (SPARDA's genes from its delta) and scripts/figure.py through stand-ins for
+    the snakemake object, with the schema's defaults as the workflow fills them in."""
+    import runpy
 
     base = made_up()
     sparda_delta = ad.AnnData(obs=pd.DataFrame(index=base.obs_names),
@@ -151,21 +195,29 @@ def test_rule_script_writes_a_delta(tmp_path, monkeypatch):
     del base.var["sparda_selected"]
     io.write_h5ad(base, tmp_path / "preprocessed.h5ad")
     io.write_h5ad(sparda_delta, tmp_path / "sparda.h5ad")
+    schema = yaml.safe_load((REPO / "workflow" / "schemas" / "cpca.schema.yaml").read_text())["properties"]
+    cfg = {k: v["default"] for k, v in schema.items() if k != "plot"}
+    cfg["genes"] = "sparda_selected"
+    plot = {k: v["default"] for k, v in schema["plot"]["properties"].items()}
+    plot["color"] = "subgroup"
 
-    class Files(list):
-        pass
-
-    inp = Files([str(tmp_path / "preprocessed.h5ad"), str(tmp_path / "sparda.h5ad")])
-    inp.h5ad, inp.deps = str(tmp_path / "preprocessed.h5ad"), [str(tmp_path / "sparda.h5ad")]
-    out = Files([str(tmp_path / "cpca.h5ad"), str(tmp_path / "cpca.png")])
-    out.h5ad, out.figure = out
-    cfg = dict(n_components=2, alpha="auto", n_alphas=40, max_log_alpha=3, n_alpha_clusters=4,
-               affinity="loadings", standardize=False, genes="sparda_selected", layer=None, solver="auto",
-               tol=1e-10, max_iter=500, color="subgroup")
-    smk = types.SimpleNamespace(input=inp, output=out, params=types.SimpleNamespace(cfg=cfg, seed=0),
-                                log=[str(tmp_path / "cpca.log")], rule="cpca", wildcards={"dataset": "toy"},
-                                threads=1)
+    smk = _snakemake({"h5ad": str(tmp_path / "preprocessed.h5ad"), "sparda": [str(tmp_path / "sparda.h5ad")]},
+                     {"h5ad": str(tmp_path / "cpca.h5ad")}, {"cfg": cfg, "seed": 0}, tmp_path / "cpca.log", "cpca",
+                     threads=2)
     runpy.run_path(str(REPO / "scripts" / "cpca.py"), init_globals={"snakemake": smk})
     delta = io.read_h5ad(tmp_path / "cpca.h5ad")
     assert delta.X is None and "cpca" in delta.uns and "sparda_selected" not in delta.var
-    assert delta.uns["cpca"]["n_genes"] == 7 and (tmp_path / "cpca.png").stat().st_size > 10000
+    assert delta.uns["cpca"]["n_genes"] == 7 and delta.uns["cpca"]["params"]["genes"] == "sparda_selected"
+
+    smk = _snakemake({"h5ad": str(tmp_path / "preprocessed.h5ad"), "deltas": [str(tmp_path / "cpca.h5ad")]},
+                     {"figure": str(tmp_path / "cpca.png")}, {"method": "cpca", "plot": plot},
+                     tmp_path / "cpca_figure.log", "cpca_figure")
+    runpy.run_path(str(REPO / "scripts" / "figure.py"), init_globals={"snakemake": smk})
+    assert (tmp_path / "cpca.png").stat().st_size > 10000
+    # what the figure rule draws from: annotations and the delta, no expression matrix
+    shown = io.read_for_figure(tmp_path / "preprocessed.h5ad", tmp_path / "cpca.h5ad")
+    assert shown.X is None and not shown.layers
+    fig = plot_cpca(shown, **plot)
+    n = delta.uns["cpca"]["alphas"].size
+    assert len([a for a in fig.axes if a.get_visible() and a.get_title().startswith("alpha")]) == n
+    matplotlib.pyplot.close(fig)

@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import itertools
-import sys
 
 import numpy as np
 import pytest
 from scipy.optimize import linear_sum_assignment
 
-from conftest import REPO
+from benchmarks import bench_fangs
+from scontrast.core import ScontrastError
 from scontrast.fangs import (
     _lap_max,
     _Packed,
-    _Sweetener,
     _sweeten,
+    _Sweetener,
     check_samples,
     draws,
     expected_loss,
@@ -22,9 +22,6 @@ from scontrast.fangs import (
     faro_cost_matrix,
     faro_loss,
 )
-
-sys.path.insert(0, str(REPO / "benchmarks"))
-import bench_fangs  # noqa: E402
 
 
 def rand_fa(rng, n, k, p=0.4):
@@ -152,29 +149,59 @@ def test_compiled_assignment_matches_scipy_and_gives_optimal_duals():
 
 def test_bad_inputs_raise_naming_the_problem():
     good = np.zeros((5, 2), np.uint8)
-    with pytest.raises(ValueError, match=r"samples\[1\] has 4 rows"):
+    with pytest.raises(ScontrastError, match=r"^samples\[1\]: has 4 rows"):
         check_samples([good, np.zeros((4, 2))])
-    with pytest.raises(ValueError, match=r"samples\[1\] is not binary"):
+    with pytest.raises(ScontrastError, match=r"^samples\[1\]: is not binary"):
         check_samples([good, np.full((5, 1), 0.5)])
-    with pytest.raises(ValueError, match=r"samples\[0\] is not binary.*2"):
+    with pytest.raises(ScontrastError, match=r"^samples\[0\]: is not binary.*2"):
         expected_loss([np.array([[2, 0]])], np.zeros((1, 1)))
-    with pytest.raises(ValueError, match="samples is empty"):
+    with pytest.raises(ScontrastError, match="^samples: is empty"):
         fangs([])
-    with pytest.raises(ValueError, match="2-D"):
+    with pytest.raises(ScontrastError, match=r"^samples\[0\]: expected a 2-d"):
         check_samples([np.zeros(5)])
-    with pytest.raises(ValueError, match="estimate has 3 rows"):
+    with pytest.raises(ScontrastError, match="^estimate: has 3 rows"):
         expected_loss([good], np.zeros((3, 1)))
-    with pytest.raises(ValueError, match="sample has 6 rows"):
+    with pytest.raises(ScontrastError, match="^sample: has 6 rows"):
         faro_loss(good, np.zeros((6, 1)))
-    with pytest.raises(ValueError, match="not binary"):
+    with pytest.raises(ScontrastError, match="^estimate: is not binary"):
         faro_loss(np.array([[np.nan]]), np.zeros((1, 1)))
-    for a in (0, 2, -1, 2.5, True):
-        with pytest.raises(ValueError, match="a must be"):
+    for a in (0, 2, -1, 2.5, True, "1"):
+        with pytest.raises(ScontrastError, match=r"^a: expected a finite number > 0\.0 and < 2\.0"):
             faro_loss(good, good, a=a)
-    with pytest.raises(ValueError, match="n_init"):
+    with pytest.raises(ScontrastError, match="^n_init: expected an integer >= 1"):
         fangs([good], n_init=0)
-    with pytest.raises(ValueError, match="max_seconds"):
+    with pytest.raises(ScontrastError, match="^n_sweet: expected an integer >= 1"):
+        fangs([good], n_sweet=2.0)
+    with pytest.raises(ScontrastError, match="^n_iter: expected an integer >= 0 or None"):
+        fangs([good], n_iter=-1)
+    with pytest.raises(ScontrastError, match="^max_seconds: expected a finite number > 0"):
         fangs([good], max_seconds=-1)
+    with pytest.raises(ScontrastError, match=r"^n_iter: None \(no cap on the flips\) needs a time limit"):
+        fangs([good], n_iter=None)
+    with pytest.raises(ScontrastError, match="^n_jobs: expected a nonzero integer"):
+        fangs([good], n_jobs=0)
+    with pytest.raises(ScontrastError, match="^n_jobs: expected"):
+        draws([good], n_jobs=0)
+    for bad in ("seven", -1, 1.5):
+        with pytest.raises(ScontrastError, match="^random_state: expected"):
+            fangs([good], random_state=bad)
+
+
+def test_random_state_none_int_and_generator():
+    _, samples = bench_fangs.posterior_like_samples(30, 3, 20, flip=0.1, rng=12)
+    fangs(samples, n_iter=50, random_state=None)
+    by_int = fangs(samples, n_iter=50, random_state=5)
+    by_gen = fangs(samples, n_iter=50, random_state=np.random.default_rng(5))
+    # an int seeds a Generator: the same draws, the same estimate
+    np.testing.assert_array_equal(by_int.details["baselines"], by_gen.details["baselines"])
+    np.testing.assert_array_equal(by_int.estimate, by_gen.estimate)
+
+
+def test_default_n_iter_is_one_thousand_flips_per_sweetening():
+    _, samples = bench_fangs.posterior_like_samples(30, 3, 20, flip=0.1, rng=13)
+    f = fangs(samples, n_sweet=2, random_state=0)
+    np.testing.assert_array_equal(f.details["iterations"], [1000, 1000])
+    assert fangs(samples, n_iter=0, n_sweet=1, random_state=0).details["accepted"][0] == 0
 
 
 # --------------------------------------------------------------------------- expected loss, sweetening
@@ -195,7 +222,7 @@ def test_incremental_flips_equal_recomputation(a):
     samples += [rand_fa(rng, 25, int(rng.integers(0, 6)), 0.3) for _ in range(5)]  # off-mode samples, K_b = 0 too
     P = _Packed(check_samples(samples))
     state = _Sweetener(P, samples[0], a)
-    for step in range(250):
+    for _step in range(250):
         i, j = int(rng.integers(25)), int(rng.integers(state.width))
         delta, pending = state.evaluate(i, j, early_stop=False)
         flipped = state.E.copy()

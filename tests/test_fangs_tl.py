@@ -8,8 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from scontrast import io
+from scontrast.core import ScontrastError
 from scontrast.fangs import faro_loss
-from scontrast.io import ScontrastError
 from scontrast.latent_features import load_samples, save_samples, simulate_linear_gaussian
 from scontrast.pl._fangs import cell_order
 from scontrast.pl._fangs import fangs as plot_fangs
@@ -50,7 +51,11 @@ def test_latent_features_writes_its_slots(fitted):
     assert adata.obsm["latent_features_samples"].dtype == np.uint8
     for key in ("log_joint", "K", "alpha", "sigma_x", "sigma_a"):
         assert np.asarray(info[key]).shape == (300,)
-    assert info["params"]["use_rep"] == "X_cpca" and info["params"]["n_dims"] == "None"
+    assert info["params"]["use_rep"] == "X_cpca" and info["params"]["n_dims"] is None
+    # every sampler parameter is recorded: the ones given and the estimator's own defaults
+    assert info["params"]["n_iter"] == 300 and info["params"]["thin"] == 3 and info["params"]["max_features"] == 30
+    assert info["params"]["alpha"] is None and list(info["params"]["alpha_prior"]) == [1.0, 1.0]
+    assert "random_state" not in info["params"]
     assert info["random_state"] == 0 and "numba" in info["versions"]
     assert info["n_target"] == 60 and info["n_background"] == 60
     samples = samples_from_adata(adata)
@@ -122,6 +127,26 @@ def test_fangs_from_a_list_and_bad_inputs(fitted):
         latent_features(adata.copy(), n_dims=9)
 
 
+def test_front_ends_forward_model_parameters_and_refuse_unknown_ones(fitted):
+    adata, Z = fitted
+    out = fangs(adata, samples=[Z, Z[:, ::-1]], a=1.5, n_iter=10, n_jobs=1, random_state=0, copy=True)
+    params = out.uns["fangs"]["params"]
+    assert out.uns["fangs"]["a"] == 1.5 and params["a"] == 1.5 and params["n_iter"] == 10
+    # the parameters left out are recorded with scontrast.fangs.fangs's own defaults
+    assert params["n_init"] == 16 and params["n_sweet"] == 4 and params["max_seconds"] is None
+    assert params["samples"] == "list" and params["draws"] is True and "random_state" not in params
+    with pytest.raises(ScontrastError, match=r"^fangs: unknown parameter\(s\) \['n_iters'\]; it takes \['a', "):
+        fangs(adata, samples=[Z], n_iters=10, copy=True)
+    with pytest.raises(ScontrastError, match=r"^a: expected"):
+        fangs(adata, samples=[Z], a=2.0, n_jobs=1, copy=True)
+    with pytest.raises(ScontrastError, match=r"^n_iter: None .* max_seconds"):
+        fangs(adata, samples=[Z], n_iter=None, n_jobs=1, copy=True)
+    with pytest.raises(ScontrastError, match=r"^LinearGaussianIBP: unknown parameter\(s\) \['sweeps'\]"):
+        latent_features(adata.copy(), sweeps=10)
+    with pytest.raises(ScontrastError, match=r"^burn_in: expected fewer than n_iter"):
+        latent_features(adata.copy(), n_iter=10)  # the estimator's burn_in default is 500
+
+
 def test_latent_features_uses_the_leading_dims(fitted):
     adata, _ = fitted
     out = latent_features(adata, n_dims=2, n_iter=20, burn_in=10, thin=5, key_added="lf2", copy=True)
@@ -140,8 +165,31 @@ def test_figure(fitted):
     fig2 = plot_fangs(out, ax=matplotlib.pyplot.figure().add_subplot())
     assert fig2 is not None
     matplotlib.pyplot.close("all")
-    with pytest.raises(ValueError, match="fangs_features"):
+    with pytest.raises(ScontrastError, match="fangs_features"):
         plot_fangs(adata)
+
+
+def test_figure_from_annotations_and_the_fangs_delta(fitted, tmp_path):
+    """What rule fangs_figure does: preprocessed annotations (no X) joined with the fangs delta."""
+    adata, _ = fitted
+    base = adata.copy()
+    del base.obsm["latent_features_samples"]  # the preprocessed file holds neither samples nor estimate
+    del base.uns["latent_features"]
+    io.write_h5ad(base, tmp_path / "preprocessed.h5ad")
+    before = io.slot_keys(base)
+    samples = samples_from_adata(adata)
+    save_samples(tmp_path / "samples.npz", samples, cell_names=adata.obs_names.to_numpy(),
+                 log_joint=adata.uns["latent_features"]["log_joint"])
+    fangs(base, samples=str(tmp_path / "samples.npz"), n_jobs=1, random_state=0)
+    io.write_h5ad(io.extract_delta(base, before), tmp_path / "fangs.h5ad")
+    annotated = io.read_for_figure(tmp_path / "preprocessed.h5ad", tmp_path / "fangs.h5ad")
+    assert annotated.X is None
+    fig = plot_fangs(annotated, figsize=[9, 4])  # a YAML list, as the workflow's plot block gives it
+    assert tuple(fig.get_size_inches()) == (9.0, 4.0)
+    axes = fig.get_axes()
+    assert any("FANGS estimate" in ax.get_title() for ax in axes)
+    assert any(ax.get_title() == "sampler trace" for ax in axes)  # the trace travelled in the delta
+    matplotlib.pyplot.close("all")
 
 
 def test_cell_order_groups_then_patterns():

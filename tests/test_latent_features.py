@@ -7,9 +7,11 @@ import math
 
 import numpy as np
 import pytest
-
 from scipy.stats import multivariate_normal
+from sklearn.base import clone
+from sklearn.exceptions import NotFittedError
 
+from scontrast.core import ScontrastError
 from scontrast.fangs import draws, expected_loss, fangs, faro_loss
 from scontrast.latent_features import (
     LinearGaussianIBP,
@@ -212,22 +214,43 @@ def test_bookkeeping_reproducibility_and_caps():
 
 def test_bad_inputs_raise():
     X = np.random.default_rng(0).normal(size=(10, 3))
-    with pytest.raises(ValueError, match="burn_in"):
+    with pytest.raises(ScontrastError, match=r"^burn_in: expected fewer than n_iter = 10"):
         LinearGaussianIBP(n_iter=10, burn_in=10).fit(X)
-    with pytest.raises(ValueError, match="NaN"):
+    with pytest.raises(ScontrastError, match=r"^X: contains \d+ NaN"):
         LinearGaussianIBP(n_iter=10, burn_in=1).fit(np.where(X > 1, np.nan, X))
-    with pytest.raises(ValueError, match="2-D"):
+    with pytest.raises(ScontrastError, match=r"^X: expected a 2-d matrix"):
         LinearGaussianIBP(n_iter=10, burn_in=1).fit(X[:, 0])
-    with pytest.raises(ValueError, match="sigma_x"):
+    with pytest.raises(ScontrastError, match=r"^X: needs at least 2 cells"):
+        LinearGaussianIBP(n_iter=10, burn_in=1).fit(X[:1])
+    with pytest.raises(ScontrastError, match=r"^X: is constant"):
+        LinearGaussianIBP(n_iter=10, burn_in=1).fit(np.ones((10, 3)))
+    with pytest.raises(ScontrastError, match=r"^sigma_x: expected a finite number > 0"):
         LinearGaussianIBP(n_iter=10, burn_in=1, sigma_x=-1.0).fit(X)
-    with pytest.raises(ValueError, match="max_features"):
+    with pytest.raises(ScontrastError, match=r"^max_features: expected an integer >= 1"):
         LinearGaussianIBP(n_iter=10, burn_in=1, max_features=0).fit(X)
-    with pytest.raises(ValueError, match="alpha_prior"):
-        LinearGaussianIBP(n_iter=10, burn_in=1, alpha_prior=(1.0, 0.0)).fit(X)
-    with pytest.raises(ValueError, match="sparse"):
+    with pytest.raises(ScontrastError, match=r"^thin: expected an integer"):
+        LinearGaussianIBP(n_iter=10, burn_in=1, thin=1.5).fit(X)
+    with pytest.raises(ScontrastError, match=r"^scale: expected True or False"):
+        LinearGaussianIBP(n_iter=10, burn_in=1, scale="yes").fit(X)
+    for bad in ((1.0, 0.0), (1.0,), "ab", (1.0, float("nan")), None):
+        with pytest.raises(ScontrastError, match=r"^alpha_prior: expected a pair \(shape, rate\)"):
+            LinearGaussianIBP(n_iter=10, burn_in=1, alpha_prior=bad).fit(X)
+    with pytest.raises(ScontrastError, match=r"^X: sparse input is not supported"):
         import scipy.sparse as sp
 
         LinearGaussianIBP(n_iter=10, burn_in=1).fit(sp.csr_matrix(X))
+
+
+def test_is_a_scikit_learn_estimator_with_checks_in_fit():
+    X = np.random.default_rng(0).normal(size=(10, 3))
+    model = LinearGaussianIBP(n_iter=20, burn_in=5, sigma_x=-1.0)  # stored as given, refused by fit
+    assert model.get_params()["sigma_x"] == -1.0
+    with pytest.raises(NotFittedError):
+        model.traces()
+    fitted = clone(model).set_params(sigma_x=None, random_state=np.random.default_rng(4)).fit(X)
+    again = LinearGaussianIBP(n_iter=20, burn_in=5, random_state=np.random.default_rng(4)).fit(X)
+    np.testing.assert_array_equal(fitted.traces()["log_joint"], again.traces()["log_joint"])
+    assert set(fitted.traces()) == {"log_joint", "K", "alpha", "sigma_x", "sigma_a", "sweeps"}
 
 
 def test_samples_file_round_trip(tmp_path):
@@ -255,21 +278,23 @@ def test_samples_file_round_trip(tmp_path):
 def test_bad_samples_files_raise(tmp_path):
     Z = np.ones((4, 3), np.uint8)
     np.savez(tmp_path / "a.npz", Z=Z)
-    with pytest.raises(ValueError, match="lacks"):
+    with pytest.raises(ScontrastError, match=r"a\.npz': lacks \['n_features'\]"):
         load_samples(tmp_path / "a.npz")
     np.savez(tmp_path / "b.npz", Z=Z, n_features=np.array([1, 1]))
-    with pytest.raises(ValueError, match="sums to 2 but Z has 3"):
+    with pytest.raises(ScontrastError, match="n_features: sums to 2 but Z has 3"):
         load_samples(tmp_path / "b.npz")
     np.savez(tmp_path / "c.npz", Z=Z * 2, n_features=np.array([3]))
-    with pytest.raises(ValueError, match="not binary"):
+    with pytest.raises(ScontrastError, match=r"samples\[0\]: is not binary"):
         load_samples(tmp_path / "c.npz")
     (tmp_path / "d.npz").write_text("not a zip")
-    with pytest.raises(ValueError, match="not a readable"):
+    with pytest.raises(ScontrastError, match="not a readable"):
         load_samples(tmp_path / "d.npz")
-    with pytest.raises(ValueError, match="does not exist"):
+    with pytest.raises(ScontrastError, match="does not exist"):
         load_samples(tmp_path / "missing.npz")
-    with pytest.raises(ValueError, match="cell_names"):
+    with pytest.raises(ScontrastError, match=r"^cell_names: has shape \(1,\)"):
         save_samples(tmp_path / "e.npz", [Z], cell_names=["a"])
+    with pytest.raises(ScontrastError, match=r"^Z: this trace name is a reserved key"):
+        save_samples(tmp_path / "f.npz", [Z], Z=np.zeros(2))
 
 
 def test_sampler_speed_is_linear_in_cells():

@@ -7,8 +7,10 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from scipy.stats import multivariate_normal
+from sklearn.exceptions import NotFittedError
 
-from scontrast.pcpca import PCPCA, max_gamma, observed_loglik
+from scontrast.core import ScontrastError
+from scontrast.pcpca import PCPCA, heldout_loglik, max_gamma, observed_loglik
 
 Ref = pytest.importorskip("pcpca").PCPCA
 
@@ -115,14 +117,25 @@ def test_gamma_prime_scale_and_exclusivity(pair):
     X, Y = pair
     n, m = len(X), len(Y)
     a = PCPCA(2, gamma_prime=0.3).fit(X, Y)
-    b = PCPCA(2, gamma=0.3 * n / m).fit(X, Y)
+    b = PCPCA(2, gamma=0.3 * n / m).fit(X, Y)  # gamma replaces the default gamma_prime
+    c = PCPCA(2, gamma=0.3 * n / m, gamma_prime=None).fit(X, Y)
     np.testing.assert_allclose(a.W_, b.W_)
+    np.testing.assert_array_equal(b.W_, c.W_)
     assert a.gamma_prime_ == pytest.approx(0.3) and b.gamma_ == pytest.approx(0.3 * n / m)
-    for kwargs in ({}, {"gamma": 0.1, "gamma_prime": 0.1}):
-        with pytest.raises(ValueError, match="exactly one"):
-            PCPCA(2, **kwargs).fit(X, Y)
-    with pytest.raises(ValueError, match="gamma_prime"):
+    assert b.gamma_prime_ == pytest.approx(0.3)
+    # The default is gamma' = 0.5.
+    d = PCPCA(2).fit(X, Y)
+    assert d.gamma_prime_ == pytest.approx(0.5) and d.gamma_ == pytest.approx(0.5 * n / m)
+    np.testing.assert_array_equal(d.W_, PCPCA(2, gamma_prime=0.5).fit(X, Y).W_)
+    # Neither, or both set to values other than their defaults: refused.
+    with pytest.raises(ScontrastError, match=r"^gamma, gamma_prime: set one of the two; both are None"):
+        PCPCA(2, gamma_prime=None).fit(X, Y)
+    with pytest.raises(ScontrastError, match=r"^gamma, gamma_prime: set one of the two, not both"):
+        PCPCA(2, gamma=0.1, gamma_prime=0.1).fit(X, Y)
+    with pytest.raises(ScontrastError, match=r"^gamma_prime: expected a finite number >= 0"):
         PCPCA(2, gamma_prime=-0.1).fit(X, Y)
+    with pytest.raises(ScontrastError, match=r"^gamma: expected a finite number >= 0"):
+        PCPCA(2, gamma=-0.1).fit(X, Y)
 
 
 def test_bad_input(pair):
@@ -133,14 +146,31 @@ def test_bad_input(pair):
         PCPCA(2, gamma=0.1).fit(X, Y[:, :11])
     Xi = X.copy()
     Xi[0, 0] = np.inf
-    with pytest.raises(ValueError, match="X: contains inf"):
+    with pytest.raises(ValueError, match="X: contains 1 infinite values"):
         PCPCA(2, gamma=0.1).fit(Xi, Y)
     Xs = sp.csr_matrix(X)
     Xs.data[0] = np.nan
-    with pytest.raises(ValueError, match="sparse input contains NaN"):
+    with pytest.raises(ValueError, match="X: sparse input contains NaN"):
         PCPCA(2, gamma=0.1).fit(Xs, Y)
-    with pytest.raises(ValueError, match="call fit"):
-        PCPCA(2, gamma=0.1).transform(X)
+    with pytest.raises(ValueError, match="Y: needs at least 2 cells"):
+        PCPCA(2, gamma=0.1).fit(X, Y[:1])
+    for method in ("transform", "score_samples", "score"):
+        with pytest.raises(NotFittedError):
+            getattr(PCPCA(2, gamma=0.1), method)(X)
+    with pytest.raises(NotFittedError):
+        PCPCA(2).sample(3)
+    model = PCPCA(2, gamma=0.1).fit(X, Y)
+    with pytest.raises(ScontrastError, match="X: has 11 genes, the model was fitted on 12"):
+        model.transform(X[:, :11])
+    for name, value, message in (("solver", "svd", r"^solver: expected one of"),
+                                 ("eigen_solver", "lobpcg", r"^eigen_solver: expected one of"),
+                                 ("max_iter", 0, r"^max_iter: expected an integer >= 1"),
+                                 ("tol", 0.0, r"^tol: expected a finite number > 0"),
+                                 ("on_inadmissible", "ignore", r"^on_inadmissible: expected one of"),
+                                 ("clip_fraction", 1.0, r"^clip_fraction: expected a finite number > 0.0 and < 1.0"),
+                                 ("n_components", 0, r"^n_components: expected an integer >= 1")):
+        with pytest.raises(ScontrastError, match=message):
+            PCPCA(**{name: value}).fit(X, Y)
 
 
 def test_sparse_input_and_arpack_match_dense():
@@ -177,6 +207,55 @@ def test_max_gamma_is_the_end_of_the_admissible_range(pair):
         else:
             with pytest.raises(ValueError, match="not admissible"):
                 PCPCA(2, gamma=g).fit(X, Y)
+
+
+def test_fit_reports_the_bound_and_clips_on_request(pair):
+    X, Y = pair
+    n, m = len(X), len(Y)
+    bound = max_gamma(X, Y, 2)
+    model = PCPCA(2, gamma_prime=0.2).fit(X, Y)
+    assert model.max_gamma_ == pytest.approx(bound, rel=1e-12)
+    assert model.max_gamma_prime_ == pytest.approx(bound * m / n, rel=1e-12)
+    assert not model.clipped_ and model.gamma_requested_ == pytest.approx(0.2 * n / m)
+    assert PCPCA(2).max_gamma(X, Y) == pytest.approx(bound, rel=1e-12)
+    # The error states the bound on the scale the user set, and on the other one.
+    gp = 1.2 * bound * m / n
+    with pytest.raises(ScontrastError, match=rf"^gamma_prime: gamma_prime={gp:.6g} \(gamma=.*\) is not admissible "
+                       rf"for these {n} target and {m} background cells: .*; need gamma_prime < "
+                       rf"{bound * m / n:.4g} \(gamma < {bound:.6g}\); lower it or set on_inadmissible='clip'$"):
+        PCPCA(2, gamma_prime=gp).fit(X, Y)
+    with pytest.warns(UserWarning, match=rf"not admissible \(bound {bound * m / n:.4g}\); clipped to "
+                      rf"{0.8 * bound * m / n:.4g}"):
+        clipped = PCPCA(2, gamma_prime=gp, on_inadmissible="clip", clip_fraction=0.8).fit(X, Y)
+    assert clipped.clipped_ and clipped.gamma_ == pytest.approx(0.8 * bound, rel=1e-12)
+    assert clipped.gamma_requested_ == pytest.approx(gp * n / m)
+    direct = PCPCA(2, gamma=0.8 * bound).fit(X, Y)
+    np.testing.assert_allclose(clipped.W_, direct.W_, rtol=1e-12, atol=1e-12 * np.abs(direct.W_).max())
+    # 'clip' leaves an admissible gamma alone.
+    kept = PCPCA(2, gamma_prime=0.2, on_inadmissible="clip").fit(X, Y)
+    assert not kept.clipped_ and kept.gamma_prime_ == pytest.approx(0.2)
+
+
+def test_heldout_loglik_compares_with_ppca_on_the_same_split(pair):
+    X, Y = pair
+    model = PCPCA(2, gamma_prime=0.4).fit(X, Y)
+    out = heldout_loglik(model, X, Y, 0.2, random_state=0)
+    assert out["n_heldout"] == 30 and out["heldout_note"] == ""
+    test = np.sort(np.random.default_rng(0).permutation(len(X))[:30])
+    train = np.setdiff1d(np.arange(len(X)), test)
+    pc = PCPCA(2, gamma_prime=0.4).fit(X[train], Y)
+    pp = PCPCA(2, gamma_prime=0.0).fit(X[train], Y)
+    assert out["heldout_loglik"] == pytest.approx(pc.score(X[test]), rel=1e-12)
+    assert out["heldout_loglik_ppca"] == pytest.approx(pp.score(X[test]), rel=1e-12)
+    assert heldout_loglik(model, X, Y, 0.2, random_state=np.random.default_rng(0)) == out
+    skipped = heldout_loglik(model, X, Y, 0.0)
+    assert skipped["n_heldout"] == 0 and np.isnan(skipped["heldout_loglik"]) and skipped["heldout_note"]
+    tiny = heldout_loglik(model, X[:3], Y, 0.9)
+    assert np.isnan(tiny["heldout_loglik_ppca"]) and "too small" in tiny["heldout_note"]
+    with pytest.raises(ScontrastError, match=r"^holdout_fraction: expected"):
+        heldout_loglik(model, X, Y, 1.0)
+    with pytest.raises(NotFittedError):
+        heldout_loglik(PCPCA(), X, Y)
 
 
 def test_max_gamma_when_n_minus_gamma_m_binds():

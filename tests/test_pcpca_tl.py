@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
-
 import anndata as ad
 import matplotlib
 import numpy as np
@@ -11,7 +9,9 @@ import pandas as pd
 import pytest
 import scipy.sparse as sp
 
-from conftest import REPO
+from benchmarks import bench_pcpca
+from scontrast import io
+from scontrast.core import ScontrastError
 from scontrast.pcpca import PCPCA, max_gamma
 from scontrast.pl._pcpca import pcpca as plot_pcpca
 from scontrast.tl._pcpca import pcpca
@@ -54,7 +54,11 @@ def test_writes_the_slots(tmp_path):
     assert u["sigma2"] == pytest.approx(ref.sigma2_, rel=1e-9)
     np.testing.assert_allclose(adata.obsm["X_pcpca"], ref.transform(X), atol=1e-8)
     assert u["n_heldout"] == 16 and np.isfinite(u["heldout_loglik"]) and np.isfinite(u["heldout_loglik_ppca"])
-    assert u["params"]["gamma"] == "None" and u["random_state"] == 0 and "numpy" in u["versions"]
+    assert u["params"]["gamma"] is None and u["params"]["gamma_prime"] == 0.4 and u["params"]["holdout_fraction"] == 0.2
+    model_params = {k: v for k, v in PCPCA(gamma_prime=0.4).get_params().items() if k != "random_state"}
+    assert u["params"] == {**model_params, "genes": "highly_variable", "layer": None, "key": "scontrast_target",
+                           "holdout_fraction": 0.2}
+    assert "random_state" not in u["params"] and u["random_state"] == 0 and "numpy" in u["versions"]
     # The held-out split follows the seed; the full fit does not depend on it.
     again = made_up(sparse=True)
     pcpca(again, gamma_prime=0.4, random_state=0)
@@ -74,8 +78,20 @@ def test_copy_gamma_and_genes():
     assert "pcpca" not in adata.uns and out.uns["pcpca"]["gamma"] == pytest.approx(0.3)
     assert out.varm["PCPCA_W"].shape == (40, 2) and np.all(np.abs(out.varm["PCPCA_W"][30:]).sum(0) > 0)
     assert np.isnan(out.uns["pcpca"]["heldout_loglik"])
-    with pytest.raises(ValueError, match="at most one"):
+    with pytest.raises(ScontrastError, match="set one of the two, not both"):
         pcpca(adata, gamma=0.3, gamma_prime=0.3)
+    with pytest.raises(ScontrastError, match=r"PCPCA: unknown parameter\(s\) \['gama'\]"):
+        pcpca(adata, gama=0.3)
+
+
+def test_defaults_are_the_estimators():
+    """No model parameter: gamma' = 0.5, k = 2, errors on an inadmissible gamma (PCPCA's defaults)."""
+    adata = made_up()
+    pcpca(adata)
+    u = adata.uns["pcpca"]
+    assert u["gamma_prime"] == pytest.approx(0.5) and adata.obsm["X_pcpca"].shape[1] == 2
+    assert {k: u["params"][k] for k in PCPCA().get_params() if k != "random_state"} == {
+        k: v for k, v in PCPCA().get_params().items() if k != "random_state"}
 
 
 def test_inadmissible_gamma_error_or_clip():
@@ -86,6 +102,8 @@ def test_inadmissible_gamma_error_or_clip():
         pcpca(adata, gamma_prime=0.999, on_inadmissible="clip", clip_fraction=0.9)
     u = adata.uns["pcpca"]
     assert u["clipped"] and u["gamma"] == pytest.approx(0.9 * u["max_gamma"])
+    assert u["gamma_requested"] == pytest.approx(0.999 * 80 / 70)
+    assert u["params"]["on_inadmissible"] == "clip" and u["params"]["clip_fraction"] == 0.9
 
 
 def test_missing_values_in_a_layer():
@@ -103,20 +121,31 @@ def test_figure():
     adata = made_up()
     pcpca(adata, gamma_prime=0.4)
     for color in ("condition", "score", None):
-        fig = plot_pcpca(adata, color)
+        fig = plot_pcpca(adata, color=color)
         assert len(fig.axes) >= 2 and fig.axes[0].get_xlabel() == "PCPCA 1"
         matplotlib.pyplot.close(fig)
     one = made_up()
     pcpca(one, n_components=1, gamma_prime=0.4)
-    plot_pcpca(one, "condition")
-    with pytest.raises(ValueError, match="does not exist"):
-        plot_pcpca(adata, "nope")
+    plot_pcpca(one, color="condition")
+    with pytest.raises(ScontrastError, match="does not exist"):
+        plot_pcpca(adata, color="nope")
+
+
+def test_figure_from_annotations_and_the_delta(tmp_path):
+    """What rule pcpca_figure gives pl.pcpca: the preprocessed annotations (no X) and the method's delta."""
+    adata = made_up()
+    io.write_h5ad(adata, tmp_path / "pre.h5ad")
+    before = io.slot_keys(adata)
+    pcpca(adata, gamma_prime=0.4)
+    io.write_h5ad(io.extract_delta(adata, before), tmp_path / "pcpca.h5ad")
+    light = io.read_for_figure(tmp_path / "pre.h5ad", tmp_path / "pcpca.h5ad")
+    assert light.X is None
+    fig = plot_pcpca(light, color="condition", components=[1, 0], point_size=3.0, figsize=[6, 3])
+    assert fig.axes[0].get_xlabel() == "PCPCA 2" and "0.4" in fig.get_suptitle()
+    matplotlib.pyplot.close(fig)
 
 
 def test_benchmark_core_runs_on_tiny_sizes():
-    spec = importlib.util.spec_from_file_location("bench_pcpca", REPO / "benchmarks" / "bench_pcpca.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    row = bench.missing_data_speed(n=30, m=30, D=6, k=2, frac=0.2, n_iter=3, seed=0)
+    row = bench_pcpca.missing_data_speed(n=30, m=30, D=6, k=2, frac=0.2, n_iter=3, seed=0)
     assert row["ref_s"] > 0 and row["ours_s"] > 0 and np.isfinite(row["ours_objective"])
     assert row["ours_objective"] >= row["start_objective"]

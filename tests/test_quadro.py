@@ -1,17 +1,24 @@
 """QUADRO: moment formulas, robust estimators, the solver and the classifier."""
 
+import numba
 import numpy as np
 import pytest
 from scipy.optimize import minimize
 from scipy.stats import kendalltau, multivariate_normal, multivariate_t
 from sklearn.base import clone
+from sklearn.metrics import roc_auc_score
+from sklearn.model_selection import StratifiedKFold
+from sklearn.utils.estimator_checks import check_estimator
 
+from scontrast.core import ScontrastError, check_random_state, spawn_seed
 from scontrast.quadro import (
     QUADRO,
     Moments,
     RayleighProblem,
+    _finite_cut,
     _prox_l1_affine,
     catoni_mean,
+    cross_validated_scores,
     error_threshold,
     estimate_moments,
     kendall_correlation,
@@ -224,8 +231,8 @@ def test_prox_matches_a_generic_solver():
         z, _ = _prox_l1_affine(v, a, tau)
         assert a @ z == pytest.approx(1.0, abs=1e-12)
         # reference: split z = p - q, p, q >= 0
-        obj = lambda pq: 0.5 * np.sum((pq[:7] - pq[7:] - v) ** 2) + tau @ (pq[:7] + pq[7:])  # noqa: E731
-        cons = {"type": "eq", "fun": lambda pq: a @ (pq[:7] - pq[7:]) - 1.0}
+        obj = lambda pq, v=v, tau=tau: 0.5 * np.sum((pq[:7] - pq[7:] - v) ** 2) + tau @ (pq[:7] + pq[7:])  # noqa: E731
+        cons = {"type": "eq", "fun": lambda pq, a=a: a @ (pq[:7] - pq[7:]) - 1.0}
         ref = minimize(obj, np.zeros(14), method="SLSQP", bounds=[(0, None)] * 14, constraints=[cons],
                        options={"ftol": 1e-14, "maxiter": 1000})
         assert np.allclose(z, ref.x[:7] - ref.x[7:], atol=1e-6)
@@ -338,27 +345,36 @@ def test_label_handling_and_errors():
     assert list(m2.classes_) == [3, 7]
     assert np.array_equal(np.where(m2.predict(X) == 7, "a", "b"), m1.predict(X)) or \
         np.mean(np.where(m2.predict(X) == 7, "a", "b") != m1.predict(X)) < 0.05
-    with pytest.raises(ValueError, match="1 class"):
+    # every refusal is one line "<name>: <problem>" (ScontrastError, a ValueError)
+    with pytest.raises(ScontrastError, match=r"^y: has 1 class"):
         QUADRO(**base).fit(X, np.zeros(len(X)))
-    with pytest.raises(ValueError, match="Only binary"):
+    with pytest.raises(ScontrastError, match=r"^y: Only binary"):
         QUADRO(**base).fit(X, np.arange(len(X)) % 3)
-    with pytest.raises(ValueError, match="Unknown label type"):
+    with pytest.raises(ScontrastError, match=r"^y: Unknown label type"):
         QUADRO(**base).fit(X, np.linspace(0, 1, len(X)))
-    with pytest.raises(ValueError, match="inconsistent numbers of samples"):
+    with pytest.raises(ScontrastError, match=r"^X, y: .*inconsistent numbers of samples"):
         QUADRO(**base).fit(X, y[:-1])
     Xn = X.copy()
     Xn[0, 0] = np.nan
-    with pytest.raises(ValueError, match="NaN"):
+    with pytest.raises(ScontrastError, match=r"^X, y: Input X contains NaN"):
         QUADRO(**base).fit(Xn, y)
-    with pytest.raises(ValueError, match="estimator"):
+    with pytest.raises(ScontrastError, match=r"^estimator: expected one of"):
         QUADRO(estimator="mle", **base).fit(X, y)
-    with pytest.raises(ValueError, match="cv must be at least 2"):
+    with pytest.raises(ScontrastError, match=r"^cv: expected at least 2 folds"):
         QUADRO(cv=None).fit(X, y)
-    with pytest.raises(ValueError, match="samples per class"):
+    with pytest.raises(ScontrastError, match=r"^cv: 5 folds need at least 10 samples per class, the smaller has 6"):
         QUADRO(cv=5).fit(X[:12], np.r_[np.zeros(6), np.ones(6)])
-    with pytest.raises(ValueError, match="lambda1"):
+    with pytest.raises(ScontrastError, match=r"^lambda1: expected"):
         QUADRO(lambda1=-1.0, lambda2=0.1, cv=None).fit(X, y)
-    with pytest.raises(ValueError, match="features"):
+    with pytest.raises(ScontrastError, match=r"^lambda_grid: expected"):
+        QUADRO(lambda_grid=[1.0, -0.1]).fit(X, y)
+    with pytest.raises(ScontrastError, match=r"^lambda_grid: expected"):
+        QUADRO(lambda_grid=[]).fit(X, y)
+    with pytest.raises(ScontrastError, match=r"^n_jobs: expected"):
+        QUADRO(n_jobs=0, **base).fit(X, y)
+    with pytest.raises(ScontrastError, match=r"^gamma: expected at least"):
+        QUADRO(gamma=-0.9, **base).fit(X, y)  # below -2/(d+2) = -1/3 for d = 4
+    with pytest.raises(ScontrastError, match=r"^X: .*features"):
         m1.predict(X[:, :3])
 
 
@@ -369,11 +385,23 @@ def test_predict_proba_and_threshold():
     p = m.predict_proba(X)
     assert p.shape == (len(X), 2)
     assert np.allclose(p.sum(axis=1), 1)
+    q = m.quadratic_score(X)
     s = m.decision_function(X)
-    order = np.argsort(s)
+    assert np.isfinite(m.threshold_)
+    np.testing.assert_allclose(s, q - m.threshold_, rtol=0, atol=1e-12 * np.abs(q).max())
+    order = np.argsort(q)
     assert (np.diff(p[order, 1]) >= -1e-12).all()  # calibrated monotonically on Q
-    assert np.array_equal(m.predict(X), np.where(s > m.threshold_, "b", "a"))
+    assert np.array_equal(m.predict(X), np.where(q > m.threshold_, "b", "a"))
+    # scikit-learn's convention: the sign of the decision and the larger probability are the prediction
+    assert np.array_equal(m.predict(X), np.where(s > 0, "b", "a"))
+    assert np.array_equal(m.predict(X), m.classes_[np.argmax(p, axis=1)])
+    slope, intercept = m.calibration_
+    assert slope > 0 and intercept == pytest.approx(-slope * m.threshold_)
     assert m.oof_decision_.shape == (len(X),)
+    # the threshold was chosen on the out-of-fold scores: it minimises their errors
+    oof_errors = np.mean((m.oof_decision_ > 0) != (y == "b"))
+    for t in np.linspace(-1, 1, 41) * np.abs(m.oof_decision_).max():
+        assert oof_errors <= np.mean((m.oof_decision_ > t) != (y == "b")) + 1e-12
     assert m.lambda1_ in (0.3, 0.03) and m.lambda2_ in (0.3, 0.03)
     assert m.cv_results_["mean_score"].shape == (4,)
 
@@ -436,3 +464,70 @@ def test_grid_walk_and_early_stop_bookkeeping():
     assert np.allclose(short.cv_results_["mean_score"][walked], full.cv_results_["mean_score"][walked])
     with pytest.raises(ValueError, match="patience"):
         QUADRO(patience=0).fit(X, y)
+
+
+def test_infinite_cuts_become_finite_and_keep_the_ranking():
+    scores = np.array([-2.0, 0.5, 3.0])
+    lo, hi = _finite_cut(-np.inf, scores), _finite_cut(np.inf, scores)
+    assert np.isfinite(lo) and lo < scores.min() and np.isfinite(hi) and hi > scores.max()
+    assert _finite_cut(0.25, scores) == 0.25
+    same = np.full(4, 7.0)  # no spread: still strictly outside
+    assert _finite_cut(-np.inf, same) < 7.0 < _finite_cut(np.inf, same)
+
+
+def test_n_jobs_caps_threads_without_changing_the_answer():
+    rng = np.random.default_rng(22)
+    X, y, _ = _quadratic_problem(60, rng)
+    before = numba.get_num_threads()
+    a = QUADRO(lambda1=0.1, lambda2=0.1, cv=3, random_state=0, n_jobs=1).fit(X, y)
+    assert numba.get_num_threads() == before  # restored after fit
+    b = QUADRO(lambda1=0.1, lambda2=0.1, cv=3, random_state=0).fit(X, y)
+    np.testing.assert_allclose(a.Omega_, b.Omega_, rtol=0, atol=1e-9 * np.abs(b.Omega_).max())
+
+
+def test_passes_scikit_learn_check_estimator():
+    """The whole of scikit-learn's estimator checks, with fixed lambdas (no CV) and with a CV grid."""
+    check_estimator(QUADRO(lambda1=0.1, lambda2=0.1, cv=None))
+    # the one check that cannot apply with folds: 10 samples, 3 in the smaller class, where 2 folds need 4
+    check_estimator(QUADRO(lambda_grid=[1.0, 0.1], cv=2),
+                    expected_failed_checks={"check_fit2d_1feature": "3 samples in the smaller class; cv=2 needs 4"})
+
+
+def test_cross_validated_scores_are_out_of_fold():
+    rng = np.random.default_rng(23)
+    X, y, _ = _quadratic_problem(60, rng)
+    est = QUADRO(estimator="sample", cv=3, lambda_grid=[1.0, 0.1], random_state=5)
+    res = cross_validated_scores(est, X, y, 4, random_state=11)
+    assert not hasattr(est, "classes_")  # the estimator given is never fitted
+    assert res.decision.shape == (len(X),) and res.fold_lambdas.shape == (4, 2)
+    assert np.array_equal(res.predicted, np.where(res.decision > 0, "b", "a"))
+    # each fold's scores are those of a model fitted without that fold (the same outer folds, recomputed)
+    folds = StratifiedKFold(4, shuffle=True, random_state=spawn_seed(check_random_state(11)))
+    for k, (train, test) in enumerate(folds.split(X, y)):
+        model = clone(est).fit(X[train], y[train])
+        np.testing.assert_allclose(res.decision[test], model.decision_function(X[test]), rtol=1e-10, atol=1e-12)
+        assert tuple(res.fold_lambdas[k]) == (model.lambda1_, model.lambda2_)
+    final = clone(est).fit(X, y)
+    np.testing.assert_array_equal(res.final.Omega_, final.Omega_)
+    # the out-of-fold scores rank the classes (Bayes AUC 0.75 here; chance 0.5 with sd 0.05 at n = 120)
+    assert roc_auc_score(y == "b", res.decision) > 0.6
+    again = cross_validated_scores(est, X, y, 4, random_state=11)
+    np.testing.assert_array_equal(again.decision, res.decision)
+
+
+def test_cross_validated_scores_not_nested_and_errors():
+    rng = np.random.default_rng(24)
+    X, y, _ = _quadratic_problem(40, rng)
+    est = QUADRO(estimator="sample", cv=3, lambda_grid=[1.0, 0.1], random_state=0)
+    res = cross_validated_scores(est, X, y, 5, nested=False, random_state=0)
+    np.testing.assert_array_equal(res.decision, res.final.oof_decision_)
+    assert np.array_equal(res.predicted, res.final.classes_[(res.decision > 0).astype(int)])
+    assert res.fold_lambdas.shape == (0, 2)
+    with pytest.raises(ScontrastError, match=r"^nested: False .* cv is None"):
+        cross_validated_scores(QUADRO(lambda1=0.1, lambda2=0.1, cv=None), X, y, nested=False)
+    with pytest.raises(ScontrastError, match=r"^cv: 30 outer folds need at least 60 samples per class"):
+        cross_validated_scores(est, X, y, 30)
+    with pytest.raises(ScontrastError, match=r"^cv: expected an integer >= 2"):
+        cross_validated_scores(est, X, y, 1)
+    with pytest.raises(ScontrastError, match=r"^nested: expected one of"):
+        cross_validated_scores(est, X, y, nested="yes")

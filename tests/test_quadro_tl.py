@@ -1,7 +1,5 @@
 """QUADRO front end (tl.quadro), its figure, and the benchmark's core on tiny sizes."""
 
-import sys
-
 import anndata as ad
 import numpy as np
 import pandas as pd
@@ -9,12 +7,12 @@ import pytest
 import scipy.sparse as sp
 from matplotlib.figure import Figure
 
+from benchmarks import bench_quadro
 from scontrast import io
-from scontrast.io import ScontrastError
+from scontrast.core import ScontrastError
 from scontrast.pl._quadro import quadro as plot_quadro
+from scontrast.quadro import QUADRO
 from scontrast.tl._quadro import quadro, select_genes
-
-from conftest import REPO
 
 
 def _adata(n=160, n_genes=12, seed=0, sparse=False):
@@ -33,7 +31,7 @@ def _adata(n=160, n_genes=12, seed=0, sparse=False):
     return ad.AnnData(X=sp.csr_matrix(X) if sparse else X, obs=obs, var=var)
 
 
-FAST = dict(n_genes=5, cv=3, inner_cv=3, lambda_grid=[1.0, 0.1], lambda2=1.0, random_state=0)
+FAST = dict(n_genes=5, outer_cv=3, cv=3, lambda_grid=[1.0, 0.1], lambda2=1.0, random_state=0)
 
 
 def test_select_genes_ranks_the_set():
@@ -56,6 +54,7 @@ def test_front_end_writes_cross_validated_results():
     score, pred = a.obs["quadro_score"].to_numpy(), a.obs["quadro_pred"].to_numpy()
     assert score.shape == (a.n_obs,) and np.isfinite(score).all()
     assert pred.dtype == bool
+    assert np.array_equal(pred, score > 0)  # the decision score's sign is the prediction
     target = a.obs["scontrast_target"].to_numpy()
     u = a.uns["quadro"]
     assert list(u["genes"]) == ["g0", "g1", "g2", "g3", "g4"]
@@ -65,6 +64,14 @@ def test_front_end_writes_cross_validated_results():
     cm = u["confusion_matrix"]
     assert cm.sum() == a.n_obs and cm[1].sum() == target.sum()
     assert u["params"]["n_genes"] == 5 and u["params"]["nested"] is True
+    # front-end parameters and every model parameter (the estimator's defaults), None stored as None
+    p = u["params"]
+    assert p["outer_cv"] == 3 and p["cv"] == 3 and "inner_cv" not in p
+    assert p["lambda1"] is None and p["lambda2"] == 1.0 and p["lambda_grid"] == [1.0, 0.1]
+    defaults = QUADRO().get_params()
+    assert {k: p[k] for k in ("estimator", "cv_rule", "psd_norm", "threshold", "patience", "tol")} == \
+        {k: defaults[k] for k in ("estimator", "cv_rule", "psd_norm", "threshold", "patience", "tol")}
+    assert "random_state" not in p and "n_jobs" not in p
     assert "versions" in u and u["random_state"] == 0
     assert len(u["fold_lambda1"]) == 3 and set(u["fold_lambda2"]) == {1.0}
     assert u["rayleigh_quotient"] > 0 and u["converged"]
@@ -87,24 +94,42 @@ def test_front_end_reproducible_copy_and_sparse():
     e = quadro(_adata(), copy=True, nested=False, **FAST)
     assert e.uns["quadro"]["cv_error"] < 0.35
     assert len(e.uns["quadro"]["fold_lambda1"]) == 0
+    assert np.array_equal(e.obs["quadro_pred"].to_numpy(), e.obs["quadro_score"].to_numpy() > 0)
 
 
 def test_front_end_errors():
     a = _adata()
     with pytest.raises(ScontrastError, match="sparda_selected"):
         quadro(a, genes="sparda_selected", **FAST)
-    with pytest.raises(ScontrastError, match="n_genes"):
+    with pytest.raises(ScontrastError, match=r"^n_genes: expected"):
         quadro(a, **{**FAST, "n_genes": 1})
+    with pytest.raises(ScontrastError, match=r"^outer_cv: expected an integer >= 2"):
+        quadro(a, **{**FAST, "outer_cv": 1})
+    with pytest.raises(ScontrastError, match=r"^nested: expected one of"):
+        quadro(a, **{**FAST, "nested": "yes"})
+    # the old name of the model's own folds is refused, naming what the model takes
+    with pytest.raises(ScontrastError, match=r"unknown parameter\(s\) \['inner_cv'\]"):
+        quadro(a, inner_cv=3, **FAST)
+    with pytest.raises(ScontrastError, match=r"^cv: expected"):
+        quadro(a, **{**FAST, "cv": 0})
+    with pytest.raises(ScontrastError, match=r"^layer: 'counts' is absent"):
+        quadro(a, layer="counts", **FAST)
     b = a.copy()
     b.obs["scontrast_target"] = b.obs["scontrast_target"].astype(int)
     with pytest.raises(ScontrastError, match="boolean"):
         quadro(b, **FAST)
-    with pytest.raises(ScontrastError, match="estimator"):
+    with pytest.raises(ScontrastError, match=r"^estimator: expected one of"):
         quadro(a, estimator="mle", **FAST)
+    c = a.copy()
+    c.X[0, 0] = np.nan
+    with pytest.raises(ScontrastError, match=r"^X: contains 1 NaN"):
+        quadro(c, **FAST)
 
 
 def test_delta_round_trip_and_figure(tmp_path):
     a = _adata()
+    base = tmp_path / "preprocessed.h5ad"
+    io.write_h5ad(a, base)
     before = io.slot_keys(a)
     quadro(a, **FAST)
     path = tmp_path / "quadro.h5ad"
@@ -112,21 +137,23 @@ def test_delta_round_trip_and_figure(tmp_path):
     back = io.read_h5ad(path)
     assert np.allclose(back.obs["quadro_score"], a.obs["quadro_score"])
     assert list(back.uns["quadro"]["interactions"]["gene_i"]) == list(a.uns["quadro"]["interactions"]["gene_i"])
-    fig = plot_quadro(a)
+    assert back.uns["quadro"]["params"]["lambda1"] is None
+    # the figure rule's input: annotations of the preprocessed file (no X) + the delta
+    annotations = io.read_for_figure(base, path)
+    assert annotations.X is None
+    fig = plot_quadro(annotations, bins=12)
     assert isinstance(fig, Figure)
     assert len(fig.axes) == 2
     assert fig.axes[1].get_xlabel().startswith("false positive rate")
+    assert len(fig.axes[0].patches) == 2 * 12  # two histograms of `bins` bars
     fig.savefig(tmp_path / "quadro.png")
     with pytest.raises(ScontrastError, match="quadro_score"):
         plot_quadro(_adata())
+    with pytest.raises(ScontrastError, match=r"^bins: expected"):
+        plot_quadro(annotations, bins=0)
 
 
 def test_benchmark_core_runs_on_tiny_sizes():
-    sys.path.insert(0, str(REPO / "benchmarks"))
-    try:
-        import bench_quadro
-    finally:
-        sys.path.pop(0)
     res = bench_quadro.run_setting("b", 1, d=6, n=30, n_test=100, quick=True,
                                    only=["QUADRO robust", "LDA (shrinkage)", "QDA (regularised)"])
     assert set(res["errors"]) == {"QUADRO robust", "LDA (shrinkage)", "QDA (regularised)"}
@@ -162,5 +189,5 @@ def test_front_end_one_class_of_another_column_is_refused():
         quadro(a, groupby="batch", **FAST)
     with pytest.raises(ScontrastError, match="'nope' is absent"):
         quadro(a, groupby="nope", **FAST)
-    with pytest.raises(ScontrastError, match="labels needs groupby"):
+    with pytest.raises(ScontrastError, match="^labels: needs groupby"):
         quadro(a, labels=["b1", "b2"], **FAST)

@@ -7,8 +7,10 @@ import pytest
 import scipy.sparse as sp
 import scipy.stats
 
+from scontrast.core import ScontrastError
 from scontrast.sparda import (
     SPARDA,
+    _half_subsamples,
     _optimal_plan,
     _project_relax,
     _quantile_grid,
@@ -17,7 +19,6 @@ from scontrast.sparda import (
     marginal_wasserstein2,
     projected_divergence,
     relax,
-    _half_subsamples,
     relax_supergradient,
     stability_selection,
     tighten,
@@ -78,13 +79,13 @@ def test_w2_batched_equals_columnwise_and_marginal():
 
 
 def test_w2_bad_input():
-    with pytest.raises(ValueError, match="empty"):
+    with pytest.raises(ScontrastError, match="^a, b: empty"):
         wasserstein2_1d([], [1.0])
-    with pytest.raises(ValueError, match="NaN"):
+    with pytest.raises(ScontrastError, match="NaN"):
         wasserstein2_1d([np.nan, 1.0], [1.0])
-    with pytest.raises(ValueError, match="columns"):
+    with pytest.raises(ScontrastError, match="columns"):
         wasserstein2_1d(np.ones((3, 2)), np.ones((3, 3)))
-    with pytest.raises(ValueError, match="1-D"):
+    with pytest.raises(ScontrastError, match="1-D"):
         wasserstein2_1d(np.ones((3, 2)), np.ones(3))
 
 
@@ -200,7 +201,7 @@ def test_recovers_planted_mean_shift_with_cv():
     rng = np.random.default_rng(8)
     genes = [3, 7, 11]
     X, Y = _planted(150, 150, 30, genes, "mean", rng, effect=0.8)
-    model = SPARDA(n_lambdas=6, relax_max_iter=30, random_state=0).fit(X, Y)
+    model = SPARDA(n_lambdas=6, relax_max_iter=30, n_permutations=0, random_state=0).fit(X, Y)
     sel = set(model.selected_)
     assert set(genes) <= sel and len(sel - set(genes)) <= 2
     # the direction of a pure mean shift is the shift itself: (1,1,1)/sqrt(3) up to sign
@@ -218,7 +219,7 @@ def test_recovers_correlation_change_with_identical_marginals():
     for seed in range(8):
         rng = np.random.default_rng(seed)
         X, Y = _planted(300, 300, 15, genes, "cor", rng, rho=0.6)
-        model = SPARDA(n_lambdas=6, relax_max_cells=150, relax_max_iter=30, random_state=0).fit(X, Y)
+        model = SPARDA(n_lambdas=6, relax_max_cells=150, relax_max_iter=30, n_permutations=0, random_state=0).fit(X, Y)
         assert set(genes) <= set(model.selected_), seed
         assert abs(model.beta_[genes].sum()) / np.sqrt(3) > 0.9, seed
         sizes.append(len(model.selected_))
@@ -290,7 +291,7 @@ def test_sparse_input_equals_dense():
 def test_screening_keeps_top_marginal_genes():
     rng = np.random.default_rng(13)
     X, Y = _planted(100, 100, 60, [10, 20], "mean", rng, effect=1.0)
-    model = SPARDA(lam=0.05, max_genes=10, random_state=0).fit(X, Y)
+    model = SPARDA(lam=0.05, max_genes=10, n_permutations=0, random_state=0).fit(X, Y)
     assert model.screened_.size == 10
     top = np.argsort(-marginal_wasserstein2(X, Y))[:10]
     assert set(model.screened_) == set(top)
@@ -302,7 +303,8 @@ def test_deflation_finds_a_second_difference():
     rng = np.random.default_rng(14)
     X, Y = _planted(200, 200, 10, [0, 1], "mean", rng, effect=1.5)
     Y[:, 6] *= 2.5  # a variance change elsewhere
-    model = SPARDA(lam=0.3, n_directions=2, relax_max_cells=100, relax_max_iter=30, random_state=0).fit(X, Y)
+    model = SPARDA(lam=0.3, n_directions=2, relax_max_cells=100, relax_max_iter=30, n_permutations=0,
+                   random_state=0).fit(X, Y)
     assert model.components_.shape == (2, 10) and model.beta_.shape == (2, 10)
     assert set(np.flatnonzero(np.abs(model.components_[0]) > 0.2)) == {0, 1}
     assert set(np.flatnonzero(np.abs(model.components_[1]) > 0.2)) == {6}
@@ -320,7 +322,8 @@ def test_deflation_stops_when_no_direction_pays_for_its_genes():
     rng = np.random.default_rng(17)
     X, Y = _planted(200, 200, 12, [0, 1], "mean", rng, effect=1.0)
     lam = 0.3
-    model = SPARDA(lam=lam, n_directions=3, relax_max_cells=100, relax_max_iter=30, random_state=0).fit(X, Y)
+    model = SPARDA(lam=lam, n_directions=3, relax_max_cells=100, relax_max_iter=30, n_permutations=0,
+                   random_state=0).fit(X, Y)
     assert model.n_directions_ == 1
     assert set(model.selected_) == {0, 1}
     assert model.components_.shape == (3, 12)
@@ -335,11 +338,11 @@ def test_deflation_stops_when_no_direction_pays_for_its_genes():
 def test_plain_pda_and_fixed_k():
     rng = np.random.default_rng(15)
     X, Y = _planted(120, 120, 8, [0, 3], "mean", rng)
-    pda = SPARDA(lam=0.0, random_state=0).fit(X, Y)
+    pda = SPARDA(lam=0.0, n_permutations=0, random_state=0).fit(X, Y)
     assert pda.cv_results_ is None and pda.lam_ == 0.0
     # the PDA direction beats every single gene and the k-sparse answer
     assert pda.divergence_ >= marginal_wasserstein2(X, Y).max() - 1e-9
-    k2 = SPARDA(k=2, random_state=0).fit(X, Y)
+    k2 = SPARDA(k=2, n_permutations=0, random_state=0).fit(X, Y)
     assert k2.k_ == 2 and set(k2.selected_) == {0, 3}
     assert k2.divergence_ <= pda.divergence_ + 1e-9
 
@@ -349,7 +352,7 @@ def test_standardize_weights_refer_to_scaled_genes():
     X, Y = _planted(150, 150, 6, [2], "var", rng, effect=2.0)
     X[:, 4] *= 100.0  # a huge but unchanged gene dominates the raw scale
     Y[:, 4] *= 100.0
-    model = SPARDA(lam=0.05, standardize=True, random_state=0).fit(X, Y)
+    model = SPARDA(lam=0.05, standardize=True, n_permutations=0, random_state=0).fit(X, Y)
     assert np.argmax(np.abs(model.beta_)) == 2
     proj = model.transform(X)[:, 0]
     np.testing.assert_allclose(proj, (X / model.scale_) @ model.beta_)
@@ -358,32 +361,50 @@ def test_standardize_weights_refer_to_scaled_genes():
 @pytest.mark.parametrize(
     "kwargs,match",
     [
-        (dict(lam=-1.0), "lam"),
+        (dict(lam=-1.0), "lam: expected"),
+        (dict(lam="auto"), "lam: expected"),
         (dict(k=0), "k: expected"),
-        (dict(n_directions=0), "n_directions"),
-        (dict(cv_folds=1), "cv_folds"),
-        (dict(cv_rule="best"), "cv_rule"),
-        (dict(lam_min_ratio=2.0), "lam_min_ratio"),
-        (dict(random_state="x"), "random_state"),
+        (dict(k=2.5), "k: expected"),
+        (dict(n_directions=0), "n_directions: expected"),
+        (dict(n_permutations=-1), "n_permutations: expected"),
+        (dict(cv_folds=1), "cv_folds: expected"),
+        (dict(n_lambdas=0), "n_lambdas: expected"),
+        (dict(cv_rule="best"), "cv_rule: expected one of"),
+        (dict(lam_min_ratio=2.0), "lam_min_ratio: expected"),
+        (dict(lam_min_ratio=0.0), "lam_min_ratio: expected"),
+        (dict(max_genes=0), "max_genes: expected"),
+        (dict(relax_max_cells=1), "relax_max_cells: expected"),
+        (dict(relax_max_iter=0), "relax_max_iter: expected"),
+        (dict(relax_patience=0), "relax_patience: expected"),
+        (dict(relax_step=0.0), "relax_step: expected"),
+        (dict(tighten_max_iter=-1), "tighten_max_iter: expected"),
+        (dict(standardize="yes"), "standardize: expected"),
+        (dict(n_jobs=0), "n_jobs: expected"),
+        (dict(random_state="x"), "random_state: expected"),
     ],
 )
 def test_bad_parameters(kwargs, match):
     X = np.random.default_rng(0).normal(size=(20, 3))
-    with pytest.raises(ValueError, match=match):
-        SPARDA(**kwargs).fit(X, X + 1)
+    model = SPARDA(**kwargs)  # stored as given: refused by fit, not by __init__
+    assert all(model.get_params()[k] is v for k, v in kwargs.items())
+    with pytest.raises(ScontrastError, match="^" + match):
+        model.fit(X, X + 1)
 
 
 def test_bad_data():
     X = np.zeros((10, 3))
-    with pytest.raises(ValueError, match="Y: has 4 genes"):
+    with pytest.raises(ScontrastError, match="^Y: has 4 genes"):
         SPARDA(lam=0.1).fit(X, np.zeros((10, 4)))
-    with pytest.raises(ValueError, match="X: contains NaN"):
+    with pytest.raises(ScontrastError, match="^X: contains 30 NaN"):
         SPARDA(lam=0.1).fit(np.full((10, 3), np.nan), X)
-    with pytest.raises(ValueError, match="at least 2 cells"):
+    with pytest.raises(ScontrastError, match="^X: needs at least 2 cells"):
         SPARDA(lam=0.1).fit(X[:1], X)
     Z = np.random.default_rng(0).normal(size=(10, 3))
-    with pytest.raises(ValueError, match="cv_folds"):
+    with pytest.raises(ScontrastError, match="^cv_folds: 5 folds"):
         SPARDA(cv_folds=5).fit(Z[:6], Z)
+    model = SPARDA(lam=0.1, n_permutations=0).fit(Z, Z + 1)
+    with pytest.raises(ScontrastError, match="^X: has 2 genes"):
+        model.transform(Z[:, :2])
 
 
 # --------------------------------------------------------------- stability selection
@@ -424,6 +445,8 @@ def test_stability_selection_reproducible_parallel_and_sparse():
     with joblib.parallel_config(backend="threading"):
         np.testing.assert_array_equal(f1, stability_selection(X, Y, **kw, n_jobs=2))
     np.testing.assert_array_equal(f1, stability_selection(sp.csr_matrix(X), sp.csr_matrix(Y), **kw))
+    # a Generator seeded like the int gives the same subsamples and fits
+    np.testing.assert_array_equal(f1, stability_selection(X, Y, **dict(kw, random_state=np.random.default_rng(7))))
     # 30 cells per group and a noise-level penalty: the support changes with the subsample
     assert np.any((f1 > 0) & (f1 < 1))
     assert not np.array_equal(f1, stability_selection(X, Y, **dict(kw, random_state=8)))
@@ -436,12 +459,14 @@ def test_stability_selection_reproducible_parallel_and_sparse():
         (dict(lam=0.1, n_subsamples=0), "n_subsamples"),
         (dict(lam=0.1, n_jobs=0), "n_jobs"),
         (dict(lam=0.1, n_permutations=9), "n_permutations"),
-        (dict(lam=-1.0), "lam"),
+        (dict(lam=-1.0), "lam: expected"),
+        (dict(lam=0.1, max_gene=5), "max_gene: not a parameter"),
+        (dict(lam=0.1, random_state="x"), "random_state: expected"),
     ],
 )
 def test_stability_selection_bad_parameters(kwargs, match):
     X = np.random.default_rng(0).normal(size=(20, 3))
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises(ScontrastError, match="^" + match):
         stability_selection(X, X + 1, **kwargs)
-    with pytest.raises(ValueError, match="at least 4 cells"):
+    with pytest.raises(ScontrastError, match="^X: needs at least 4 cells"):
         stability_selection(X[:3], X, lam=0.1)

@@ -1,14 +1,10 @@
 """The SPARDA benchmark's building blocks on tiny sizes (so the script cannot rot)."""
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 from scipy.spatial.distance import cdist
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-import bench_sparda as bench  # noqa: E402
+from benchmarks import bench_sparda as bench
 
 
 def test_kernel_statistics_match_their_definitions():

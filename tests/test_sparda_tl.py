@@ -1,18 +1,24 @@
-"""SPARDA AnnData front end, figure and delta round trip on a small made-up AnnData."""
+"""SPARDA AnnData front end, figure, rule script and delta round trip on a small made-up AnnData."""
+
+import runpy
+import types
 
 import anndata as ad
 import matplotlib
-
-matplotlib.use("Agg")
-
 import numpy as np
 import pandas as pd
 import pytest
 import scipy.sparse as sp
+import yaml
 
+from conftest import REPO
 from scontrast import io
+from scontrast.core import ScontrastError
 from scontrast.pl._sparda import sparda as plot_sparda
+from scontrast.sparda import SPARDA
 from scontrast.tl._sparda import sparda
+
+matplotlib.use("Agg")
 
 PLANTED = ["g3", "g8", "g15"]
 
@@ -58,7 +64,13 @@ def test_front_end_writes_slots_and_finds_planted_genes(tmp_path):
     assert set(info["selected_genes"]) == set(var.index[var["sparda_selected"]])
     assert info["lam"] in info["lambda_path"]["lam"]
     assert info["screening"]["screened"] is False and info["screening"]["n_genes_in"] == 30
-    assert info["params"]["lam"] == "None"  # h5ad has no None
+    # front-end settings and every hyper-parameter of the estimator, its defaults included
+    params = info["params"]
+    assert params["lam"] is None and params["layer"] is None
+    assert params["genes"] == "highly_variable" and params["key"] == "scontrast_target"
+    assert set(params) == set(SPARDA._get_param_names()) - {"random_state", "n_jobs"} | {"genes", "layer", "key"}
+    assert {k: params[k] for k in FAST} == FAST
+    assert params["max_genes"] == SPARDA().max_genes and params["tighten_max_iter"] == SPARDA().tighten_max_iter
     # the projection on the direction is what the divergence was measured on
     X = adata.X.toarray()
     np.testing.assert_allclose(adata.obsm["X_sparda"][:, 0], X @ var["sparda_weight"].to_numpy(), rtol=1e-5)
@@ -70,6 +82,16 @@ def test_front_end_writes_slots_and_finds_planted_genes(tmp_path):
     np.testing.assert_array_equal(back.var["sparda_selected"].to_numpy(), var["sparda_selected"].to_numpy())
     assert back.uns["sparda"]["pvalue"] == pytest.approx(info["pvalue"])
     np.testing.assert_allclose(back.uns["sparda"]["lambda_path"]["cv_score"], info["lambda_path"]["cv_score"])
+    assert back.uns["sparda"]["params"]["lam"] is None  # None survives the h5ad round trip
+
+
+def test_front_end_forwards_model_parameters_to_the_estimator():
+    a = _adata(sparse=False)
+    sparda(a, lam=0.05, n_permutations=0, random_state=0)
+    model = SPARDA(lam=0.05, n_permutations=0, random_state=0).fit(
+        a.X[a.obs["scontrast_target"].to_numpy()][:, :30], a.X[~a.obs["scontrast_target"].to_numpy()][:, :30])
+    np.testing.assert_array_equal(a.var["sparda_weight"].to_numpy()[:30], model.components_[0])
+    assert a.uns["sparda"]["lam"] == model.lam_ and a.uns["sparda"]["divergence"] == model.divergence_
 
 
 def test_front_end_screening_recorded_and_copy():
@@ -106,10 +128,18 @@ def test_front_end_several_directions():
 def test_front_end_errors():
     adata = _adata()
     del adata.obs["scontrast_target"]
-    with pytest.raises(ValueError, match="scontrast_target"):
+    with pytest.raises(ScontrastError, match="scontrast_target"):
         sparda(adata)
-    with pytest.raises(ValueError, match="lam"):
+    with pytest.raises(ScontrastError, match="^lam: expected"):
         sparda(_adata(), lam=-1.0)
+    with pytest.raises(ScontrastError, match=r"^SPARDA: unknown parameter\(s\) \['lamda'\]"):
+        sparda(_adata(), lamda=0.1)
+    with pytest.raises(ScontrastError, match="^layer: 'counts'"):
+        sparda(_adata(), layer="counts")
+    fitted = _adata()
+    sparda(fitted, lam=0.05, n_permutations=0, random_state=0)
+    with pytest.raises(ScontrastError, match="^n_genes: expected"):
+        plot_sparda(fitted, n_genes=0)
 
 
 def test_figure():
@@ -122,5 +152,72 @@ def test_figure():
     assert "p = 0.2" in ax_d.get_title()
     labels = [t.get_text() for t in ax_d.get_legend().get_texts()]
     assert any("target" in t for t in labels) and any("background" in t for t in labels)
-    with pytest.raises(ValueError, match="tl.sparda"):
+    with pytest.raises(ScontrastError, match="tl.sparda"):
         plot_sparda(_adata())
+
+
+def test_figure_from_annotations_and_delta_only(tmp_path):
+    """What rule sparda_figure does: no X, only the preprocessed annotations and SPARDA's delta."""
+    adata = _adata()
+    base = tmp_path / "preprocessed.h5ad"
+    io.write_h5ad(adata, base)
+    before = io.slot_keys(adata)
+    sparda(adata, lam=0.05, n_permutations=4, random_state=0)
+    delta = tmp_path / "sparda.h5ad"
+    io.write_h5ad(io.extract_delta(adata, before), delta)
+    light = io.read_for_figure(base, delta)
+    assert light.X is None
+    fig = plot_sparda(light, n_genes=3, figsize=[6.0, 3.0])
+    assert len(fig.axes[0].patches) == 3
+    np.testing.assert_allclose(fig.get_size_inches(), [6.0, 3.0])
+    assert "p = 0.2" in fig.axes[1].get_title()
+
+
+def _snakemake(inputs: dict, outputs: dict, params: dict, log, rule: str, threads: int = 1):
+    """A stand-in for the ``snakemake`` object of a rule script (named inputs, outputs and params)."""
+
+    class Files(list):
+        pass
+
+    def files(named):
+        out = Files([x for v in named.values() for x in (v if isinstance(v, list) else [v])])
+        for name, v in named.items():
+            setattr(out, name, v)
+        return out
+
+    return types.SimpleNamespace(input=files(inputs), output=files(outputs), params=types.SimpleNamespace(**params),
+                                 log=[str(log)], rule=rule, wildcards={"dataset": "toy"}, threads=threads)
+
+
+def test_rule_scripts_write_the_delta_and_draw_it_without_x(tmp_path):
+    """scripts/sparda.py and scripts/figure.py through stand-ins for the snakemake object, with the
+    schema's defaults as the workflow fills them in (and the tiny test config's quick settings)."""
+    schema = yaml.safe_load((REPO / "workflow" / "schemas" / "sparda.schema.yaml").read_text())["properties"]
+    cfg = {k: v["default"] for k, v in schema.items() if k != "plot"}
+    cfg.update(n_permutations=9, n_lambdas=3, cv_folds=2)
+    plot = {k: v["default"] for k, v in schema["plot"]["properties"].items()}
+    plot["n_genes"] = 2  # fewer than the 3 planted genes SPARDA selects
+    base = _adata()
+    io.write_h5ad(base, tmp_path / "preprocessed.h5ad")
+
+    smk = _snakemake({"h5ad": str(tmp_path / "preprocessed.h5ad")}, {"h5ad": str(tmp_path / "sparda.h5ad")},
+                     {"cfg": cfg, "seed": 0}, tmp_path / "sparda.log", "sparda", threads=1)
+    runpy.run_path(str(REPO / "scripts" / "sparda.py"), init_globals={"snakemake": smk})
+    delta = io.read_h5ad(tmp_path / "sparda.h5ad")
+    assert delta.X is None and set(delta.var.columns) == {"sparda_weight", "sparda_selected", "sparda_marginal_w2"}
+    assert "highly_variable" not in delta.var and set(delta.uns) == {"sparda"}
+    info = delta.uns["sparda"]
+    assert {k: info["params"][k] for k in cfg} == cfg and info["random_state"] == 0
+    assert info["pvalue"] == pytest.approx(0.1)  # the planted genes: the smallest p-value of 9 permutations
+
+    smk = _snakemake({"h5ad": str(tmp_path / "preprocessed.h5ad"), "deltas": [str(tmp_path / "sparda.h5ad")]},
+                     {"figure": str(tmp_path / "sparda.png")}, {"method": "sparda", "plot": plot},
+                     tmp_path / "sparda_figure.log", "sparda_figure")
+    runpy.run_path(str(REPO / "scripts" / "figure.py"), init_globals={"snakemake": smk})
+    assert (tmp_path / "sparda.png").stat().st_size > 10000
+    shown = io.read_for_figure(tmp_path / "preprocessed.h5ad", tmp_path / "sparda.h5ad")
+    assert shown.X is None and not shown.layers
+    fig = plot_sparda(shown, **plot)
+    assert len(fig.axes[0].patches) == 2
+    np.testing.assert_allclose(fig.get_size_inches(), schema["plot"]["properties"]["figsize"]["default"])
+    matplotlib.pyplot.close(fig)

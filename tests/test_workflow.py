@@ -136,18 +136,35 @@ def test_changing_one_method_reruns_it_and_its_descendants_only(run):
     changed = yaml.safe_load(yaml.safe_dump(cfg))
     changed["pcpca"]["gamma_prime"] = 0.3
     jobs = _jobs(snakemake(workdir, changed, "-n"))
-    # pcpca feeds latent_features (use_rep X_pcpca) -> fangs; each dataset's collect and summary follow
-    assert jobs == {"pcpca": 2, "latent_features": 2, "fangs": 2, "collect": 2, "summary": 2, "all": 1}
+    # pcpca feeds latent_features (use_rep X_pcpca) -> fangs; their figures, each dataset's collect and
+    # summary follow
+    assert jobs == {"pcpca": 2, "pcpca_figure": 2, "latent_features": 2, "fangs": 2, "fangs_figure": 2,
+                    "collect": 2, "summary": 2, "all": 1}
     changed = yaml.safe_load(yaml.safe_dump(cfg))
     changed["fangs"]["a"] = 1.5
     jobs = _jobs(snakemake(workdir, changed, "-n"))
-    assert jobs == {"fangs": 2, "collect": 2, "summary": 2, "all": 1}
+    assert jobs == {"fangs": 2, "fangs_figure": 2, "collect": 2, "summary": 2, "all": 1}
+    # a figure setting redraws that figure and refits nothing
+    changed = yaml.safe_load(yaml.safe_dump(cfg))
+    changed.setdefault("cpca", {}).setdefault("plot", {})["color"] = "bulk_labels"
+    jobs = _jobs(snakemake(workdir, changed, "-n"))
+    assert jobs == {"cpca_figure": 2, "all": 1}
     changed = yaml.safe_load(yaml.safe_dump(cfg))
     changed["datasets"]["wu2020"]["preprocess"]["min_cells"] = 4
     jobs = _jobs(snakemake(workdir, changed, "-n"))
     assert jobs["preprocess"] == 1 and jobs["pcpca"] == 1 and jobs["collect"] == 1
     # the dry runs changed nothing: the original config still has nothing to do
     assert "Nothing to be done" in "".join(snakemake(workdir, cfg, "-n").stdout)
+
+
+@pytest.mark.parametrize("method", ["cpca", "pcpca", "quadro"])
+def test_sparda_genes_bring_the_sparda_job_in(tmp_path, method):
+    """`genes: sparda_selected` makes the method's job depend on SPARDA's output, for every method allowing it."""
+    cfg = tiny_config(methods=[method])
+    cfg["datasets"] = {"wu2020": cfg["datasets"]["wu2020"]}
+    cfg.setdefault(method, {})["genes"] = "sparda_selected"
+    jobs = _jobs(snakemake(tmp_path, cfg, "-n", "--quiet", "rules"))
+    assert jobs.get("sparda") == 1 and jobs[method] == 1, jobs
 
 
 def test_report_embeds_every_figure_and_the_summary(run):
@@ -183,7 +200,8 @@ def test_two_datasets_with_two_contrasts_each(tmp_path):
                                        "preprocess": {"min_genes": 20, "min_cells_per_group": 5}}
     cfg["datasets"]["pbmc68k_t"] = {**pbmc, "target": ["CD8+ Cytotoxic T"], "background": ["CD4+/CD25 T Reg"]}
     jobs = _jobs(snakemake(tmp_path, cfg, "-n", "--quiet", "rules"))
-    per_dataset = {"preprocess", "collect", "summary", "latent_features"} | set(cfg["methods"])
+    per_dataset = ({"preprocess", "collect", "summary", "latent_features"} | set(cfg["methods"])
+                   | {f"{m}_figure" for m in cfg["methods"]})
     assert all(jobs[rule] == 4 for rule in per_dataset) and jobs["all"] == 1
     snakemake(tmp_path, cfg, "results/wu2020_blood/preprocessed.h5ad", "results/pbmc68k_t/preprocessed.h5ad")
     for name in ("wu2020_blood", "pbmc68k_t"):

@@ -213,7 +213,7 @@ def check_real(value, name: str, minimum: float | None = None, maximum: float | 
     if not ok:
         lo = None if minimum is None else (">" if strict_min else ">=", minimum)
         hi = None if maximum is None else ("<" if strict_max else "<=", maximum)
-        bounds = " and ".join(f"{op} {v}" for op, v in (lo, hi) if op) if (lo or hi) else ""
+        bounds = " and ".join(f"{op} {v}" for op, v in (b for b in (lo, hi) if b))
         what = "a finite number" + (f" {bounds}" if bounds else "") + (" or None" if allow_none else "")
         raise ScontrastError(f"{name}: expected {what}, got {value!r}")
     return float(value)

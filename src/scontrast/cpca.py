@@ -55,7 +55,6 @@ accumulated over blocks of rows or genes, and the centring is exact.
 
 from __future__ import annotations
 
-import contextlib
 import numbers
 import warnings
 from concurrent.futures import ThreadPoolExecutor
@@ -63,12 +62,26 @@ from functools import partial
 
 import numpy as np
 import scipy.linalg as sla
-from scipy.linalg import blas, lapack
 import scipy.sparse as sp
+from scipy.linalg import blas, lapack
+from sklearn.base import BaseEstimator
 from sklearn.cluster import SpectralClustering
 from sklearn.metrics.pairwise import pairwise_kernels
-from sklearn.utils import check_random_state
-from threadpoolctl import ThreadpoolController
+from sklearn.utils.validation import check_is_fitted
+
+from .core import (
+    ScontrastError,
+    _controller,
+    blas_threads,
+    check_int,
+    check_matrix,
+    check_option,
+    check_pair,
+    check_random_state,
+    check_real,
+    dense,
+    spawn_seed,
+)
 
 __all__ = [
     "CPCA",
@@ -90,17 +103,6 @@ _DENSE_MAX = 12000
 # Rows densified at a time when a sparse matrix's covariance is formed.
 _CHUNK_BYTES = 64 * 2**20
 
-_CONTROLLER = None
-
-
-def _threadpools() -> ThreadpoolController:
-    """One ThreadpoolController for the process (building one inspects every loaded library)."""
-    global _CONTROLLER
-    if _CONTROLLER is None:
-        _CONTROLLER = ThreadpoolController()
-    return _CONTROLLER
-
-
 def _two_tasks() -> bool:
     """Whether the BLAS may use two or more threads right now (the caller's setting is respected).
 
@@ -109,19 +111,14 @@ def _two_tasks() -> bool:
     synchronises its threads once per column, which gains little on two cores and collapses
     when the machine is busy, while independent tasks need no synchronisation at all.
     """
-    libs = [lib for lib in _threadpools().lib_controllers if lib.user_api == "blas"]
+    libs = [lib for lib in _controller().lib_controllers if lib.user_api == "blas"]
     return bool(libs) and min(lib.num_threads for lib in libs) >= 2
-
-
-def _one_blas_thread():
-    """Context manager: one BLAS thread per call (for tasks run side by side)."""
-    return _threadpools().limit(limits=1, user_api="blas")
 
 
 def _side_by_side(first, second):
     """``(first(), second())`` with ``first`` on a worker thread.
 
-    Meant for use under :func:`_one_blas_thread`; the callables must spend their time in
+    Meant for use under ``core.blas_threads(1)``; the callables must spend their time in
     calls that release the GIL (numpy's matmul and linalg, scipy's dtrmm).
     """
     with ThreadPoolExecutor(max_workers=1) as pool:
@@ -146,39 +143,12 @@ def alpha_grid(n_alphas: int = 40, max_log_alpha: float = 3) -> np.ndarray:
 # ----------------------------------------------------------------- input checks
 
 
-def _check_matrix(A, name: str):
-    """float64 dense array or CSR matrix, 2-d, finite."""
-    if sp.issparse(A):
-        A = sp.csr_matrix(A, dtype=np.float64)
-        values = A.data
-    else:
-        A = np.asarray(A, dtype=np.float64)
-        values = A
-    if A.ndim != 2:
-        raise ValueError(f"{name} must be a 2-d matrix (cells x genes), got {A.ndim} dimension(s)")
-    if values.size and not np.isfinite(values).all():
-        raise ValueError(f"{name} contains NaN or infinite values")
-    return A
-
-
-def _check_pair(X, Y):
-    X = _check_matrix(X, "X")
-    Y = _check_matrix(Y, "Y")
-    if X.shape[1] != Y.shape[1]:
-        raise ValueError(f"X and Y must have the same number of genes, got {X.shape[1]} and {Y.shape[1]}")
-    for A, name in ((X, "X"), (Y, "Y")):
-        if A.shape[0] < 2:
-            raise ValueError(f"{name} needs at least 2 cells, got {A.shape[0]}")
-    if X.shape[1] < 1:
-        raise ValueError("X and Y have no genes")
-    return X, Y
-
-
 def _check_alpha(alpha):
     """'auto', or a float >= 0, or a non-empty list of floats >= 0 -> (mode, values)."""
+    what = "'auto', a number >= 0 or a non-empty list of them"
     if isinstance(alpha, str):
         if alpha != "auto":
-            raise ValueError(f"alpha must be 'auto', a number >= 0 or a list of them, got '{alpha}'")
+            raise ScontrastError(f"alpha: expected {what}, got {alpha!r}")
         return "auto", None
     if isinstance(alpha, numbers.Real) and not isinstance(alpha, bool):
         values = np.array([float(alpha)])
@@ -187,19 +157,20 @@ def _check_alpha(alpha):
         try:
             values = np.asarray(alpha, dtype=np.float64).ravel()
         except (TypeError, ValueError):
-            raise ValueError(f"alpha must be 'auto', a number >= 0 or a list of them, got {alpha!r}") from None
+            raise ScontrastError(f"alpha: expected {what}, got {alpha!r}") from None
         if values.size == 0:
-            raise ValueError("alpha is an empty list")
+            raise ScontrastError(f"alpha: expected {what}, got an empty list")
         mode = "list"
     if not np.isfinite(values).all() or (values < 0).any():
-        raise ValueError(f"alpha must be finite and >= 0, got {alpha!r}")
+        raise ScontrastError(f"alpha: expected {what} (finite), got {alpha!r}")
     return mode, values
 
 
-def _check_int(value, name: str, minimum: int):
-    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
+def _check_bool(value, name: str) -> bool:
+    """True or False (numpy's bool too; not 0/1)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise ScontrastError(f"{name}: expected True or False, got {value!r}")
+    return bool(value)
 
 
 # -------------------------------------------------------------------- moments
@@ -621,7 +592,7 @@ def _diagonal_basis_solve(B, lam, alphas, k, tol, max_iter, two_tasks=False):
             if two_tasks and part.size >= 2:
                 # interleaved halves: slow (mid-grid) and fast alphas in both
                 halves = (part[0::2], part[1::2])
-                outs = _side_by_side(lambda: run(halves[0]), lambda: run(halves[1]))
+                outs = _side_by_side(partial(run, halves[0]), partial(run, halves[1]))
             else:
                 halves, outs = (part,), (run(part),)
             for half, out in zip(halves, outs):
@@ -760,7 +731,7 @@ def _solve(moments: _Moments, alphas: np.ndarray, k: int, solver: str, tol: floa
 
     if solver == "covariance":
         if _two_tasks():
-            with _one_blas_thread():
+            with blas_threads(1):
                 Q, Z, theta, res, its, gram = _covariance_solve_two_tasks(moments, alphas, k, tol, max_iter)
         else:
             CX, CY = moments.covariances()
@@ -772,10 +743,10 @@ def _solve(moments: _Moments, alphas: np.ndarray, k: int, solver: str, tol: floa
         U = (Q @ Z.transpose(1, 0, 2).reshape(d, -1)).reshape(d, alphas.size, k).transpose(1, 0, 2)
     elif solver == "gram":
         two = _two_tasks()
-        with _one_blas_thread() if two else contextlib.nullcontext():
+        with blas_threads(1 if two else None):
             B, lam, to_genes = _cell_space_reduction(moments, two)
             if lam.size < k:
-                raise ValueError(f"n_components={k} exceeds the rank of the centred data ({lam.size})")
+                raise ScontrastError(f"n_components: {k} exceeds the rank of the centred data ({lam.size})")
             Z, theta, res, its, gram = _diagonal_basis_solve(B, lam, alphas, k, tol, max_iter, two)
             del B
             U = to_genes(Z)
@@ -840,13 +811,20 @@ def subspace_affinity(U: np.ndarray, gram: np.ndarray | None = None) -> np.ndarr
 def select_alphas(affinity: np.ndarray, n_clusters: int, random_state=None):
     """Spectral clustering of the alpha grid; one medoid per cluster not holding alpha = 0 (index 0).
 
+    Parameters
+    ----------
+    affinity : ndarray (a, a), from :func:`subspace_affinity`
+    n_clusters : int
+    random_state : None, int >= 0 or numpy Generator
+        The k-means step of the clustering gets an int seed drawn from it.
+
     Returns
     -------
     chosen : ndarray of grid indices (ascending); labels : (a,) cluster labels
     """
-    spectral = SpectralClustering(n_clusters=n_clusters, affinity="precomputed",
-                                  random_state=check_random_state(random_state))
-    with warnings.catch_warnings(), _threadpools().limit(limits=1, user_api="openmp"):
+    seed = spawn_seed(check_random_state(random_state))
+    spectral = SpectralClustering(n_clusters=n_clusters, affinity="precomputed", random_state=seed)
+    with warnings.catch_warnings(), _controller().limit(limits=1, user_api="openmp"):
         # a disconnected affinity graph is legitimate here (far-apart subspaces); threads only
         # cost time on a grid of ~41 points
         warnings.filterwarnings("ignore", message="Graph is not fully connected")
@@ -864,8 +842,8 @@ def select_alphas(affinity: np.ndarray, n_clusters: int, random_state=None):
 # ------------------------------------------------------------------------- CPCA
 
 
-class CPCA:
-    """Contrastive PCA of target X against background Y.
+class CPCA(BaseEstimator):
+    """Contrastive PCA of target X against background Y (a scikit-learn estimator; ``fit(X, Y)``).
 
     Parameters
     ----------
@@ -885,8 +863,8 @@ class CPCA:
         target data (what the ``contrastive`` package computes).
     standardize : bool, default False
         Scale each gene to unit variance within its own set (target, background).
-    random_state : int, Generator, RandomState or None
-        Seeds the k-means step of the spectral clustering.
+    random_state : None, int >= 0 or numpy Generator, default None
+        Seeds the k-means step of the spectral clustering ('auto' only).
     solver : {'auto', 'full', 'covariance', 'gram', 'implicit'}, default 'auto'
         See the module docstring; 'auto' picks 'full' for d <= 128, else
         'covariance' when d <= n + m, 'gram' when there are fewer cells than genes
@@ -944,28 +922,21 @@ class CPCA:
         self.max_iter = max_iter
 
     # -- parameter checks
-    def _validate(self, d: int):
-        k = _check_int(self.n_components, "n_components", 1)
-        if k > d:
-            raise ValueError(f"n_components must be <= the number of genes ({d}), got {k}")
+    def _validate(self):
+        """The hyper-parameters, checked: (n_components, alpha mode, alpha values or None)."""
+        k = check_int(self.n_components, "n_components", 1)
         mode, values = _check_alpha(self.alpha)
-        if mode == "auto":
-            n_alphas = _check_int(self.n_alphas, "n_alphas", 1)
-            if not isinstance(self.max_log_alpha, numbers.Real) or not np.isfinite(self.max_log_alpha) \
-                    or self.max_log_alpha <= -1:
-                raise ValueError(f"max_log_alpha must be a number > -1, got {self.max_log_alpha!r}")
-            p = _check_int(self.n_alpha_clusters, "n_alpha_clusters", 2)
-            if p > n_alphas + 1:
-                raise ValueError(f"n_alpha_clusters must be <= n_alphas + 1 = {n_alphas + 1}, got {p}")
-        if self.affinity not in _AFFINITIES:
-            raise ValueError(f"affinity must be one of {_AFFINITIES}, got {self.affinity!r}")
-        if self.solver not in _SOLVERS:
-            raise ValueError(f"solver must be one of {_SOLVERS}, got {self.solver!r}")
-        if not isinstance(self.tol, numbers.Real) or not 0 < self.tol < 1:
-            raise ValueError(f"tol must be a number in (0, 1), got {self.tol!r}")
-        _check_int(self.max_iter, "max_iter", 1)
-        if not isinstance(self.standardize, (bool, np.bool_)):
-            raise ValueError(f"standardize must be True or False, got {self.standardize!r}")
+        n_alphas = check_int(self.n_alphas, "n_alphas", 1)
+        check_real(self.max_log_alpha, "max_log_alpha", -1, strict_min=True)
+        p = check_int(self.n_alpha_clusters, "n_alpha_clusters", 2)
+        if mode == "auto" and p > n_alphas + 1:
+            raise ScontrastError(f"n_alpha_clusters: expected at most n_alphas + 1 = {n_alphas + 1} "
+                                 f"(the grid's size), got {p}")
+        check_option(self.affinity, "affinity", _AFFINITIES)
+        check_option(self.solver, "solver", _SOLVERS)
+        check_real(self.tol, "tol", 0, 1, strict_min=True, strict_max=True)
+        check_int(self.max_iter, "max_iter", 1)
+        _check_bool(self.standardize, "standardize")
         return k, mode, values
 
     def _pick_solver(self, d: int, k: int, n_cells: int) -> str:
@@ -986,9 +957,13 @@ class CPCA:
         -------
         self
         """
-        X, Y = _check_pair(X, Y)
+        k, mode, values = self._validate()
+        rng = check_random_state(self.random_state)
+        X, Y = check_pair(X, Y, min_rows=2)
         d = X.shape[1]
-        k, mode, values = self._validate(d)
+        if k > d:
+            # one line naming both numbers, also what tl.cpca reports for a too small gene set
+            raise ScontrastError(f"n_components: the gene set selects {d} gene(s), fewer than n_components={k}")
         grid = alpha_grid(self.n_alphas, self.max_log_alpha) if mode == "auto" else values
         solver = self._pick_solver(d, k, X.shape[0] + Y.shape[0])
         moments = _Moments(X, Y, bool(self.standardize))
@@ -999,7 +974,7 @@ class CPCA:
                           f"max_iter={self.max_iter} (largest relative residual {res.max():.2e})", stacklevel=2)
         affinity = subspace_affinity(U, gram if self.affinity == "projection" else None)
         if mode == "auto":
-            chosen, labels = select_alphas(affinity, int(self.n_alpha_clusters), self.random_state)
+            chosen, labels = select_alphas(affinity, int(self.n_alpha_clusters), rng)
             keep = np.concatenate(([0], chosen))
         else:
             labels = np.full(grid.size, -1)
@@ -1024,13 +999,14 @@ class CPCA:
         return self
 
     def _alpha_index(self, alpha) -> int:
-        if not hasattr(self, "components_"):
-            raise ValueError("this CPCA is not fitted yet: call fit(X, Y) first")
+        """Position in ``alphas_`` of a fitted alpha (None: the default one)."""
+        check_is_fitted(self)
         if alpha is None:
             return self.default_index_
         hits = np.flatnonzero(np.isclose(self.alphas_, float(alpha), rtol=1e-9, atol=0.0))
         if hits.size == 0:
-            raise ValueError(f"alpha={alpha!r} was not fitted; fitted alphas are {np.round(self.alphas_, 6).tolist()}")
+            raise ScontrastError(f"alpha: {alpha!r} was not fitted; the fitted alphas are "
+                                 f"{np.round(self.alphas_, 6).tolist()}")
         return int(hits[0])
 
     def transform(self, X, alpha=None) -> np.ndarray:
@@ -1049,10 +1025,11 @@ class CPCA:
         -------
         embedding : ndarray (n, n_components)
         """
+        check_is_fitted(self)
         i = self._alpha_index(alpha)
-        X = _check_matrix(X, "X")
+        X = check_matrix(X, "X")
         if X.shape[1] != self.n_features_in_:
-            raise ValueError(f"X has {X.shape[1]} genes, the model was fitted on {self.n_features_in_}")
+            raise ScontrastError(f"X: has {X.shape[1]} genes, the model was fitted on {self.n_features_in_}")
         W = (self.components_[i] * self.scale_[None, :]).T  # (d, k)
         return np.asarray(X @ W) - self.mean_ @ W
 
@@ -1064,8 +1041,8 @@ class CPCA:
 # ------------------------------------------------------------------ kernel cPCA
 
 
-class KernelCPCA:
-    """Kernel contrastive PCA (Abid et al. 2018, Appendix E).
+class KernelCPCA(BaseEstimator):
+    """Kernel contrastive PCA (Abid et al. 2018, Appendix E); a scikit-learn estimator, ``fit(X, Y)``.
 
     Target and background are mapped by a kernel; in feature space each set is
     centred on its own mean and cPCA is solved there. With the centred kernel
@@ -1092,8 +1069,10 @@ class KernelCPCA:
     gamma : float or None
         rbf/poly coefficient; None = 1 / n_features (scikit-learn's convention).
     degree : int, default 3; coef0 : float, default 1 (poly kernel)
-    n_alphas, max_log_alpha, n_alpha_clusters, affinity, random_state, tol :
+    n_alphas, max_log_alpha, n_alpha_clusters, affinity, tol :
         as :class:`CPCA`.
+    random_state : None, int >= 0 or numpy Generator, default None
+        As :class:`CPCA` (the automatic alpha's spectral clustering).
     standardize : bool, default False
         Scale each input gene to unit variance within its own set before the kernel.
     rank_tol : float, default 1e-10
@@ -1135,23 +1114,29 @@ class KernelCPCA:
             params.update(degree=self.degree, coef0=self.coef0)
         return pairwise_kernels(A, B, metric="polynomial" if self.kernel == "poly" else self.kernel, **params)
 
-    def _prepare(self, A):
-        A = _check_matrix(A, "X")
-        A = A.toarray() if sp.issparse(A) else A
+    def _scale_like_target(self, A):
+        """New cells (n_new, d), checked and densified, centred and scaled as the target was in fit."""
+        A = dense(check_matrix(A, "X"))
+        if A.shape[1] != self._Z.shape[1]:
+            raise ScontrastError(f"X: has {A.shape[1]} genes, the model was fitted on {self._Z.shape[1]}")
         return (A - self._in_mean) * self._in_scale
 
     def fit(self, X, Y):
         """Fit on target X (n x d) and background Y (m x d). Returns self."""
-        if self.kernel not in _KERNELS:
-            raise ValueError(f"kernel must be one of {_KERNELS}, got {self.kernel!r}")
-        if self.gamma is not None and (not isinstance(self.gamma, numbers.Real) or self.gamma <= 0):
-            raise ValueError(f"gamma must be a number > 0 or None, got {self.gamma!r}")
-        _check_int(self.degree, "degree", 1)
-        if not isinstance(self.rank_tol, numbers.Real) or not 0 <= self.rank_tol < 1:
-            raise ValueError(f"rank_tol must be a number in [0, 1), got {self.rank_tol!r}")
-        X, Y = _check_pair(X, Y)
-        X = X.toarray() if sp.issparse(X) else X
-        Y = Y.toarray() if sp.issparse(Y) else Y
+        check_option(self.kernel, "kernel", _KERNELS)
+        check_real(self.gamma, "gamma", 0, strict_min=True, allow_none=True)
+        check_int(self.degree, "degree", 1)
+        check_real(self.coef0, "coef0")
+        check_real(self.rank_tol, "rank_tol", 0, 1, strict_max=True)
+        _check_bool(self.standardize, "standardize")
+        rng = check_random_state(self.random_state)
+        # cPCA in the kernel's coordinates: its parameters are checked before the kernel is built
+        inner = CPCA(n_components=self.n_components, alpha=self.alpha, n_alphas=self.n_alphas,
+                     max_log_alpha=self.max_log_alpha, n_alpha_clusters=self.n_alpha_clusters,
+                     affinity=self.affinity, standardize=False, random_state=rng, tol=self.tol)
+        k = inner._validate()[0]
+        X, Y = check_pair(X, Y, min_rows=2)
+        X, Y = dense(X), dense(Y)
         n, m = X.shape[0], Y.shape[0]
         self._gamma = 1.0 / X.shape[1] if self.gamma is None else float(self.gamma)
         if self.standardize:
@@ -1175,15 +1160,11 @@ class KernelCPCA:
         s, V = sla.eigh(Kc, driver="evd")
         keep = s > self.rank_tol * max(s.max(), 0.0)
         if not keep.any():
-            raise ValueError("the centred kernel is zero: no variance to contrast")
+            raise ScontrastError("kernel: the centred kernel matrix is zero (no variance to contrast)")
         s, V = s[keep][::-1], V[:, keep][:, ::-1]
         L = V * np.sqrt(s)
-        inner = CPCA(n_components=self.n_components, alpha=self.alpha, n_alphas=self.n_alphas,
-                     max_log_alpha=self.max_log_alpha, n_alpha_clusters=self.n_alpha_clusters,
-                     affinity=self.affinity, standardize=False, random_state=self.random_state,
-                     tol=self.tol)
-        if _check_int(self.n_components, "n_components", 1) > L.shape[1]:
-            raise ValueError(f"n_components must be <= the kernel rank ({L.shape[1]}), got {self.n_components}")
+        if k > L.shape[1]:
+            raise ScontrastError(f"n_components: {k} exceeds the rank of the centred kernel ({L.shape[1]})")
         inner.fit(L[:n], L[n:])
         self.cpca_ = inner
         self.rank_ = int(L.shape[1])
@@ -1203,12 +1184,9 @@ class KernelCPCA:
 
     def transform(self, X, alpha=None) -> np.ndarray:
         """Embed cells (centred in feature space on the target mean), shape (n_cells, n_components)."""
-        if not hasattr(self, "dual_coef_"):
-            raise ValueError("this KernelCPCA is not fitted yet: call fit(X, Y) first")
+        check_is_fitted(self)
         i = self.cpca_._alpha_index(alpha)
-        A = self._prepare(X)
-        if A.shape[1] != self._Z.shape[1]:
-            raise ValueError(f"X has {A.shape[1]} genes, the model was fitted on {self._Z.shape[1]}")
+        A = self._scale_like_target(X)
         Kn = self._kernel(A, self._Z)
         own = np.column_stack([Kn[:, g].mean(axis=1) for g in self._groups])  # (n_new, 2)
         Kc = Kn - own[:, self._group_of] - self._col_mean_target[None, :] + self._row_target_mean[None, :]

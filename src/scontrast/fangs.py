@@ -21,20 +21,25 @@ because a + b = 2. Every permutation picks each ``n_j`` and each ``m_l`` once,
 so the FARO loss equals ``a |estimate| + b |sample| - 2 max_perm sum O``: the
 optimal alignment is the maximum-overlap assignment and does not depend on
 ``a``. The search below uses this form; ``faro_loss`` builds ``C`` itself.
+
+FANGS is a function, not an estimator: :func:`fangs` returns a :class:`FangsResult`,
+and its signature holds the one default of every FANGS parameter (``scontrast.tl.fangs``
+and the workflow's ``fangs`` block forward theirs to it). Parameters are checked with
+``scontrast.core``'s checks (``ScontrastError``, one line ``"<name>: <problem>"``) and
+``random_state`` goes through ``core.check_random_state``.
 """
 
 from __future__ import annotations
 
-import functools
 import time
 from dataclasses import dataclass, field
-from numbers import Integral, Real
 
 import numba
 import numpy as np
 from joblib import Parallel, delayed, effective_n_jobs
 from scipy.optimize import linear_sum_assignment
-from threadpoolctl import ThreadpoolController
+
+from .core import ScontrastError, check_int, check_random_state, check_real, one_blas_thread
 
 __all__ = [
     "FangsResult",
@@ -54,49 +59,33 @@ _CHUNK = 4096
 # --------------------------------------------------------------------------- validation
 
 
-_CONTROLLER: list = []
-
-
-def _one_blas_thread(func):
-    """Run ``func`` with a single BLAS thread.
-
-    Its products are small and the parallelism is across our own threads; a
-    multithreaded BLAS on busy cores made them ~70x slower. (The controller
-    is created once: discovering the libraries costs ~1 ms per call.)
-    """
-
-    @functools.wraps(func)
-    def wrapper(*args, **kwargs):
-        if not _CONTROLLER:
-            _CONTROLLER.append(ThreadpoolController())
-        with _CONTROLLER[0].limit(limits=1, user_api="blas"):
-            return func(*args, **kwargs)
-
-    return wrapper
-
-
-
 def _check_a(a) -> float:
-    if isinstance(a, bool) or not isinstance(a, Real) or not (0.0 < float(a) < 2.0):
-        raise ValueError(f"a must be a number in the open interval (0, 2), got {a!r}")
-    return float(a)
+    """The FARO cost ``a``, in the open interval (0, 2)."""
+    return check_real(a, "a", 0.0, 2.0, strict_min=True, strict_max=True)
+
+
+def _check_n_jobs(n_jobs) -> int:
+    """joblib's ``n_jobs`` (a nonzero integer or None) -> the number of threads."""
+    if n_jobs is not None and check_int(n_jobs, "n_jobs") == 0:
+        raise ScontrastError("n_jobs: expected a nonzero integer or None, got 0")
+    return effective_n_jobs(n_jobs)
 
 
 def _as_binary(x, name: str, n_rows: int | None = None) -> np.ndarray:
     """Validate one binary matrix and return it as uint8 (N x K)."""
     arr = np.asarray(x)
     if arr.ndim != 2:
-        raise ValueError(f"{name} must be a 2-D N x K binary matrix, got {arr.ndim} dimension(s)")
+        raise ScontrastError(f"{name}: expected a 2-d N x K binary matrix, got {arr.ndim} dimension(s)")
     if n_rows is not None and arr.shape[0] != n_rows:
-        raise ValueError(f"{name} has {arr.shape[0]} rows but the samples have {n_rows} (rows are items)")
+        raise ScontrastError(f"{name}: has {arr.shape[0]} rows but the samples have {n_rows} (rows are items)")
     if arr.dtype == bool:
         return arr.astype(np.uint8)
     if not (np.issubdtype(arr.dtype, np.number)):
-        raise ValueError(f"{name} must be numeric or boolean, got dtype {arr.dtype}")
+        raise ScontrastError(f"{name}: expected numeric or boolean values, got dtype {arr.dtype}")
     ok = (arr == 0) | (arr == 1)
     if not ok.all():
         bad = arr[~ok].flat[0]
-        raise ValueError(f"{name} is not binary: it holds {int((~ok).sum())} entries other than 0/1 (e.g. {bad!r})")
+        raise ScontrastError(f"{name}: is not binary: it holds {int((~ok).sum())} entries other than 0/1 (e.g. {bad!r})")
     return arr.astype(np.uint8)
 
 
@@ -115,16 +104,16 @@ def check_samples(samples) -> list[np.ndarray]:
     """
     if isinstance(samples, np.ndarray):
         if samples.ndim != 3:
-            raise ValueError(f"samples as one array must be 3-D (B, N, K), got {samples.ndim} dimension(s)")
+            raise ScontrastError(f"samples: expected a 3-d (B, N, K) array or a list of matrices, got {samples.ndim} dimension(s)")
         samples = list(samples)
     if isinstance(samples, (str, bytes)) or not hasattr(samples, "__len__"):
-        raise ValueError("samples must be a list of binary N x K_b matrices")
+        raise ScontrastError("samples: expected a list of binary N x K_b matrices")
     if len(samples) == 0:
-        raise ValueError("samples is empty: at least one posterior sample is needed")
+        raise ScontrastError("samples: is empty, at least one posterior sample is needed")
     first = _as_binary(samples[0], "samples[0]")
     n = first.shape[0]
     if n == 0:
-        raise ValueError("samples[0] has no rows: a feature allocation needs at least one item")
+        raise ScontrastError("samples[0]: has no rows, a feature allocation needs at least one item")
     out = [first]
     for b in range(1, len(samples)):
         out.append(_as_binary(samples[b], f"samples[{b}]", n_rows=n))
@@ -220,7 +209,7 @@ def _overlaps(E: np.ndarray, S: np.ndarray) -> np.ndarray:
     """
     n = E.shape[0]
     if n >= 2**24:
-        raise ValueError(f"at most 2**24 items are supported, got {n}")
+        raise ScontrastError(f"samples: at most 2**24 items (rows) are supported, got {n}")
     out = np.empty((E.shape[1], S.shape[1]), dtype=np.float64)
     Ef = E.astype(np.float32)
     for start in range(0, S.shape[1], _CHUNK):
@@ -268,7 +257,7 @@ def _expected(nE: float, v: np.ndarray, P: _Packed, a: float) -> float:
     return float(np.mean(a * nE + (2.0 - a) * P.nnz - 2.0 * v))
 
 
-@_one_blas_thread
+@one_blas_thread
 def expected_loss(samples, estimate, a: float = 1.0) -> float:
     """Monte Carlo posterior expected FARO loss of ``estimate``.
 
@@ -354,7 +343,7 @@ def _draws_rows(P: _Packed, rows: np.ndarray) -> list[np.ndarray]:
 
 
 def _n_tasks(n_jobs, n_items: int) -> tuple[int, int]:
-    jobs = effective_n_jobs(n_jobs)
+    jobs = _check_n_jobs(n_jobs)
     return jobs, max(1, min(n_items, 4 * jobs))
 
 
@@ -364,8 +353,8 @@ def _parallel(jobs: int):
     return Parallel(n_jobs=jobs, prefer="threads")
 
 
-@_one_blas_thread
-def draws(samples, a: float = 1.0, n_jobs: int | None = -1) -> FangsResult:
+@one_blas_thread
+def draws(samples, a: float = 1.0, n_jobs: int | None = 1) -> FangsResult:
     """The draws method: the sample with the lowest expected FARO loss.
 
     Parameters
@@ -834,23 +823,9 @@ def _sweeten(P: _Packed, E0: np.ndarray, a: float, n_iter: int | None, seconds: 
 # --------------------------------------------------------------------------- FANGS
 
 
-def _check_count(value, name: str, allow_none: bool = False, minimum: int = 1):
-    if value is None and allow_none:
-        return None
-    if isinstance(value, bool) or not isinstance(value, Integral) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}{' or None' if allow_none else ''}, got {value!r}")
-    return int(value)
-
-
-def _generator(random_state) -> np.random.Generator:
-    if isinstance(random_state, np.random.RandomState):
-        return np.random.default_rng(random_state.randint(2**32))
-    return np.random.default_rng(random_state)
-
-
-@_one_blas_thread
-def fangs(samples, a: float = 1.0, n_init: int = 16, n_sweet: int = 4, n_iter: int | None = None,
-          max_seconds: float | None = None, n_jobs: int | None = -1, random_state=None) -> FangsResult:
+@one_blas_thread
+def fangs(samples, a: float = 1.0, n_init: int = 16, n_sweet: int = 4, n_iter: int | None = 1000,
+          max_seconds: float | None = None, n_jobs: int | None = 1, random_state=None) -> FangsResult:
     """FANGS: a feature allocation minimising the expected FARO loss.
 
     1. Initialisation: ``n_init`` baselines drawn without replacement (with
@@ -884,16 +859,18 @@ def fangs(samples, a: float = 1.0, n_init: int = 16, n_sweet: int = 4, n_iter: i
         Number of baselines.
     n_sweet : int
         Number of candidates sweetened.
-    n_iter : int or None
-        Flips tried per sweetening. None: 1,000, or unlimited when
-        ``max_seconds`` is given.
-    max_seconds : float or None
+    n_iter : int >= 0 or None
+        Flips tried per sweetening (0 = no sweetening). None = no cap: the
+        sweetening runs until ``max_seconds``, which is then required.
+    max_seconds : float > 0 or None
         Time budget of the whole call: what is left after the
         initialisation is shared out between the sweetenings (each round of
-        ``n_jobs`` concurrent sweetenings gets an equal part).
+        ``n_jobs`` concurrent sweetenings gets an equal part). None = no
+        limit (the result then does not depend on the machine's speed).
     n_jobs : int or None
-        Threads; -1 = all cores.
-    random_state : None, int, numpy Generator or RandomState
+        Threads (-1 = all cores); the result does not depend on it.
+    random_state : None, int >= 0 or numpy Generator
+        Draws the baselines and one seed per sweetening.
 
     Returns
     -------
@@ -901,19 +878,17 @@ def fangs(samples, a: float = 1.0, n_init: int = 16, n_sweet: int = 4, n_iter: i
     """
     t0 = time.perf_counter()
     a = _check_a(a)
-    n_init = _check_count(n_init, "n_init")
-    n_sweet = _check_count(n_sweet, "n_sweet")
-    n_iter = _check_count(n_iter, "n_iter", allow_none=True, minimum=0)
-    if max_seconds is not None:
-        if isinstance(max_seconds, bool) or not isinstance(max_seconds, Real) or not max_seconds > 0:
-            raise ValueError(f"max_seconds must be a positive number or None, got {max_seconds!r}")
+    n_init = check_int(n_init, "n_init", 1)
+    n_sweet = check_int(n_sweet, "n_sweet", 1)
+    n_iter = check_int(n_iter, "n_iter", 0, allow_none=True)
+    max_seconds = check_real(max_seconds, "max_seconds", 0.0, strict_min=True, allow_none=True)
     if n_iter is None and max_seconds is None:
-        n_iter = 1000
+        raise ScontrastError("n_iter: None (no cap on the flips) needs a time limit, max_seconds")
     P = _Packed(check_samples(samples))
-    rng = _generator(random_state)
+    rng = check_random_state(random_state)
     baselines = rng.choice(P.B, size=n_init, replace=P.B < n_init)
-    seeds = rng.integers(2**63 - 1, size=n_sweet)
-    jobs = effective_n_jobs(n_jobs)
+    seeds = rng.integers(2**63 - 1, size=n_sweet)  # one per sweetening, drawn up front: independent of n_jobs
+    jobs = _check_n_jobs(n_jobs)
 
     run = (lambda tasks: [f(*args) for f, args, _ in tasks]) if jobs == 1 else \
         (lambda tasks: _parallel(jobs)(tasks))

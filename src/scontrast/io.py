@@ -61,6 +61,25 @@ def read_h5ad(path: str | os.PathLike, backed: bool = False) -> ad.AnnData:
     return adata
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _temporary_beside(path: Path, suffix: str) -> str:
+    """A new empty file next to ``path``, with the mode of any file the user creates there.
+
+    ``mkstemp`` makes it 0600 whatever the umask; results must be readable by whoever the
+    user's umask lets read their files (collaborators), like the figures and tables.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent)
+    os.close(fd)
+    os.chmod(tmp, 0o666 & ~_umask())
+    return tmp
+
+
 def write_h5ad(adata: ad.AnnData, path: str | os.PathLike) -> None:
     """Write ``adata`` atomically: a temporary file in the same folder, then a rename.
 
@@ -68,9 +87,7 @@ def write_h5ad(adata: ad.AnnData, path: str | os.PathLike) -> None:
     final name.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
+    tmp = _temporary_beside(path, ".tmp")
     try:
         adata.write_h5ad(tmp, compression="gzip")
         os.replace(tmp, path)
@@ -174,9 +191,7 @@ def save_figure(fig, path: str | os.PathLike, dpi: int = 120) -> None:
     import matplotlib.pyplot as plt
 
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix, dir=path.parent)
-    os.close(fd)
+    tmp = _temporary_beside(path, path.suffix)
     try:
         fig.savefig(tmp, dpi=dpi)
         os.replace(tmp, path)

@@ -31,8 +31,8 @@ the O(N K^2) of recomputing the marginal likelihood:
   sigma_a^2 and alpha from their conjugate posteriors (when not fixed).
 
 The row sweep is compiled with numba; its random numbers come from numba's
-generator, seeded from ``random_state`` at the start of ``fit``, so a fit is
-reproducible for a given seed.
+generator, seeded with an int drawn from ``random_state`` (``core.spawn_seed``)
+at the start of ``fit``, so a fit is reproducible for a given seed.
 
 Samples file (``save_samples`` / ``load_samples``): a numpy ``.npz``
 (compressed, no pickled objects) holding
@@ -64,13 +64,15 @@ import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from numbers import Integral, Real
 from pathlib import Path
 
 import numba
 import numpy as np
 from scipy.special import gammaln
-from threadpoolctl import threadpool_limits
+from sklearn.base import BaseEstimator
+from sklearn.utils.validation import check_is_fitted
+
+from .core import ScontrastError, check_int, check_matrix, check_random_state, check_real, one_blas_thread, spawn_seed
 
 __all__ = [
     "LinearGaussianIBP",
@@ -92,9 +94,11 @@ VERSION = 1
 # --------------------------------------------------------------------------- compiled row sweep
 
 
+# numba's compiled code has only the legacy ``np.random`` functions (one generator per
+# thread, seeded here with ``core.spawn_seed(rng)``): hence the NPY002 exemptions below.
 @numba.njit(cache=True)
 def _seed_numba(seed):
-    np.random.seed(seed)
+    np.random.seed(seed)  # noqa: NPY002
 
 
 @numba.njit(cache=True)
@@ -241,7 +245,7 @@ def _sweep_rows(X, Z, m, K, s2x, s2a, alpha, max_features, max_new, n_moves, S, 
             else:
                 e = math.exp(lo)
                 pz = e / (1.0 + e)
-            new = 1 if np.random.random() < pz else 0
+            new = 1 if np.random.random() < pz else 0  # noqa: NPY002
             if new != zik:
                 # sgn is the change of z_k when moving away from the current value.
                 for a in range(K):
@@ -262,11 +266,11 @@ def _sweep_rows(X, Z, m, K, s2x, s2a, alpha, max_features, max_new, n_moves, S, 
                 n_elig += 1
         if n_elig >= 2:
             for _ in range(n_moves):
-                size = 2 if (n_elig == 2 or np.random.random() < 0.5) else 3
+                size = 2 if (n_elig == 2 or np.random.random() < 0.5) else 3  # noqa: NPY002
                 # a uniform random subset of the eligible features
                 for t in range(size):
                     while True:
-                        pick[t] = elig[np.random.randint(n_elig)]
+                        pick[t] = elig[np.random.randint(n_elig)]  # noqa: NPY002
                         dup = False
                         for t2 in range(t):
                             if pick[t2] == pick[t]:
@@ -296,7 +300,7 @@ def _sweep_rows(X, Z, m, K, s2x, s2a, alpha, max_features, max_new, n_moves, S, 
                 v_new = q + dq + s2x
                 lr = (lprior - 0.5 * D * (math.log(v_new) - math.log(v_old))
                       - r_new / (2.0 * v_new) + r_old / (2.0 * v_old))
-                if lr >= 0.0 or np.random.random() < math.exp(lr):
+                if lr >= 0.0 or np.random.random() < math.exp(lr):  # noqa: NPY002
                     for t in range(size):
                         k = pick[t]
                         dk = 1.0 - 2.0 * z[k]
@@ -344,7 +348,7 @@ def _sweep_rows(X, Z, m, K, s2x, s2a, alpha, max_features, max_new, n_moves, S, 
         for kk in range(kmax + 1):
             logp[kk] = math.exp(logp[kk] - top)
             total += logp[kk]
-        draw = np.random.random() * total
+        draw = np.random.random() * total  # noqa: NPY002
         knew = 0
         acc = logp[0]
         while acc < draw and knew < kmax:
@@ -456,7 +460,7 @@ def sample_ibp(n: int, alpha: float, random_state=None, max_features: int | None
     Customer i takes each previous dish k with probability m_k / i and
     Poisson(alpha / i) new dishes; ``max_features`` truncates K.
     """
-    rng = np.random.default_rng(random_state)
+    rng = check_random_state(random_state)
     cols: list[list[int]] = []
     counts: list[int] = []
     for i in range(1, n + 1):
@@ -481,7 +485,7 @@ def simulate_linear_gaussian(Z, n_dims: int, sigma_x: float = 0.5, sigma_a: floa
 
     Returns ``(X (N, n_dims), A (K, n_dims))``.
     """
-    rng = np.random.default_rng(random_state)
+    rng = check_random_state(random_state)
     Z = np.asarray(Z, dtype=np.float64)
     A = rng.normal(0.0, sigma_a, size=(Z.shape[1], n_dims))
     X = Z @ A + rng.normal(0.0, sigma_x, size=(Z.shape[0], n_dims))
@@ -491,27 +495,15 @@ def simulate_linear_gaussian(Z, n_dims: int, sigma_x: float = 0.5, sigma_a: floa
 # --------------------------------------------------------------------------- the sampler
 
 
-def _check_positive(value, name: str, allow_none: bool = True):
-    if value is None and allow_none:
-        return None
-    if isinstance(value, bool) or not isinstance(value, Real) or not (np.isfinite(value) and value > 0):
-        raise ValueError(f"{name} must be a positive number{' or None (sampled)' if allow_none else ''}, got {value!r}")
-    return float(value)
-
-
-def _check_int(value, name: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, Integral) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
-
-
 def _check_prior(value, name: str) -> tuple[float, float]:
+    """A (shape, rate) pair of positive finite numbers: a Gamma or inverse-gamma hyperprior."""
+    what = f"{name}: expected a pair (shape, rate) of positive numbers, got {value!r}"
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__len__") or len(value) != 2:
+        raise ScontrastError(what)
     try:
-        shape, rate = (float(v) for v in value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a pair (shape, rate) of positive numbers, got {value!r}") from None
-    if not (shape > 0 and rate > 0 and np.isfinite(shape) and np.isfinite(rate)):
-        raise ValueError(f"{name} must be a pair (shape, rate) of positive numbers, got {value!r}")
+        shape, rate = (check_real(v, name, 0.0, strict_min=True) for v in value)
+    except ScontrastError:
+        raise ScontrastError(what) from None
     return shape, rate
 
 
@@ -527,7 +519,7 @@ def _log_gamma_pdf(x, shape, rate):
     return shape * math.log(rate) - math.lgamma(shape) + (shape - 1.0) * math.log(x) - rate * x
 
 
-class LinearGaussianIBP:
+class LinearGaussianIBP(BaseEstimator):
     """Gibbs sampler for the linear-Gaussian IBP latent feature model.
 
     Parameters
@@ -558,7 +550,9 @@ class LinearGaussianIBP:
         unit-variance data whatever the units of the embedding.
     alpha_prior, sigma_x_prior, sigma_a_prior : (shape, rate)
         Gamma prior of alpha, inverse-gamma priors of the variances.
-    random_state : None, int or numpy Generator
+    random_state : None, int >= 0 or numpy Generator
+        Source of the hyperparameter and loading draws and of the int seed
+        of the compiled row sweep's generator.
 
     Attributes
     ----------
@@ -598,51 +592,46 @@ class LinearGaussianIBP:
         self.sigma_a_prior = sigma_a_prior
         self.random_state = random_state
 
-    def _validate(self, X):
-        n_iter = _check_int(self.n_iter, "n_iter", 1)
-        burn_in = _check_int(self.burn_in, "burn_in", 0)
-        thin = _check_int(self.thin, "thin", 1)
+    def _check_params(self) -> dict:
+        """The hyper-parameters checked (``ScontrastError`` naming the first bad one)."""
+        n_iter = check_int(self.n_iter, "n_iter", 1)
+        burn_in = check_int(self.burn_in, "burn_in", 0)
         if burn_in >= n_iter:
-            raise ValueError(f"burn_in ({burn_in}) must be smaller than n_iter ({n_iter})")
-        _check_int(self.max_features, "max_features", 1)
-        _check_int(self.max_new, "max_new", 1)
-        _check_int(self.block_moves, "block_moves", 0)
+            raise ScontrastError(f"burn_in: expected fewer than n_iter = {n_iter} sweeps, got {burn_in}")
+        out = {"n_iter": n_iter, "burn_in": burn_in, "thin": check_int(self.thin, "thin", 1),
+               "max_features": check_int(self.max_features, "max_features", 1),
+               "max_new": check_int(self.max_new, "max_new", 1),
+               "block_moves": check_int(self.block_moves, "block_moves", 0)}
         for name in ("alpha", "sigma_x", "sigma_a"):
-            _check_positive(getattr(self, name), name)
+            out[name] = check_real(getattr(self, name), name, 0.0, strict_min=True, allow_none=True)
+        if not isinstance(self.scale, (bool, np.bool_)):
+            raise ScontrastError(f"scale: expected True or False, got {self.scale!r}")
         for name in ("alpha_prior", "sigma_x_prior", "sigma_a_prior"):
-            _check_prior(getattr(self, name), name)
-        if hasattr(X, "toarray"):
-            raise ValueError("X must be a dense cells x dims matrix (an embedding), got a sparse matrix")
-        X = np.asarray(X, dtype=np.float64)
-        if X.ndim != 2 or X.shape[0] < 2 or X.shape[1] < 1:
-            raise ValueError(f"X must be a 2-D cells x dims matrix with at least 2 cells, got shape {X.shape}")
-        if not np.isfinite(X).all():
-            raise ValueError(f"X contains {int((~np.isfinite(X)).sum())} NaN or infinite values")
-        return X, n_iter, burn_in, thin
+            out[name] = _check_prior(getattr(self, name), name)
+        return out
 
+    @one_blas_thread  # the K x K algebra is tiny: BLAS threads only cost time (a lot on busy cores)
     def fit(self, X, y=None):
-        """Run the sampler on X (N cells x D dims). Returns self."""
-        # The K x K algebra is tiny: BLAS threads only cost time (a lot on busy cores).
-        with threadpool_limits(limits=1, user_api="blas"):
-            return self._fit(X)
-
-    def _fit(self, X):
-        X, n_iter, burn_in, thin = self._validate(X)
-        rng = np.random.default_rng(self.random_state)
+        """Run the sampler on X, shape (N cells, D dims), N >= 2; ``y`` is ignored. Returns self."""
+        p = self._check_params()
+        X = check_matrix(X, "X", min_rows=2, accept_sparse=False)
+        rng = check_random_state(self.random_state)
+        n_iter, burn_in, thin = p["n_iter"], p["burn_in"], p["thin"]
         n, d = X.shape
         scale = float(X.std()) if self.scale else 1.0
         if not scale > 0:
-            raise ValueError("X is constant: there is nothing for latent features to explain")
+            raise ScontrastError("X: is constant, there is nothing for latent features to explain")
         Xs = np.ascontiguousarray(X / scale)
-        ax, bx = _check_prior(self.sigma_x_prior, "sigma_x_prior")
-        aa, ba = _check_prior(self.sigma_a_prior, "sigma_a_prior")
-        a_alpha, b_alpha = _check_prior(self.alpha_prior, "alpha_prior")
-        fixed_x = None if self.sigma_x is None else (float(self.sigma_x) / scale) ** 2
-        fixed_a = None if self.sigma_a is None else (float(self.sigma_a) / scale) ** 2
-        alpha = 1.0 if self.alpha is None else float(self.alpha)
+        ax, bx = p["sigma_x_prior"]
+        aa, ba = p["sigma_a_prior"]
+        a_alpha, b_alpha = p["alpha_prior"]
+        fixed_x = None if p["sigma_x"] is None else (p["sigma_x"] / scale) ** 2
+        fixed_a = None if p["sigma_a"] is None else (p["sigma_a"] / scale) ** 2
+        sample_alpha = p["alpha"] is None
+        alpha = 1.0 if sample_alpha else p["alpha"]
         s2x = 0.5 if fixed_x is None else fixed_x
         s2a = 1.0 if fixed_a is None else fixed_a
-        kcap = int(self.max_features)
+        kcap = p["max_features"]
         harmonic = float(np.sum(1.0 / np.arange(1, n + 1)))
 
         Z = np.zeros((n, kcap), dtype=np.uint8)
@@ -655,7 +644,7 @@ class LinearGaussianIBP:
 
         t0 = time.perf_counter()
         _warm_up()
-        _seed_numba(int(rng.integers(2**31 - 1)))
+        _seed_numba(spawn_seed(rng))
         t_compile = time.perf_counter() - t0
 
         log_joint = np.empty(n_iter)
@@ -666,9 +655,8 @@ class LinearGaussianIBP:
         samples, sweeps = [], []
         t1 = time.perf_counter()
         for it in range(n_iter):
-            K = int(_sweep_rows(Xs, Z, m, K, float(s2x), float(s2a), float(alpha), kcap, int(self.max_new),
-                                int(self.block_moves),
-                                work_s, work_h, work_mu))
+            K = int(_sweep_rows(Xs, Z, m, K, float(s2x), float(s2a), float(alpha), kcap, p["max_new"],
+                                p["block_moves"], work_s, work_h, work_mu))
             Zk = Z[:, :K].astype(np.float64)
             if K:
                 # A | Z, X: each column N(mean, prec^-1), prec = Z'Z / s2x + I / s2a.
@@ -683,7 +671,7 @@ class LinearGaussianIBP:
                 s2x = _inv_gamma(rng, ax + 0.5 * n * d, bx + 0.5 * rss)
             if fixed_a is None:
                 s2a = _inv_gamma(rng, aa + 0.5 * K * d, ba + 0.5 * ssa)
-            if self.alpha is None:
+            if sample_alpha:
                 alpha = rng.gamma(a_alpha + K, 1.0 / (b_alpha + harmonic))
             # A integrated out, so that values are comparable across K.
             lj = collapsed_log_likelihood(Xs, Z[:, :K], math.sqrt(s2x), math.sqrt(s2a)) + ibp_log_prob(Z[:, :K], alpha)
@@ -691,7 +679,7 @@ class LinearGaussianIBP:
                 lj += _log_inv_gamma(s2x, ax, bx)
             if fixed_a is None:
                 lj += _log_inv_gamma(s2a, aa, ba)
-            if self.alpha is None:
+            if sample_alpha:
                 lj += _log_gamma_pdf(alpha, a_alpha, b_alpha)
             log_joint[it] = lj
             trace_k[it] = K
@@ -717,7 +705,8 @@ class LinearGaussianIBP:
         return self
 
     def traces(self) -> dict[str, np.ndarray]:
-        """The per-sweep traces, keyed as in the samples file."""
+        """The traces, keyed as in the samples file: (n_iter,) per sweep, ``sweeps`` (B,) of the samples."""
+        check_is_fitted(self)
         return {"log_joint": self.log_joint_, "K": self.n_features_, "alpha": self.alpha_,
                 "sigma_x": self.sigma_x_, "sigma_a": self.sigma_a_, "sweeps": self.sample_sweeps_}
 
@@ -740,11 +729,11 @@ def unpack_samples(Z, n_features) -> list[np.ndarray]:
     Z = np.asarray(Z)
     k = np.asarray(n_features)
     if Z.ndim != 2:
-        raise ValueError(f"packed samples Z must be 2-D (N, sum K_b), got {Z.ndim} dimension(s)")
+        raise ScontrastError(f"Z: expected a 2-d (N, sum K_b) matrix of packed samples, got {Z.ndim} dimension(s)")
     if k.ndim != 1 or k.size == 0 or not np.issubdtype(k.dtype, np.integer) or (k < 0).any():
-        raise ValueError("n_features must be a non-empty 1-D array of non-negative integers")
+        raise ScontrastError("n_features: expected a non-empty 1-d array of non-negative integers")
     if int(k.sum()) != Z.shape[1]:
-        raise ValueError(f"n_features sums to {int(k.sum())} but Z has {Z.shape[1]} columns")
+        raise ScontrastError(f"n_features: sums to {int(k.sum())} but Z has {Z.shape[1]} columns")
     off = np.concatenate([[0], np.cumsum(k)])
     return [Z[:, off[b]:off[b + 1]] for b in range(k.size)]
 
@@ -774,16 +763,16 @@ def save_samples(path, samples, *, cell_names=None, log_joint=None, **traces) ->
     if cell_names is not None:
         names = np.asarray(cell_names).astype(str)
         if names.shape != (Z.shape[0],):
-            raise ValueError(f"cell_names has shape {names.shape} but the samples have {Z.shape[0]} rows")
+            raise ScontrastError(f"cell_names: has shape {names.shape} but the samples have {Z.shape[0]} rows")
         out["cell_names"] = names
     if log_joint is not None:
         out["log_joint"] = np.asarray(log_joint, dtype=np.float64)
     for key, value in traces.items():
         if key in out:
-            raise ValueError(f"trace name '{key}' clashes with a reserved key of the samples file")
+            raise ScontrastError(f"{key}: this trace name is a reserved key of the samples file")
         arr = np.asarray(value)
         if not np.issubdtype(arr.dtype, np.number):
-            raise ValueError(f"trace '{key}' must be numeric, got dtype {arr.dtype}")
+            raise ScontrastError(f"{key}: a trace must be numeric, got dtype {arr.dtype}")
         out[key] = arr
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -801,31 +790,31 @@ def load_samples(path) -> FeatureSamples:
     """Read a samples file written by ``save_samples`` (or by hand in that format)."""
     path = Path(path)
     if not path.is_file():
-        raise ValueError(f"samples file '{path}' does not exist")
+        raise ScontrastError(f"samples file '{path}': does not exist")
     try:
         data = np.load(path, allow_pickle=False)
     except Exception as exc:  # numpy raises several types for non-npz files
-        raise ValueError(f"samples file '{path}' is not a readable .npz file: {exc}") from None
+        raise ScontrastError(f"samples file '{path}': is not a readable .npz file ({exc})") from None
     with data:
         keys = set(data.files)
         missing = {"Z", "n_features"} - keys
         if missing:
-            raise ValueError(f"samples file '{path}' lacks {sorted(missing)} (see scontrast.latent_features)")
+            raise ScontrastError(f"samples file '{path}': lacks {sorted(missing)} (see scontrast.latent_features)")
         if "format" in keys and str(data["format"]) != FORMAT:
-            raise ValueError(f"samples file '{path}' has format '{data['format']}', expected '{FORMAT}'")
+            raise ScontrastError(f"samples file '{path}': has format '{data['format']}', expected '{FORMAT}'")
         try:
             samples = unpack_samples(data["Z"], data["n_features"])
         except ValueError as exc:
-            raise ValueError(f"samples file '{path}': {exc}") from None
+            raise ScontrastError(f"samples file '{path}': {exc}") from None
         from .fangs import check_samples
 
         try:
             samples = check_samples(samples)
         except ValueError as exc:
-            raise ValueError(f"samples file '{path}': {exc}") from None
+            raise ScontrastError(f"samples file '{path}': {exc}") from None
         names = data["cell_names"].astype(str) if "cell_names" in keys else None
         if names is not None and names.shape != (samples[0].shape[0],):
-            raise ValueError(f"samples file '{path}': cell_names has shape {names.shape}, "
+            raise ScontrastError(f"samples file '{path}': cell_names has shape {names.shape}, "
                              f"expected ({samples[0].shape[0]},)")
         log_joint = data["log_joint"] if "log_joint" in keys else None
         extra = {k: data[k] for k in keys - {"Z", "n_features", "cell_names", "log_joint", "format", "version"}}

@@ -46,11 +46,23 @@ so one objective-and-gradient evaluation costs O((n + m) D k^2) with no D x D
 estimates over the observed entries: they cannot be fitted jointly because the
 objective is unbounded in the background mean (its weight is -gamma), and for
 complete data the plug-in means are exactly the closed form's centring.
+
+Contrast strength (one rule, in :class:`PCPCA`). ``gamma_prime`` defaults to 0.5;
+``gamma`` (default None) given instead replaces it (gamma' = gamma m / n). Setting
+both to values other than their defaults (``gamma`` not None and ``gamma_prime``
+neither 0.5 nor None) is an error, as is setting both to None.
+
+Inadmissible gamma. ``fit`` computes the admissible range's end once
+(``max_gamma_``) from the scatter matrices it fits with. A requested gamma at or
+above it raises (``on_inadmissible='error'``, the message states the bound) or is
+replaced by ``clip_fraction * max_gamma_`` with a warning (``'clip'``).
+
+Held-out comparison. :func:`heldout_loglik` refits a fitted model and probabilistic
+PCA (gamma' = 0) on part of the target cells and scores the others under both.
 """
 
 from __future__ import annotations
 
-import numbers
 import warnings
 from typing import NamedTuple
 
@@ -58,11 +70,23 @@ import numpy as np
 import scipy.sparse as sp
 from scipy import linalg, optimize
 from scipy.sparse.linalg import LinearOperator, eigsh
+from sklearn.base import BaseEstimator, clone
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils import check_random_state
-from threadpoolctl import threadpool_limits
+from sklearn.utils.validation import check_is_fitted
 
-__all__ = ["PCPCA", "max_gamma", "observed_loglik"]
+from .core import (
+    ScontrastError,
+    blas_threads,
+    check_int,
+    check_matrix,
+    check_option,
+    check_pair,
+    check_random_state,
+    check_real,
+    dense,
+)
+
+__all__ = ["PCPCA", "heldout_loglik", "max_gamma", "observed_loglik"]
 
 _LOG_2PI = float(np.log(2.0 * np.pi))
 # Up to this many features the contrastive scatter matrix is formed and fully
@@ -73,30 +97,42 @@ _DENSE_MAX_FEATURES = 200
 # Dense input up to this many genes: each group's D x D scatter matrix is formed once (32 MB at
 # 2000 genes) and the Lanczos products use it.
 _GRAM_MAX_FEATURES = 2000
+# Dense eigh of C up to this many genes runs on one BLAS thread: a threaded one gains little there and
+# its spinning threads stall on shared cores (measured on 2 busy cores, best / worst of 3, one thread
+# against the default: D = 300 0.02-0.03 s vs 0.04-0.30 s; D = 1000 0.31-0.37 s vs 0.64-3.8 s).
+_EIGH_ONE_THREAD_MAX = 1000
+# The default contrast strength on the covariance scale (see "Contrast strength" above).
+_GAMMA_PRIME_DEFAULT = 0.5
+_SOLVERS = ("auto", "closed_form", "lbfgs")
+_EIGEN_SOLVERS = ("auto", "dense", "arpack")
+_ON_INADMISSIBLE = ("error", "clip")
 
 
 # --------------------------------------------------------------------------- input checks
 
 
-def _check_data(A, name):
-    """Validate one group's cells x genes matrix.
+def _check_groups(X, Y, k):
+    """Check a target/background pair for PCPCA.
 
-    Returns ``(A, has_nan)`` with ``A`` float64 (dense ndarray or CSR).
+    :func:`scontrast.core.check_pair` (NaN allowed: missing values), plus what PCPCA needs:
+    no NaN in sparse input (a sparse zero cannot be told from a missing value), at least 2
+    cells per group, and k below the number of genes.
+
+    Returns
+    -------
+    X : (n, D), Y : (m, D), float64 (dense ndarray or CSR); has_nan : bool
     """
-    if sp.issparse(A):
-        A = sp.csr_matrix(A, dtype=np.float64)
-        if A.ndim != 2:
-            raise ValueError(f"{name}: expected a 2-D cells x genes matrix")
-        if not np.all(np.isfinite(A.data)):
-            raise ValueError(f"{name}: sparse input contains NaN or inf; pass a dense array to mark missing values")
-        return A, False
-    A = np.asarray(A, dtype=np.float64)
-    if A.ndim != 2:
-        raise ValueError(f"{name}: expected a 2-D cells x genes matrix, got {A.ndim} dimension(s)")
-    if np.isinf(A).any():
-        raise ValueError(f"{name}: contains inf")
-    nan = np.isnan(A)
-    return A, bool(nan.any())
+    X, Y = check_pair(X, Y, min_rows=2, allow_nan=True)
+    has_nan = False
+    for name, A in (("X", X), ("Y", Y)):
+        if sp.issparse(A):
+            if np.isnan(A.data).any():
+                raise ScontrastError(f"{name}: sparse input contains NaN; pass a dense array to mark missing values")
+        elif np.isnan(A).any():
+            has_nan = True
+    if k >= X.shape[1]:
+        raise ScontrastError(f"n_components: must be below the number of genes {X.shape[1]}, got {k}")
+    return X, Y, has_nan
 
 
 def _column_means(A, name):
@@ -106,7 +142,7 @@ def _column_means(A, name):
     observed = (~np.isnan(A)).sum(axis=0)
     if (observed == 0).any():
         j = int(np.flatnonzero(observed == 0)[0])
-        raise ValueError(f"{name}: gene {j} has no observed value")
+        raise ScontrastError(f"{name}: gene {j} has no observed value")
     return np.nansum(A, axis=0) / observed
 
 
@@ -175,8 +211,7 @@ class _Scatter:
 
 
 def _resolve_eigen_solver(eigen_solver, D, k):
-    if eigen_solver not in ("auto", "dense", "arpack"):
-        raise ValueError(f"eigen_solver: expected 'auto', 'dense' or 'arpack', got {eigen_solver!r}")
+    """The eigensolver used for ``eigen_solver`` ('auto', 'dense', 'arpack') at D genes and k components."""
     if eigen_solver == "auto":
         return "dense" if D <= _DENSE_MAX_FEATURES else "arpack"
     if eigen_solver == "arpack" and k >= D - 1:
@@ -196,11 +231,12 @@ def _top_eigenpairs(Sx, Sy, gamma, k, solver, rng, full=True, v0=None):
     D = Sx.mu.shape[0]
     if solver == "dense":
         C = Sx.dense() - gamma * Sy.dense()
-        if full:
-            w, V = linalg.eigh(C, overwrite_a=True, check_finite=False)
-            w, V = w[::-1], V[:, ::-1]
-            return w[:k].copy(), np.ascontiguousarray(V[:, :k]), float(np.sum(w[k:]))
-        w, V = linalg.eigh(C, subset_by_index=[D - k, D - 1], overwrite_a=True, check_finite=False)
+        with blas_threads(1 if D <= _EIGH_ONE_THREAD_MAX else None):
+            if full:
+                w, V = linalg.eigh(C, overwrite_a=True, check_finite=False)
+                w, V = w[::-1], V[:, ::-1]
+                return w[:k].copy(), np.ascontiguousarray(V[:, :k]), float(np.sum(w[k:]))
+            w, V = linalg.eigh(C, subset_by_index=[D - k, D - 1], overwrite_a=True, check_finite=False)
         return w[::-1].copy(), np.ascontiguousarray(V[:, ::-1]), None
 
     op = LinearOperator(
@@ -220,20 +256,51 @@ def _top_eigenpairs(Sx, Sy, gamma, k, solver, rng, full=True, v0=None):
     return w, np.ascontiguousarray(V), rest
 
 
-def _gamma_R(Sx, Sy, k, solver, rng, rtol=1e-12, max_iter=100):
+class _Spectrum:
+    """The top-k eigenproblems of C(gamma) = Sx - gamma Sy for one pair of groups.
+
+    Full solves (eigenpairs and trailing sum) are kept by gamma, so the search for the
+    admissible range and the fit share the solves they both need (gamma = 0 for
+    probabilistic PCA, gamma = n/m) instead of redoing them.
+
+    Parameters
+    ----------
+    Sx, Sy : :class:`_Scatter` of the target (n cells) and background (m cells), D genes
+    k : int, number of components
+    solver : 'dense' or 'arpack' (resolved)
+    rng : numpy Generator (ARPACK start vectors)
+    """
+
+    def __init__(self, Sx, Sy, k, solver, rng):
+        self.Sx, self.Sy, self.k, self.solver, self.rng = Sx, Sy, k, solver, rng
+        self._full = {}
+
+    def top(self, gamma, full=True, v0=None):
+        """:func:`_top_eigenpairs` at ``gamma``: ``(vals (k,), U (D, k), rest or None)``."""
+        if not full or v0 is not None:
+            return _top_eigenpairs(self.Sx, self.Sy, gamma, self.k, self.solver, self.rng, full=full, v0=v0)
+        key = float(gamma)
+        if key not in self._full:
+            self._full[key] = _top_eigenpairs(self.Sx, self.Sy, key, self.k, self.solver, self.rng)
+        return self._full[key]
+
+
+def _gamma_R(spec, rtol=1e-12, max_iter=100):
     """End of the interval on which the trailing eigenvalue sum R(gamma) is positive.
 
-    Returns ``inf`` when R stays positive on [0, n/m] (then c > 0 is the binding condition
-    and the caller uses n/m). Raises ValueError when R(0) <= 0.
+    ``spec`` is a :class:`_Spectrum`. Returns ``inf`` when R stays positive on [0, n/m]
+    (then c > 0 is the binding condition and the caller uses n/m). Raises
+    ScontrastError when R(0) <= 0.
     """
+    Sx, Sy, k = spec.Sx, spec.Sy, spec.k
     g_c = Sx.n / Sy.n
-    _, _, r0 = _top_eigenpairs(Sx, Sy, 0.0, k, solver, rng)
+    _, _, r0 = spec.top(0.0)
     scale = max(Sx.trace(), np.finfo(float).tiny)
     if r0 <= 1e-12 * scale:
-        raise ValueError(
+        raise ScontrastError(
             f"X: the centred target data has at most n_components={k} directions of variance; no gamma is admissible"
         )
-    _, U, r = _top_eigenpairs(Sx, Sy, g_c, k, solver, rng)
+    _, U, r = spec.top(g_c)
     if r > 0:
         return np.inf
     # Dinkelbach from the right: gamma_{t+1} = a(P_t) / b(P_t), P_t the top-k projector at gamma_t.
@@ -248,13 +315,13 @@ def _gamma_R(Sx, Sy, k, solver, rng, rtol=1e-12, max_iter=100):
             return min(g_new, g)
         g = g_new
         # Warm start: the previous top-k space is close, so Lanczos converges in fewer products.
-        _, U, _ = _top_eigenpairs(Sx, Sy, g, k, solver, rng, full=False, v0=U.sum(axis=1))
+        _, U, _ = spec.top(g, full=False, v0=U.sum(axis=1))
     return g
 
 
-def _admissible_end(Sx, Sy, k, solver, rng):
+def _admissible_end(spec):
     """The excluded upper end of the admissible gamma range: min(n/m, gamma_R)."""
-    return float(min(Sx.n / Sy.n, _gamma_R(Sx, Sy, k, solver, rng)))
+    return float(min(spec.Sx.n / spec.Sy.n, _gamma_R(spec)))
 
 
 def _closed_form(vals, U, rest, D, n, m, gamma):
@@ -439,7 +506,7 @@ def _maximise(W0, sigma2_0, data, max_iter, tol):
     # One BLAS thread: the products are skinny (k columns) and memory-bound, and L-BFGS-B's own
     # tiny BLAS calls stall on thread hand-offs when cores are shared (measured on 2 busy cores:
     # 30 iterations at 4000 cells x 500 genes took 13-18 s with 2 threads, 2.7-3.6 s with 1).
-    with np.errstate(over="ignore", invalid="ignore"), threadpool_limits(limits=1, user_api="blas"):
+    with np.errstate(over="ignore", invalid="ignore"), blas_threads(1):
         res = optimize.minimize(
             fun, theta0, jac=True, method="L-BFGS-B", callback=callback,
             options={"maxiter": max_iter, "ftol": tol, "gtol": tol, "maxcor": 20},
@@ -451,23 +518,40 @@ def _maximise(W0, sigma2_0, data, max_iter, tol):
 # --------------------------------------------------------------------------- estimator
 
 
-def _check_k(n_components):
-    if not isinstance(n_components, numbers.Integral) or isinstance(n_components, bool) or n_components < 1:
-        raise ValueError(f"n_components: expected a positive integer, got {n_components!r}")
-    return int(n_components)
 
+def _check_groups(X, Y, k):
+    """Check a target/background pair for PCPCA.
 
-def _prepare(X, Y, k):
-    """Validate a target/background pair; returns (X, Y, has_nan)."""
-    X, xnan = _check_data(X, "X")
-    Y, ynan = _check_data(Y, "Y")
-    if X.shape[1] != Y.shape[1]:
-        raise ValueError(f"Y: has {Y.shape[1]} genes but X has {X.shape[1]}")
-    if X.shape[0] < 2 or Y.shape[0] < 2:
-        raise ValueError(f"X, Y: need at least 2 cells in each group, got {X.shape[0]} and {Y.shape[0]}")
+    :func:`scontrast.core.check_pair` (NaN allowed: missing values, at least 2 cells per
+    group), plus what PCPCA needs: no NaN in sparse input (see :func:`_check_cells`) and
+    k below the number of genes.
+
+    Returns
+    -------
+    X : (n, D), Y : (m, D), float64 (dense ndarray or CSR); has_nan : bool
+    """
+    X, Y = check_pair(X, Y, min_rows=2, allow_nan=True)
+    (X, xnan), (Y, ynan) = _check_cells(X, "X"), _check_cells(Y, "Y")
     if k >= X.shape[1]:
-        raise ValueError(f"n_components: must be below the number of genes {X.shape[1]}, got {k}")
+        raise ScontrastError(f"n_components: must be below the number of genes {X.shape[1]}, got {k}")
     return X, Y, xnan or ynan
+
+
+def _check_cells(A, name):
+    """Cells x genes for PCPCA: NaN marks a missing value in dense input only.
+
+    A sparse zero cannot be told from a missing value, so sparse input must not hold NaN.
+
+    Returns
+    -------
+    A : (N, D) float64 ndarray or CSR; has_nan : bool
+    """
+    A = check_matrix(A, name, allow_nan=True)
+    if sp.issparse(A):
+        if np.isnan(A.data).any():
+            raise ScontrastError(f"{name}: sparse input contains NaN; pass a dense array to mark missing values")
+        return A, False
+    return A, bool(np.isnan(A).any())
 
 
 def _scatters(X, Y):
@@ -486,48 +570,95 @@ def max_gamma(X, Y, n_components=2, *, eigen_solver="auto", random_state=None):
     gamma is admissible when n - gamma m > 0 and sigma^2 > 0 (see the module docstring
     for the derivation); the range is [0, max_gamma). In gamma' units it is
     ``max_gamma * m / n``. Missing values are imputed by the group means for this bound.
+    :meth:`PCPCA.fit` computes the same value (``max_gamma_``) from the matrices it fits with.
 
     Parameters
     ----------
     X : (n, D) target cells, dense or sparse
-    Y : (m, D) background cells, dense or sparse
+    Y : (m, D) background cells
     n_components : int, k
+    eigen_solver, random_state : as in :class:`PCPCA`
 
     Returns
     -------
     float
     """
-    k = _check_k(n_components)
-    X, Y, _ = _prepare(X, Y, k)
+    k = check_int(n_components, "n_components", 1)
+    check_option(eigen_solver, "eigen_solver", _EIGEN_SOLVERS)
+    rng = check_random_state(random_state)
+    X, Y, _ = _check_groups(X, Y, k)
     Sx, Sy = _scatters(X, Y)
     solver = _resolve_eigen_solver(eigen_solver, X.shape[1], k)
-    return _admissible_end(Sx, Sy, k, solver, check_random_state(random_state))
+    return _admissible_end(_Spectrum(Sx, Sy, k, solver, rng))
 
 
-class PCPCA:
+def _check_gamma(gamma, gamma_prime):
+    """The contrast-strength rule: ``(value, name)`` of the one that sets gamma.
+
+    ``gamma_prime`` (default 0.5) sets it unless ``gamma`` is given; a given ``gamma``
+    replaces ``gamma_prime`` only when that is at its default or None.
+    """
+    gamma = check_real(gamma, "gamma", 0.0, allow_none=True)
+    gamma_prime = check_real(gamma_prime, "gamma_prime", 0.0, allow_none=True)
+    if gamma is None:
+        if gamma_prime is None:
+            raise ScontrastError("gamma, gamma_prime: set one of the two; both are None")
+        return gamma_prime, "gamma_prime"
+    if gamma_prime is not None and gamma_prime != _GAMMA_PRIME_DEFAULT:
+        raise ScontrastError(
+            f"gamma, gamma_prime: set one of the two, not both (got gamma={gamma:g}, gamma_prime={gamma_prime:g}; "
+            f"gamma replaces gamma_prime only at its default {_GAMMA_PRIME_DEFAULT} or None)"
+        )
+    return gamma, "gamma"
+
+
+def _inadmissible(given, value, gamma, n, m, bound, reason, has_nan):
+    """The one-line error for a gamma at or above ``bound`` (the message states the bound on both scales)."""
+    where = " (missing values imputed by group means)" if has_nan else ""
+    gp, bp = gamma * m / n, bound * m / n
+    if given == "gamma":
+        what = f"gamma={value:.6g} (gamma_prime={gp:.4g})"
+        need = f"need gamma < {bound:.6g} (gamma_prime < {bp:.4g})"
+    else:
+        what = f"gamma_prime={value:.6g} (gamma={gamma:.6g})"
+        need = f"need gamma_prime < {bp:.4g} (gamma < {bound:.6g})"
+    return (f"{given}: {what} is not admissible for these {n} target and {m} background cells{where}: "
+            f"{reason}; {need}; lower it or set on_inadmissible='clip'")
+
+
+class PCPCA(BaseEstimator):
     """Probabilistic contrastive PCA.
 
     Parameters
     ----------
     n_components : int, default 2
-        Latent dimension k.
-    gamma : float, optional
-        Exponent on the background likelihood (sum scale: C = Xc'Xc - gamma Yc'Yc).
-    gamma_prime : float, optional
-        Sample-size-free scale gamma' = gamma m / n (covariance scale). Give exactly one
-        of ``gamma`` and ``gamma_prime``.
+        Latent dimension k (below the number of genes).
+    gamma : float >= 0 or None, default None
+        Exponent on the background likelihood (sum scale: C = Xc'Xc - gamma Yc'Yc). When
+        given it replaces ``gamma_prime``, which must then be left at its default (or None).
+    gamma_prime : float >= 0 or None, default 0.5
+        Sample-size-free contrast strength gamma' = gamma m / n (covariance scale:
+        C / n = S_x - gamma' S_y; 0 = probabilistic PCA of the target cells). Used
+        unless ``gamma`` is given. gamma' < 1 is necessary; the admissible range
+        depends on the data (``max_gamma_prime_``).
     solver : {'auto', 'closed_form', 'lbfgs'}, default 'auto'
         'auto' uses the closed form for complete data and L-BFGS on the observed-data
         objective when X or Y has NaN. 'lbfgs' needs dense input.
     eigen_solver : {'auto', 'dense', 'arpack'}, default 'auto'
         'dense' forms and diagonalises the D x D matrix C; 'arpack' finds the top k
         eigenpairs of an implicit (centred) operator. 'auto' picks 'dense' up to 200 genes.
-    max_iter : int, default 1000
+    max_iter : int >= 1, default 1000
         L-BFGS iterations (missing data).
-    tol : float, default 1e-9
+    tol : float > 0, default 1e-9
         L-BFGS tolerance on the relative objective change and the projected gradient.
-    random_state : int, RandomState, Generator or None
-        Seeds the ARPACK start vector.
+    on_inadmissible : {'error', 'clip'}, default 'error'
+        When the requested gamma is at or above ``max_gamma_``: 'error' raises a
+        ``ScontrastError`` stating the bound; 'clip' fits at ``clip_fraction *
+        max_gamma_`` instead and warns (``UserWarning``).
+    clip_fraction : float in (0, 1), default 0.9
+        See ``on_inadmissible``.
+    random_state : None, int >= 0 or numpy Generator, default None
+        Seeds the ARPACK start vectors.
 
     Attributes
     ----------
@@ -535,7 +666,11 @@ class PCPCA:
     sigma2_ : float, noise variance
     mean_ : (D,) target mean (the model's mean; used by transform, sample, score)
     background_mean_ : (D,) background mean
-    gamma_, gamma_prime_ : floats, the exponent on both scales
+    gamma_, gamma_prime_ : floats, the exponent used, on both scales (after any clipping)
+    gamma_requested_ : float, the requested exponent (gamma scale)
+    clipped_ : bool, whether the requested gamma was clipped
+    max_gamma_, max_gamma_prime_ : floats, the excluded end of the admissible range on both
+        scales (missing values imputed by the group means for it; see :func:`max_gamma`)
     eigenvalues_ : (k,) top eigenvalues of C (closed form / initialisation)
     objective_ : float, the fitted (observed-data) objective l(W, sigma^2)
     solver_ : str, the solver used
@@ -543,10 +678,12 @@ class PCPCA:
     converged_ : bool
     optimizer_message_ : str
     objective_trace_ : (n_iter_ + 1,) objective at each L-BFGS iterate (missing data only)
+    n_features_in_ : int, D
     """
 
-    def __init__(self, n_components=2, gamma=None, gamma_prime=None, *, solver="auto",
-                 eigen_solver="auto", max_iter=1000, tol=1e-9, random_state=None):
+    def __init__(self, n_components=2, gamma=None, gamma_prime=_GAMMA_PRIME_DEFAULT, *, solver="auto",
+                 eigen_solver="auto", max_iter=1000, tol=1e-9, on_inadmissible="error", clip_fraction=0.9,
+                 random_state=None):
         self.n_components = n_components
         self.gamma = gamma
         self.gamma_prime = gamma_prime
@@ -554,21 +691,11 @@ class PCPCA:
         self.eigen_solver = eigen_solver
         self.max_iter = max_iter
         self.tol = tol
+        self.on_inadmissible = on_inadmissible
+        self.clip_fraction = clip_fraction
         self.random_state = random_state
 
     # ------------------------------------------------------------------ fitting
-
-    def _resolve_gamma(self, n, m):
-        if (self.gamma is None) == (self.gamma_prime is None):
-            raise ValueError("gamma, gamma_prime: give exactly one of the two")
-        for name in ("gamma", "gamma_prime"):
-            v = getattr(self, name)
-            if v is not None and (not isinstance(v, numbers.Real) or isinstance(v, bool)
-                                  or not np.isfinite(v) or v < 0):
-                raise ValueError(f"{name}: expected a finite number >= 0, got {v!r}")
-        if self.gamma is not None:
-            return float(self.gamma)
-        return float(self.gamma_prime) * n / m
 
     def fit(self, X, Y):
         """Fit W, sigma^2 and the means.
@@ -582,39 +709,61 @@ class PCPCA:
         -------
         self
         """
-        k = _check_k(self.n_components)
-        if self.solver not in ("auto", "closed_form", "lbfgs"):
-            raise ValueError(f"solver: expected 'auto', 'closed_form' or 'lbfgs', got {self.solver!r}")
-        if not isinstance(self.max_iter, numbers.Integral) or self.max_iter < 1:
-            raise ValueError(f"max_iter: expected a positive integer, got {self.max_iter!r}")
-        if not (isinstance(self.tol, numbers.Real) and self.tol > 0):
-            raise ValueError(f"tol: expected a positive number, got {self.tol!r}")
-        X, Y, has_nan = _prepare(X, Y, k)
+        return self._fit(X, Y, admissible_range=True)
+
+    def _fit(self, X, Y, admissible_range):
+        """:meth:`fit`; with ``admissible_range=False`` the range's end is searched only to word an error.
+
+        Then admissibility is the closed form's existence at the requested gamma (the same
+        condition), ``on_inadmissible`` must be 'error', and ``max_gamma_`` /
+        ``max_gamma_prime_`` are NaN: for the throw-away fits of :func:`heldout_loglik`,
+        which would otherwise repeat the range search's eigenproblems for nothing.
+        """
+        k = check_int(self.n_components, "n_components", 1)
+        value, given = _check_gamma(self.gamma, self.gamma_prime)
+        check_option(self.solver, "solver", _SOLVERS)
+        check_option(self.eigen_solver, "eigen_solver", _EIGEN_SOLVERS)
+        max_iter = check_int(self.max_iter, "max_iter", 1)
+        tol = check_real(self.tol, "tol", 0.0, strict_min=True)
+        check_option(self.on_inadmissible, "on_inadmissible", _ON_INADMISSIBLE)
+        clip_fraction = check_real(self.clip_fraction, "clip_fraction", 0.0, 1.0, strict_min=True, strict_max=True)
+        rng = check_random_state(self.random_state)
+        X, Y, has_nan = _check_groups(X, Y, k)
         n, D = X.shape
         m = Y.shape[0]
-        gamma = self._resolve_gamma(n, m)
+        requested = value if given == "gamma" else value * n / m
         solver = self.solver
         if solver == "auto":
             solver = "lbfgs" if has_nan else "closed_form"
         if solver == "closed_form" and has_nan:
-            raise ValueError("solver: 'closed_form' cannot handle NaN; use 'lbfgs' or 'auto'")
+            raise ScontrastError("solver: 'closed_form' cannot handle NaN; use 'lbfgs' or 'auto'")
         if solver == "lbfgs" and (sp.issparse(X) or sp.issparse(Y)):
-            raise ValueError("solver: 'lbfgs' needs dense X and Y (sparse input has no missing values)")
-        rng = check_random_state(self.random_state)
-        eig = _resolve_eigen_solver(self.eigen_solver, D, k)
+            raise ScontrastError("solver: 'lbfgs' needs dense X and Y (sparse input has no missing values)")
 
         Sx, Sy = _scatters(X, Y)
-        vals, U, rest = _top_eigenpairs(Sx, Sy, gamma, k, eig, rng)
+        spec = _Spectrum(Sx, Sy, k, _resolve_eigen_solver(self.eigen_solver, D, k), rng)
+        bound = _admissible_end(spec) if admissible_range else None
+        gamma, clipped = requested, False
+        if bound is not None and requested >= bound:
+            if self.on_inadmissible == "error":
+                reason = f"n - gamma*m = {n - requested * m:.4g} <= 0"
+                if n - requested * m > 0:
+                    reason = _closed_form(*spec.top(requested), D, n, m, requested)[2] or "gamma >= max_gamma"
+                raise ScontrastError(_inadmissible(given, value, requested, n, m, bound, reason, has_nan))
+            gamma, clipped = clip_fraction * bound, True
+            warnings.warn(f"PCPCA: gamma_prime {requested * m / n:.4g} is not admissible (bound {bound * m / n:.4g}); "
+                          f"clipped to {gamma * m / n:.4g}", UserWarning, stacklevel=3)
+        vals, U, rest = spec.top(gamma)
         W, sigma2, reason = _closed_form(vals, U, rest, D, n, m, gamma)
-        if reason is not None:
-            bound = _admissible_end(Sx, Sy, k, eig, rng)
-            where = " (missing values imputed by group means)" if has_nan else ""
-            raise ValueError(
-                f"gamma: {gamma:.6g} (gamma'={gamma * m / n:.6g}) is not admissible{where}: {reason}; "
-                f"need gamma < {bound:.6g} (gamma' < {bound * m / n:.6g})"
-            )
+        if reason is not None:  # below the bound but l_k = ... = l_D (ties), or not searched
+            bound = _admissible_end(spec) if bound is None else bound
+            shown = value if not clipped else gamma if given == "gamma" else gamma * m / n
+            raise ScontrastError(_inadmissible(given, shown, gamma, n, m, bound, reason, has_nan))
         self.mean_, self.background_mean_ = Sx.mu, Sy.mu
-        self.gamma_, self.gamma_prime_ = gamma, gamma * m / n
+        self.gamma_, self.gamma_prime_ = float(gamma), float(gamma * m / n)
+        self.gamma_requested_, self.clipped_ = float(requested), clipped
+        bound = np.nan if bound is None else bound
+        self.max_gamma_, self.max_gamma_prime_ = float(bound), float(bound * m / n)
         self.eigenvalues_ = vals
         self.n_features_in_ = D
         self.solver_ = solver
@@ -631,12 +780,12 @@ class PCPCA:
             self.objective_trace_ = np.array([self.objective_])
             return self
 
-        data = _stack(_dense(X) - Sx.mu, _dense(Y) - Sy.mu, gamma)
-        W, sigma2, res, trace = _maximise(W, sigma2, data, int(self.max_iter), float(self.tol))
+        data = _stack(dense(X) - Sx.mu, dense(Y) - Sy.mu, gamma)
+        W, sigma2, res, trace = _maximise(W, sigma2, data, max_iter, tol)
         value = _loglik_and_grad(W, sigma2, data, grad=False)[0]
         typical = (Sx.trace() / n) / D
         if not np.isfinite(value) or not np.all(np.isfinite(W)) or sigma2 < 1e-10 * typical:
-            raise ValueError(
+            raise ScontrastError(
                 f"gamma: the observed-data objective appears unbounded at gamma={gamma:.6g} "
                 f"(gamma'={gamma * m / n:.6g}; sigma^2 -> {sigma2:.3g}); lower gamma"
             )
@@ -649,7 +798,7 @@ class PCPCA:
         self.objective_trace_ = trace
         if not res.success:
             warnings.warn(f"PCPCA: L-BFGS stopped without converging: {res.message}", ConvergenceWarning,
-                          stacklevel=2)
+                          stacklevel=3)
         return self
 
     def fit_transform(self, X, Y):
@@ -663,16 +812,12 @@ class PCPCA:
 
     # ------------------------------------------------------------------ using the fit
 
-    def _check_fitted(self):
-        if not hasattr(self, "W_"):
-            raise ValueError("PCPCA: call fit before using the model")
-
     def _check_new(self, X):
-        """Validate new cells against the fitted model; returns (X, has_nan)."""
-        self._check_fitted()
-        X, has_nan = _check_data(X, "X")
+        """Check new cells against the fitted model; returns (X (N, D), has_nan)."""
+        check_is_fitted(self)
+        X, has_nan = _check_cells(X, "X")
         if X.shape[1] != self.n_features_in_:
-            raise ValueError(f"X: has {X.shape[1]} genes, the model was fitted on {self.n_features_in_}")
+            raise ScontrastError(f"X: has {X.shape[1]} genes, the model was fitted on {self.n_features_in_}")
         return X, has_nan
 
     def transform(self, X):
@@ -739,20 +884,17 @@ class PCPCA:
 
         Parameters
         ----------
-        n_samples : int
-        random_state : int, RandomState, Generator or None
+        n_samples : int >= 1
+        random_state : None, int >= 0 or numpy Generator
         noise : bool, add the isotropic noise e
 
         Returns
         -------
         (n_samples, D) ndarray
         """
-        self._check_fitted()
-        if not isinstance(n_samples, numbers.Integral) or n_samples < 1:
-            raise ValueError(f"n_samples: expected a positive integer, got {n_samples!r}")
-        rng = random_state if isinstance(random_state, np.random.Generator) else None
-        if rng is None:
-            rng = np.random.default_rng(check_random_state(random_state).randint(2**32 - 1, dtype=np.int64))
+        check_is_fitted(self)
+        n_samples = check_int(n_samples, "n_samples", 1)
+        rng = check_random_state(random_state)
         D, k = self.W_.shape
         Z = rng.standard_normal((n_samples, k))
         out = Z @ self.W_.T + self.mean_
@@ -761,5 +903,61 @@ class PCPCA:
         return out
 
 
-def _dense(A):
-    return A.toarray() if sp.issparse(A) else A
+# --------------------------------------------------------------------------- held-out comparison
+
+
+def heldout_loglik(estimator, X, Y, holdout_fraction=0.2, random_state=None):
+    """Held-out log-likelihood of target cells under PCPCA and under probabilistic PCA.
+
+    ``round(holdout_fraction * n)`` target cells, drawn with ``random_state``, are held
+    out. Two models are fitted on the other target cells and all background cells: a
+    clone of ``estimator`` at its fitted ``gamma_prime_`` (the gamma' it used, after any
+    clipping) and the same at gamma' = 0 (PPCA); both with ``on_inadmissible='error'``, so
+    the comparison is made at that gamma' or not at all. Each scores the held-out cells
+    (:meth:`PCPCA.score`, mean log-likelihood per cell).
+
+    Parameters
+    ----------
+    estimator : fitted :class:`PCPCA`
+    X : (n, D) target cells (those it was fitted on); dense (NaN = missing) or CSR
+    Y : (m, D) background cells
+    holdout_fraction : float in [0, 1); 0 skips the comparison
+    random_state : None, int >= 0 or numpy Generator; draws the split
+
+    Returns
+    -------
+    dict with ``n_heldout`` (int), ``heldout_loglik`` and ``heldout_loglik_ppca`` (floats,
+    NaN when the split is too small or a fit on it fails) and ``heldout_note`` (str: why a
+    value is NaN, '' when none is).
+    """
+    check_is_fitted(estimator)
+    holdout_fraction = check_real(holdout_fraction, "holdout_fraction", 0.0, 1.0, strict_max=True)
+    rng = check_random_state(random_state)
+    X, _ = _check_cells(X, "X")
+    out = {"n_heldout": 0, "heldout_loglik": float("nan"), "heldout_loglik_ppca": float("nan"),
+           "heldout_note": ""}
+    if holdout_fraction == 0:
+        out["heldout_note"] = "holdout_fraction=0"
+        return out
+    n = X.shape[0]
+    n_test = int(round(holdout_fraction * n))
+    out["n_heldout"] = n_test
+    if n_test < 1 or n - n_test < 2:
+        out["heldout_note"] = f"split of {n} target cells too small for holdout_fraction={holdout_fraction}"
+        return out
+    perm = rng.permutation(n)
+    test, train = np.sort(perm[:n_test]), np.sort(perm[n_test:])
+    Xtr, Xte = X[train], X[test]
+    notes = []
+    for key, gp in (("heldout_loglik", estimator.gamma_prime_), ("heldout_loglik_ppca", 0.0)):
+        model = clone(estimator).set_params(gamma=None, gamma_prime=gp, on_inadmissible="error")
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # convergence of the split fit is reported by the main fit
+                model._fit(Xtr, Y, admissible_range=False)  # only W, sigma^2 and the means are needed
+        except ValueError as exc:
+            notes.append(f"{key}: {exc}.")
+            continue
+        out[key] = model.score(Xte)
+    out["heldout_note"] = " ".join(notes)
+    return out

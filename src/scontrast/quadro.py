@@ -29,26 +29,41 @@ AnnData front end.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import math
 import warnings
 from dataclasses import dataclass
 
 import numba
 import numpy as np
-from scipy import sparse as sp
 from scipy.optimize import minimize_scalar
 from scipy.sparse.linalg import LinearOperator, eigsh
+from scipy.special import expit
 from scipy.stats import rankdata
-from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import roc_auc_score
-from sklearn.model_selection import StratifiedKFold
-from sklearn.utils import check_random_state
-from sklearn.utils.multiclass import check_classification_targets
+from sklearn.model_selection import StratifiedKFold, cross_validate
+from sklearn.utils import _safe_indexing
+from sklearn.utils.multiclass import check_classification_targets, type_of_target
 from sklearn.utils.validation import check_is_fitted, validate_data
+
+from .core import (
+    ScontrastError,
+    blas_threads,
+    check_int,
+    check_matrix,
+    check_option,
+    check_random_state,
+    check_real,
+    dense,
+    spawn_seed,
+)
 
 __all__ = [
     "catoni_mean",
+    "median_of_means_variance",
     "robust_variance",
     "kendall_tau_matrix",
     "kendall_correlation",
@@ -62,26 +77,31 @@ __all__ = [
     "RayleighProblem",
     "RayleighSolution",
     "solve_rayleigh",
+    "error_threshold",
     "QUADRO",
+    "OutOfFold",
+    "cross_validated_scores",
 ]
 
+log = logging.getLogger(__name__)
 
-# --------------------------------------------------------------------------- input checks
+
+def _real_at_least(value, name: str, minimum: float, *, strict: bool = False, allow_none: bool = False):
+    """:func:`scontrast.core.check_real` with a lower bound only.
+
+    core's message builder fails (TypeError) when only one bound is given; this gives the
+    intended one-line ScontrastError meanwhile (reported to the lead; drop once fixed).
+    """
+    try:
+        return check_real(value, name, minimum, strict_min=strict, allow_none=allow_none)
+    except TypeError:
+        what = f"a finite number {'>' if strict else '>='} {minimum}" + (" or None" if allow_none else "")
+        raise ScontrastError(f"{name}: expected {what}, got {value!r}") from None
 
 
-def _as_matrix(X, name: str, min_rows: int = 1) -> np.ndarray:
-    if sp.issparse(X):
-        X = X.toarray()
-    X = np.asarray(X, dtype=float)
-    if X.ndim != 2:
-        raise ValueError(f"{name} must be a 2-D array (samples x features), got shape {X.shape}")
-    if X.shape[0] < min_rows:
-        raise ValueError(f"{name} needs at least {min_rows} rows, got {X.shape[0]}")
-    if X.shape[1] < 1:
-        raise ValueError(f"{name} has no column")
-    if not np.isfinite(X).all():
-        raise ValueError(f"{name} contains NaN or infinite values")
-    return X
+def _matrix(X, name: str, min_rows: int = 1) -> np.ndarray:
+    """``X`` checked by :func:`scontrast.core.check_matrix` and made dense (the moments need all entries)."""
+    return dense(check_matrix(X, name, min_rows=min_rows))
 
 
 # --------------------------------------------------------------------------- robust means and variances
@@ -108,7 +128,7 @@ def _log_inv_delta(n: int, d: int, delta: float | None) -> float:
         log_inv = 2.0 * math.log(max(n, d, 2))
     else:
         if not 0.0 < delta < 1.0:
-            raise ValueError(f"delta must lie in (0, 1), got {delta}")
+            raise ScontrastError(f"delta: expected a number in (0, 1), got {delta!r}")
         log_inv = -math.log(delta)
     return min(log_inv, n / 4.0)
 
@@ -162,7 +182,7 @@ def catoni_mean(X, v=None, delta: float | None = None, tol: float = 1e-12, max_i
     (d,) array (a float for 1-D input).
     """
     one_d = np.ndim(X) == 1
-    X = _as_matrix(np.reshape(X, (-1, 1)) if one_d else X, "X")
+    X = _matrix(np.reshape(X, (-1, 1)) if one_d else X, "X")
     n, d = X.shape
     if v is None:
         v = 3.0 * median_of_means_variance(X)
@@ -172,7 +192,7 @@ def catoni_mean(X, v=None, delta: float | None = None, tol: float = 1e-12, max_i
     else:
         v = np.broadcast_to(np.asarray(v, dtype=float), (d,)).copy()
         if (v < 0).any() or not np.isfinite(v).all():
-            raise ValueError("v must be finite and non-negative")
+            raise ScontrastError("v: expected finite non-negative variance bounds")
     L = _log_inv_delta(n, d, delta)
     const = v <= 0  # truly constant columns: every value is the mean
     alpha = np.zeros(d)
@@ -225,14 +245,14 @@ def robust_variance(X, delta: float | None = None, delta0: float | None = None) 
     -------
     (d,) array of positive variances.
     """
-    X = _as_matrix(X, "X", min_rows=2)
+    X = _matrix(X, "X", min_rows=2)
     Xc = X - np.median(X, axis=0)
     mu = catoni_mean(Xc, delta=delta)
     eta = catoni_mean(Xc**2, delta=delta)
     if delta0 is None:
         delta0 = 1e-10 * max(float(eta.max()), np.finfo(float).tiny)
     elif delta0 <= 0:
-        raise ValueError(f"delta0 must be positive, got {delta0}")
+        raise ScontrastError(f"delta0: expected a positive number, got {delta0!r}")
     return np.maximum(eta - mu**2, delta0)
 
 
@@ -310,7 +330,7 @@ def kendall_tau_matrix(X) -> np.ndarray:
     -------
     (d, d) symmetric array with unit diagonal.
     """
-    X = _as_matrix(X, "X", min_rows=2)
+    X = _matrix(X, "X", min_rows=2)
     n, d = X.shape
     ranks = np.ascontiguousarray((rankdata(X, method="dense", axis=0).astype(np.int64) - 1).T)
     order = np.ascontiguousarray(np.argsort(X, axis=0, kind="stable").astype(np.int64).T)
@@ -396,13 +416,11 @@ def nearest_psd(S, norm: str = "max", tol: float = 1e-3, max_iter: int = 5000) -
     """
     S = np.asarray(S, dtype=float)
     if S.ndim != 2 or S.shape[0] != S.shape[1]:
-        raise ValueError(f"S must be a square matrix, got shape {S.shape}")
+        raise ScontrastError(f"S: expected a square matrix, got shape {S.shape}")
     if not np.isfinite(S).all():
-        raise ValueError("S contains NaN or infinite values")
-    if norm not in ("max", "fro"):
-        raise ValueError(f"norm must be 'max' or 'fro', got {norm!r}")
-    if not tol > 0:
-        raise ValueError(f"tol must be positive, got {tol}")
+        raise ScontrastError("S: contains NaN or infinite values")
+    check_option(norm, "norm", ["max", "fro"])
+    _real_at_least(tol, "tol", 0.0, strict=True)
     S = 0.5 * (S + S.T)
     if np.linalg.eigvalsh(S)[0] >= 0:
         return S.copy()
@@ -470,10 +488,10 @@ def kurtosis_parameter(X1, X2) -> float:
     -------
     float
     """
-    X1 = _as_matrix(X1, "X1", min_rows=2)
-    X2 = _as_matrix(X2, "X2", min_rows=2)
+    X1 = _matrix(X1, "X1", min_rows=2)
+    X2 = _matrix(X2, "X2", min_rows=2)
     if X1.shape[1] != X2.shape[1]:
-        raise ValueError(f"X1 and X2 must have the same columns, got {X1.shape[1]} and {X2.shape[1]}")
+        raise ScontrastError(f"X2: has {X2.shape[1]} columns, X1 has {X1.shape[1]}")
     d = X1.shape[1]
     total, weight = 0.0, 0.0
     for X in (X1, X2):
@@ -500,8 +518,8 @@ def _check_quad(Omega, delta, mu, Sigma):
     Sigma = np.asarray(Sigma, dtype=float)
     d = mu.shape[0]
     if Omega.shape != (d, d) or Sigma.shape != (d, d) or delta.shape != (d,):
-        raise ValueError(
-            f"shapes disagree: Omega {Omega.shape}, delta {delta.shape}, mu {mu.shape}, Sigma {Sigma.shape}"
+        raise ScontrastError(
+            f"Omega, delta, mu, Sigma: shapes disagree, {Omega.shape}, {delta.shape}, {mu.shape}, {Sigma.shape}"
         )
     return 0.5 * (Omega + Omega.T), delta, mu, Sigma
 
@@ -578,13 +596,12 @@ def estimate_moments(X1, X2, estimator: str = "robust", gamma: float | None = No
     X1 : (n1, d) array of class 1, X2 : (n2, d) array of class 2.
     gamma : None = ``kurtosis_parameter(X1, X2)``.
     """
-    if estimator not in ("robust", "sample"):
-        raise ValueError(f"estimator must be 'robust' or 'sample', got {estimator!r}")
-    X1 = _as_matrix(X1, "X1", min_rows=2)
-    X2 = _as_matrix(X2, "X2", min_rows=2)
+    check_option(estimator, "estimator", ["robust", "sample"])
+    X1 = _matrix(X1, "X1", min_rows=2)
+    X2 = _matrix(X2, "X2", min_rows=2)
     d = X1.shape[1]
     if X2.shape[1] != d:
-        raise ValueError(f"X1 and X2 must have the same columns, got {d} and {X2.shape[1]}")
+        raise ScontrastError(f"X2: has {X2.shape[1]} columns, X1 has {d}")
     out = []
     for X in (X1, X2):
         if estimator == "sample":
@@ -600,7 +617,7 @@ def estimate_moments(X1, X2, estimator: str = "robust", gamma: float | None = No
     if gamma is None:
         gamma = kurtosis_parameter(X1, X2)
     elif gamma < -2.0 / (d + 2):
-        raise ValueError(f"gamma must be at least -2/(d+2) = {-2.0 / (d + 2):.4g}, got {gamma}")
+        raise ScontrastError(f"gamma: expected at least -2/(d+2) = {-2.0 / (d + 2):.4g} (d = {d}), got {gamma!r}")
     if standardize:
         center = pi * mu1 + (1 - pi) * mu2
         sd = np.sqrt(pi * np.diag(S1) + (1 - pi) * np.diag(S2))
@@ -641,7 +658,8 @@ class RayleighProblem:
         A = m.Sigma2 - m.Sigma1 + np.outer(m.mu2, m.mu2) - np.outer(m.mu1, m.mu1)
         self.a = np.concatenate([(0.5 * (A + A.T)).ravel(), -2.0 * (m.mu2 - m.mu1)])
         if not np.any(self.a):
-            raise ValueError("the two classes have identical estimated means and covariances: nothing to separate")
+            raise ScontrastError("moments: the two classes have identical estimated means and covariances, "
+                                 "nothing to separate")
         self.size = d * d + d
         self._lipschitz = None
 
@@ -807,7 +825,7 @@ def solve_rayleigh(problem: RayleighProblem, lambda1: float, lambda2: float, x0:
     ``grad f(x) + nu a + lambda * subgradient |x|_1 = 0`` at the optimum.
     """
     if lambda1 < 0 or lambda2 < 0:
-        raise ValueError(f"penalties must be non-negative, got lambda1={lambda1}, lambda2={lambda2}")
+        raise ScontrastError(f"lambda1, lambda2: expected non-negative penalties, got {lambda1!r} and {lambda2!r}")
     d = problem.d
     lam = np.concatenate([np.full(d * d, float(lambda1)), np.full(d, float(lambda2))])
     step = 1.0 / (1.01 * problem.lipschitz())
@@ -818,8 +836,9 @@ def solve_rayleigh(problem: RayleighProblem, lambda1: float, lambda2: float, x0:
     t = 1.0
     converged = False
     residual = np.inf
-    it = 0
-    for it in range(1, max_iter + 1):
+    n_iter = 0
+    while n_iter < max_iter:
+        n_iter += 1
         g = problem.gradient(y)
         x_new, theta = _prox_l1_affine(y - step * g, a, step * lam, theta)
         residual = float(np.linalg.norm(x_new - y) / max(np.linalg.norm(x_new), np.finfo(float).tiny))
@@ -842,7 +861,7 @@ def solve_rayleigh(problem: RayleighProblem, lambda1: float, lambda2: float, x0:
     return RayleighSolution(
         Omega=Om, delta=de.copy(), x=x, smooth=smooth,
         objective=smooth + lambda1 * float(np.abs(Om).sum()) + lambda2 * float(np.abs(de).sum()),
-        multiplier=theta / step, n_iter=it, converged=converged, residual=residual,
+        multiplier=theta / step, n_iter=n_iter, converged=converged, residual=residual,
     )
 
 
@@ -884,6 +903,33 @@ def error_threshold(scores: np.ndarray, is_two: np.ndarray) -> float:
     return 0.5 * (s[i - 1] + s[i])
 
 
+def _finite_cut(t: float, scores: np.ndarray) -> float:
+    """``t``, or for an infinite ``t`` (every score best called one class) a cut outside the scores.
+
+    The cut lies one spread of the scores below (``-inf``) or above (``+inf``) them, so
+    that ``Q - threshold`` stays finite and keeps the ranking of the scores.
+    """
+    if np.isfinite(t):
+        return float(t)
+    lo, hi = float(np.min(scores)), float(np.max(scores))
+    margin = max(hi - lo, abs(lo), abs(hi)) or 1.0
+    return lo - margin if t < 0 else hi + margin
+
+
+@contextlib.contextmanager
+def _numba_threads(n: int | None):
+    """Run the block with numba's threads (Kendall's tau) capped at ``n`` in this thread; None = as they are."""
+    if n is None:
+        yield
+        return
+    old = numba.get_num_threads()
+    numba.set_num_threads(max(1, min(int(n), numba.config.NUMBA_NUM_THREADS)))
+    try:
+        yield
+    finally:
+        numba.set_num_threads(old)
+
+
 class QUADRO(ClassifierMixin, BaseEstimator):
     """QUADRO: sparse quadratic classifier by Rayleigh-quotient optimisation.
 
@@ -894,31 +940,30 @@ class QUADRO(ClassifierMixin, BaseEstimator):
         s.t. M_2 - M_1 = 1
 
     with plug-in (robust or sample) moments; class 2 = ``classes_[1]`` scores
-    higher, so ``predict`` returns ``classes_[1]`` where ``Q > threshold_``.
-    ``decision_function`` is Q itself, so unlike scikit-learn's convention its
-    sign is not the prediction: the cut is ``threshold_`` (monotone uses such
-    as ROC curves are unaffected).
+    higher. ``quadratic_score`` is Q itself; ``decision_function`` is
+    ``Q - threshold_`` (scikit-learn's convention: positive means
+    ``classes_[1]``, which ``predict`` returns there).
 
     Parameters
     ----------
-    lambda1, lambda2 : float or None
+    lambda1, lambda2 : float >= 0 or None
         Penalties on ``|Omega|_1`` and ``|delta|_1`` as multiples of a reference
         scale (``RayleighProblem.reference_scale``: the largest smooth gradient
-        of each block at the ridge solution, the lasso's ``lambda_max``
+        of each block at the sparsest feasible point, the lasso's ``lambda_max``
         analogue), so that one value means the same for any data scale. None =
         chosen by cross-validation over ``lambda_grid``.
     estimator : ``'robust'`` (Catoni means and variances, Kendall's tau
         correlations, nearest PSD) or ``'sample'`` (sample moments).
     gamma : float or None
-        Kurtosis parameter; None = ``kurtosis_parameter`` of the training data
-        (0 assumes Gaussian classes).
-    cv : int or None
+        Kurtosis parameter (at least ``-2/(d+2)``); None = ``kurtosis_parameter``
+        of the training data (0 assumes Gaussian classes).
+    cv : int >= 1 or None
         Stratified folds for choosing lambdas and for the out-of-fold scores
-        that set the threshold and the probability calibration. None or 1 = no
-        cross-validation (both lambdas must then be given; threshold and
-        calibration use the training scores).
-    random_state : int, Generator, RandomState or None; seeds the folds.
-    lambda_grid : sequence of positive floats or None
+        that set the threshold and the probability calibration; each class
+        needs ``2 cv`` samples. None or 1 = no cross-validation (both lambdas
+        must then be given; threshold and calibration use the training scores).
+    random_state : None, int >= 0 or numpy Generator; seeds the folds.
+    lambda_grid : sequence of floats >= 0 or None
         Candidate multiples for each lambda left None (default
         ``geomspace(3, 1e-3, 6)``); with both None the 36-point product grid is searched.
     cv_scoring : ``'auc'`` (rank based, threshold free) or ``'error'``
@@ -927,41 +972,49 @@ class QUADRO(ClassifierMixin, BaseEstimator):
         ``lambda1 * lambda2``) whose mean CV score is within one standard error
         of the best (held-out scores of a few dozen samples are noisy, and the
         sparser answer is the interpretable one); ``'best'`` — the best mean.
-    patience : int or None
+    patience : int >= 1 or None
         The grid is walked from the largest lambda1 down; the walk stops after
         ``patience`` successive lambda1 values whose best mean CV score lies
         more than one standard error below the best so far (their points are
         NaN in ``cv_results_``). None = the whole grid.
-    psd_norm : ``'max'`` (the paper) or ``'fro'``: how the robust covariance
-        is made positive semi-definite.
+    psd_norm : ``'fro'`` (one eigendecomposition) or ``'max'`` (the paper;
+        iterative): how the robust covariance is made positive semi-definite.
     standardize : bool
         Solve in coordinates centred at the prior-weighted class means and
         scaled by the pooled within-class standard deviations (the estimated
         moments are transformed; data are not copied).
     threshold : ``'error'`` (minimise the error of the calibration scores) or
-        ``'logistic'`` (where the calibrated probability crosses 1/2).
+        ``'logistic'`` (where the logistic calibration of Q crosses 1/2). When
+        every calibration score is best called one class, the cut is placed
+        one spread of the scores beyond them (``threshold_`` is always finite).
     tol, max_iter : solver tolerance (relative step of the proximal gradient
         mapping) of the final fit and iteration cap.
     cv_tol : the (looser) solver tolerance inside cross-validation, where
         only the ranking of held-out scores matters.
+    n_jobs : int >= 1 or None
+        Threads of the Kendall's tau computation (numba) and of the BLAS during
+        ``fit``; None = leave both as they are.
 
     Attributes
     ----------
     classes_ : (2,) labels; Omega_ : (d, d); delta_ : (d,); center_, scale_ : (d,)
-    threshold_ : float; gamma_ : float; pi_ : float (share of ``classes_[0]``)
+    n_features_in_ : d (and ``feature_names_in_`` for a DataFrame)
+    threshold_ : float (cut on Q); gamma_ : float; pi_ : float (share of ``classes_[0]``)
     rayleigh_quotient_ : plug-in Rayleigh quotient of the fitted Q (training moments)
     lambda1_, lambda2_ : chosen multiples; penalties_ : (2,) absolute penalties
     lambda_reference_ : (2,) reference scales; multiplier_ : constraint multiplier
     n_iter_, converged_ : solver iterations and convergence of the final fit
     constraint_residual_ : ``M_2 - M_1 - 1`` at the answer
     cv_results_ : dict of arrays ``lambda1``, ``lambda2``, ``mean_score``, ``std_score``
-    oof_decision_ : (n,) out-of-fold scores at the chosen lambdas (None without CV)
-    calibration_ : (2,) slope and intercept of the logistic calibration on Q
+    oof_decision_ : (n,) out-of-fold decision scores ``Q - threshold_`` at the
+        chosen lambdas (None without CV)
+    calibration_ : (2,) slope ``b`` and intercept ``-b threshold_`` of
+        ``P(classes_[1] | x) = sigmoid(b Q + intercept)``
     """
 
     def __init__(self, lambda1=None, lambda2=None, estimator="robust", gamma=None, cv=5, random_state=None,
                  lambda_grid=None, cv_scoring="auc", cv_rule="1se", patience=2, psd_norm="fro",
-                 standardize=True, threshold="error", tol=1e-6, cv_tol=1e-4, max_iter=5000):
+                 standardize=True, threshold="error", tol=1e-6, cv_tol=1e-4, max_iter=5000, n_jobs=None):
         self.lambda1 = lambda1
         self.lambda2 = lambda2
         self.estimator = estimator
@@ -978,6 +1031,7 @@ class QUADRO(ClassifierMixin, BaseEstimator):
         self.tol = tol
         self.cv_tol = cv_tol
         self.max_iter = max_iter
+        self.n_jobs = n_jobs
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -986,40 +1040,53 @@ class QUADRO(ClassifierMixin, BaseEstimator):
 
     # ----------------------------------------------------------------- helpers
 
-    def _check_params(self):
-        for name in ("lambda1", "lambda2"):
-            val = getattr(self, name)
-            if val is not None and not (np.isfinite(val) and val >= 0):
-                raise ValueError(f"{name} must be None or a finite non-negative number, got {val!r}")
-        if self.estimator not in ("robust", "sample"):
-            raise ValueError(f"estimator must be 'robust' or 'sample', got {self.estimator!r}")
-        if self.cv is not None and (int(self.cv) != self.cv or self.cv < 1):
-            raise ValueError(f"cv must be None or a positive integer, got {self.cv!r}")
-        if self.cv_scoring not in ("auc", "error"):
-            raise ValueError(f"cv_scoring must be 'auc' or 'error', got {self.cv_scoring!r}")
-        if self.cv_rule not in ("1se", "best"):
-            raise ValueError(f"cv_rule must be '1se' or 'best', got {self.cv_rule!r}")
-        if self.psd_norm not in ("max", "fro"):
-            raise ValueError(f"psd_norm must be 'max' or 'fro', got {self.psd_norm!r}")
-        if self.threshold not in ("error", "logistic"):
-            raise ValueError(f"threshold must be 'error' or 'logistic', got {self.threshold!r}")
-        if not (self.tol > 0) or not (self.cv_tol > 0):
-            raise ValueError(f"tol and cv_tol must be positive, got {self.tol!r} and {self.cv_tol!r}")
-        if self.patience is not None and (int(self.patience) != self.patience or self.patience < 1):
-            raise ValueError(f"patience must be None or a positive integer, got {self.patience!r}")
-        if int(self.max_iter) != self.max_iter or self.max_iter < 1:
-            raise ValueError(f"max_iter must be a positive integer, got {self.max_iter!r}")
-        grid = np.geomspace(3.0, 1e-3, 6) if self.lambda_grid is None else self.lambda_grid
-        grid = np.sort(np.unique(np.asarray(grid, dtype=float)))[::-1]
-        if grid.size == 0 or not np.isfinite(grid).all() or (grid < 0).any():
-            raise ValueError("lambda_grid must hold finite non-negative numbers")
-        g1 = grid if self.lambda1 is None else np.array([float(self.lambda1)])
-        g2 = grid if self.lambda2 is None else np.array([float(self.lambda2)])
+    def _lambda_path(self) -> list[tuple[float, float]]:
+        """Check every hyper-parameter; the (lambda1, lambda2) multiples to walk, in warm-start order."""
+        lambda1 = _real_at_least(self.lambda1, "lambda1", 0.0, allow_none=True)
+        lambda2 = _real_at_least(self.lambda2, "lambda2", 0.0, allow_none=True)
+        check_option(self.estimator, "estimator", ["robust", "sample"])
+        check_real(self.gamma, "gamma", allow_none=True)
+        check_int(self.cv, "cv", 1, allow_none=True)
+        check_option(self.cv_scoring, "cv_scoring", ["auc", "error"])
+        check_option(self.cv_rule, "cv_rule", ["1se", "best"])
+        check_int(self.patience, "patience", 1, allow_none=True)
+        check_option(self.psd_norm, "psd_norm", ["fro", "max"])
+        check_option(self.standardize, "standardize", [True, False])
+        check_option(self.threshold, "threshold", ["error", "logistic"])
+        _real_at_least(self.tol, "tol", 0.0, strict=True)
+        _real_at_least(self.cv_tol, "cv_tol", 0.0, strict=True)
+        check_int(self.max_iter, "max_iter", 1)
+        check_int(self.n_jobs, "n_jobs", 1, allow_none=True)
+        if self.lambda_grid is None:
+            grid = np.geomspace(3.0, 1e-3, 6)
+        else:
+            try:
+                grid = np.asarray(self.lambda_grid, dtype=float)
+            except (TypeError, ValueError):
+                grid = np.array([np.nan])
+            if grid.ndim != 1 or grid.size == 0 or not np.isfinite(grid).all() or (grid < 0).any():
+                raise ScontrastError(
+                    f"lambda_grid: expected None or a non-empty list of finite numbers >= 0, got {self.lambda_grid!r}")
+        grid = np.sort(np.unique(grid))[::-1]
+        g1 = grid if lambda1 is None else np.array([lambda1])
+        g2 = grid if lambda2 is None else np.array([lambda2])
         path = []  # snake order: each point's neighbour warm-starts it
         for i, c1 in enumerate(g1):
             for c2 in (g2 if i % 2 == 0 else g2[::-1]):
                 path.append((float(c1), float(c2)))
         return path
+
+    def _validated(self, X, y="no_validation", reset: bool = True):
+        """scikit-learn's ``validate_data`` (feature count and names), its errors as one-line ScontrastError."""
+        try:
+            if isinstance(y, str) and y == "no_validation":
+                return validate_data(self, X, dtype=np.float64, reset=reset)
+            return validate_data(self, X, y, dtype=np.float64, y_numeric=False)
+        except ScontrastError:
+            raise
+        except ValueError as exc:
+            text = " ".join(str(exc).split())
+            raise ScontrastError(f"{'X' if isinstance(y, str) and y == 'no_validation' else 'X, y'}: {text}") from exc
 
     def _moments(self, X1, X2):
         return estimate_moments(X1, X2, estimator=self.estimator, gamma=self.gamma, psd_norm=self.psd_norm,
@@ -1037,81 +1104,103 @@ class QUADRO(ClassifierMixin, BaseEstimator):
             x0, nu = sol.x, sol.multiplier
         return problem, ref, sol
 
-    def _threshold_of(self, scores, is_two):
+    def _threshold_of(self, scores, is_two) -> float:
+        """The cut on Q of the calibration ``scores`` (n,), finite."""
         if self.threshold == "error":
-            return error_threshold(scores, is_two)
-        slope, intercept = _logistic_1d(scores, is_two)
-        return -intercept / slope if slope > 0 else (np.inf if is_two.mean() < 0.5 else -np.inf)
+            t = error_threshold(scores, is_two)
+        else:
+            slope, intercept = _logistic_1d(scores, is_two)
+            t = -intercept / slope if slope > 0 else (np.inf if is_two.mean() < 0.5 else -np.inf)
+        return _finite_cut(t, scores)
+
+    def _cross_validate_path(self, X, is_two, path, cv: int, seed: int):
+        """Held-out scores along the lambda path.
+
+        Returns
+        -------
+        scores : (n_points, cv) held-out AUC (or minus the error) of every fold, NaN
+            for the points after the walk stopped; oof : (n, n_points) out-of-fold Q.
+        """
+        scores = np.full((len(path), cv), np.nan)
+        folds = []
+        for tr, va in StratifiedKFold(n_splits=cv, shuffle=True, random_state=seed).split(X, is_two):
+            mom = self._moments(X[tr][~is_two[tr]], X[tr][is_two[tr]])
+            problem = RayleighProblem(mom)
+            folds.append({"tr": tr, "va": va, "mom": mom, "problem": problem,
+                          "ref": problem.reference_scale(), "x": None, "nu": 0.0})
+        oof = np.full((X.shape[0], len(path)), np.nan)
+        worse_rows = 0
+        for g, (c1, c2) in enumerate(path):
+            for f, st in enumerate(folds):
+                sol = solve_rayleigh(st["problem"], c1 * st["ref"][0], c2 * st["ref"][1], x0=st["x"],
+                                     nu0=st["nu"], tol=max(self.tol, self.cv_tol), max_iter=int(self.max_iter))
+                st["x"], st["nu"] = sol.x, sol.multiplier  # warm start of the next grid point
+                mom, va = st["mom"], st["va"]
+                s_va = _quad_scores(X[va], sol.Omega, sol.delta, mom.center, mom.scale)
+                oof[va, g] = s_va
+                if self.cv_scoring == "auc":
+                    scores[g, f] = roc_auc_score(is_two[va], s_va)
+                else:
+                    tr = st["tr"]
+                    t = self._threshold_of(_quad_scores(X[tr], sol.Omega, sol.delta, mom.center, mom.scale),
+                                           is_two[tr])
+                    scores[g, f] = -np.mean((s_va > t) != is_two[va])
+            if self.patience is None or (g + 1 < len(path) and path[g + 1][0] == c1):
+                continue
+            # end of a lambda1 row: stop descending once rows keep falling clearly behind
+            done = scores[: g + 1]
+            mean = done.mean(axis=1)
+            top = int(np.argmax(mean))
+            cut = mean[top] - done[top].std(ddof=1) / math.sqrt(cv)
+            row = [i for i in range(g + 1) if path[i][0] == c1]
+            worse_rows = worse_rows + 1 if mean[row].max() < cut else 0
+            if worse_rows >= self.patience:
+                break
+        return scores, oof
 
     # ----------------------------------------------------------------- API
 
     def fit(self, X, y):
         """Fit on X (n, d) and binary labels y (n,); returns self."""
-        path = self._check_params()
-        X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=False)
-        check_classification_targets(y)
+        path = self._lambda_path()
+        rng = check_random_state(self.random_state)
+        X, y = self._validated(X, y)
+        try:
+            check_classification_targets(y)
+        except ValueError as exc:
+            raise ScontrastError(f"y: {' '.join(str(exc).split())}") from exc
         classes = np.unique(y)
         if classes.size > 2:
-            raise ValueError(f"Only binary classification is supported: y has {classes.size} classes")
+            raise ScontrastError(f"y: Only binary classification is supported. The type of the target is "
+                                 f"{type_of_target(y)} ({classes.size} classes)")
         if classes.size < 2:
-            raise ValueError(f"y has 1 class ({classes[0]!r}); QUADRO separates two")
+            raise ScontrastError(f"y: has 1 class ({classes[0]!r}); QUADRO separates two")
         is_two = y == classes[1]
         n_min = int(min(is_two.sum(), (~is_two).sum()))
-        cv = None if self.cv is None or int(self.cv) == 1 else int(self.cv)
+        cv = None if self.cv is None or self.cv == 1 else int(self.cv)
         if len(path) > 1 and cv is None:
-            raise ValueError("cv must be at least 2 when lambda1 or lambda2 is None (they are chosen by CV)")
+            raise ScontrastError(f"cv: expected at least 2 folds when lambda1 or lambda2 is None (they are chosen "
+                                 f"by cross-validation), got {self.cv!r}")
         if n_min < 2:
-            raise ValueError(f"each class needs at least 2 samples, the smaller has {n_min}")
+            raise ScontrastError(f"y: each class needs at least 2 samples, the smaller has {n_min}")
         if cv is not None and n_min < 2 * cv:
-            raise ValueError(f"cv={cv} folds need at least {2 * cv} samples per class, the smaller has {n_min}")
-        self.classes_ = classes
+            raise ScontrastError(f"cv: {cv} folds need at least {2 * cv} samples per class, the smaller has {n_min}")
+        n_jobs = self.n_jobs
+        with _numba_threads(n_jobs), blas_threads(n_jobs):
+            self._fit(X, is_two, classes, path, cv, rng)
+        return self
 
-        scores_grid = np.full((len(path), cv or 1), np.nan)
-        oof = None
+    def _fit(self, X, is_two, classes, path, cv, rng):
+        self.classes_ = classes
         if cv is None:
-            scores_grid[:] = 0.0
+            scores, oof = np.zeros((len(path), 1)), None
         else:
-            seed = check_random_state(self.random_state).randint(np.iinfo(np.int32).max)
-            folds = []
-            for tr, va in StratifiedKFold(n_splits=cv, shuffle=True, random_state=seed).split(X, is_two):
-                mom = self._moments(X[tr][~is_two[tr]], X[tr][is_two[tr]])
-                problem = RayleighProblem(mom)
-                folds.append({"tr": tr, "va": va, "mom": mom, "problem": problem,
-                              "ref": problem.reference_scale(), "x": None, "nu": 0.0})
-            oof = np.full((X.shape[0], len(path)), np.nan)
-            worse_rows = 0
-            for g, (c1, c2) in enumerate(path):
-                for f, st in enumerate(folds):
-                    sol = solve_rayleigh(st["problem"], c1 * st["ref"][0], c2 * st["ref"][1], x0=st["x"],
-                                         nu0=st["nu"], tol=max(self.tol, self.cv_tol), max_iter=int(self.max_iter))
-                    st["x"], st["nu"] = sol.x, sol.multiplier  # warm start of the next grid point
-                    mom, va = st["mom"], st["va"]
-                    s_va = _quad_scores(X[va], sol.Omega, sol.delta, mom.center, mom.scale)
-                    oof[va, g] = s_va
-                    if self.cv_scoring == "auc":
-                        scores_grid[g, f] = roc_auc_score(is_two[va], s_va)
-                    else:
-                        tr = st["tr"]
-                        t = self._threshold_of(_quad_scores(X[tr], sol.Omega, sol.delta, mom.center, mom.scale),
-                                               is_two[tr])
-                        scores_grid[g, f] = -np.mean((s_va > t) != is_two[va])
-                if self.patience is None or (g + 1 < len(path) and path[g + 1][0] == c1):
-                    continue
-                # end of a lambda1 row: stop descending once rows keep falling clearly behind
-                done = scores_grid[: g + 1]
-                mean = done.mean(axis=1)
-                top = int(np.argmax(mean))
-                cut = mean[top] - done[top].std(ddof=1) / math.sqrt(cv)
-                row = [i for i in range(g + 1) if path[i][0] == c1]
-                worse_rows = worse_rows + 1 if mean[row].max() < cut else 0
-                if worse_rows >= self.patience:
-                    break
-        explored = np.flatnonzero(~np.isnan(scores_grid[:, 0]))
-        best = int(explored[_select([path[i] for i in explored], scores_grid[explored], self.cv_rule)])
-        mean = scores_grid.mean(axis=1)
+            scores, oof = self._cross_validate_path(X, is_two, path, cv, spawn_seed(rng))
+        explored = np.flatnonzero(~np.isnan(scores[:, 0]))
+        best = int(explored[_select([path[i] for i in explored], scores[explored], self.cv_rule)])
         self.cv_results_ = {
             "lambda1": np.array([p[0] for p in path]), "lambda2": np.array([p[1] for p in path]),
-            "mean_score": mean, "std_score": scores_grid.std(axis=1), "scoring": self.cv_scoring,
+            "mean_score": scores.mean(axis=1), "std_score": scores.std(axis=1), "scoring": self.cv_scoring,
         }
         self.lambda1_, self.lambda2_ = path[best]
 
@@ -1126,35 +1215,44 @@ class QUADRO(ClassifierMixin, BaseEstimator):
         self.n_iter_, self.converged_ = sol.n_iter, sol.converged
         if not sol.converged:
             warnings.warn(f"QUADRO solver did not converge in max_iter={self.max_iter} iterations "
-                          f"(relative residual {sol.residual:.2e})", RuntimeWarning, stacklevel=2)
+                          f"(relative residual {sol.residual:.2e})", RuntimeWarning, stacklevel=3)
         self.constraint_residual_ = float(problem.a @ sol.x - 1.0)
         self.objective_ = sol.objective
         self.rayleigh_quotient_ = rayleigh_quotient(sol.Omega, sol.delta, mom.mu1, mom.Sigma1, mom.mu2,
                                                     mom.Sigma2, mom.gamma, mom.pi)
-        self.oof_decision_ = None if oof is None else oof[:, best].copy()
-        cal_scores = self.oof_decision_ if oof is not None else self.decision_function(X)
-        slope, intercept = _logistic_1d(cal_scores, is_two)
-        self.calibration_ = np.array([slope, intercept])
-        self.threshold_ = float(self._threshold_of(cal_scores, is_two))
-        return self
+        # threshold and calibration from scores of models that did not see the sample (training scores without CV)
+        cal = oof[:, best] if oof is not None else _quad_scores(X, sol.Omega, sol.delta, mom.center, mom.scale)
+        self.threshold_ = self._threshold_of(cal, is_two)
+        slope = _logistic_slope(cal - self.threshold_, is_two)
+        self.calibration_ = np.array([slope, -slope * self.threshold_])
+        self.oof_decision_ = None if oof is None else cal - self.threshold_
+
+    def quadratic_score(self, X) -> np.ndarray:
+        """Q at each row of X (n, d): the quadratic score itself; larger means ``classes_[1]``."""
+        check_is_fitted(self)
+        X = self._validated(X, reset=False)
+        return _quad_scores(X, self.Omega_, self.delta_, self.center_, self.scale_)
 
     def decision_function(self, X) -> np.ndarray:
-        """Q at each row of X (n, d); larger means ``classes_[1]``."""
+        """``Q - threshold_`` at each row of X (n, d): positive means ``classes_[1]``."""
         check_is_fitted(self)
-        X = validate_data(self, X, dtype=np.float64, reset=False)
-        return _quad_scores(X, self.Omega_, self.delta_, self.center_, self.scale_)
+        return self.quadratic_score(X) - self.threshold_
 
     def predict(self, X) -> np.ndarray:
         """``classes_[1]`` where ``Q > threshold_``, else ``classes_[0]``."""
-        above = self.decision_function(X) > self.threshold_
+        check_is_fitted(self)
+        above = self.decision_function(X) > 0
         return self.classes_[above.astype(int)]
 
     def predict_proba(self, X) -> np.ndarray:
-        """(n, 2) probabilities from a logistic calibration of Q (fitted on out-of-fold scores)."""
+        """(n, 2) probabilities ``sigmoid(b (Q - threshold_))`` (``b = calibration_[0] > 0``).
+
+        ``b`` is the logistic fit of the calibration scores (out of fold with CV) with
+        the offset fixed at the threshold, so the probability of ``classes_[1]``
+        exceeds 1/2 exactly where ``predict`` returns it.
+        """
         check_is_fitted(self)
-        slope, intercept = self.calibration_
-        z = np.clip(slope * self.decision_function(X) + intercept, -700, 700)
-        p = 1.0 / (1.0 + np.exp(-z))
+        p = expit(self.calibration_[0] * self.decision_function(X))
         return np.column_stack([1.0 - p, p])
 
     def interactions(self, feature_names=None, tol: float = 0.0):
@@ -1164,7 +1262,7 @@ class QUADRO(ClassifierMixin, BaseEstimator):
         the same as ``name_i`` on the diagonal) and one of ``(name, weight)`` for
         delta_.
         """
-        check_is_fitted(self, "Omega_")
+        check_is_fitted(self)
         d = self.Omega_.shape[0]
         names = np.arange(d).astype(str) if feature_names is None else np.asarray(feature_names).astype(str)
         iu, ju = np.triu_indices(d)
@@ -1209,3 +1307,89 @@ def _logistic_1d(scores: np.ndarray, is_two: np.ndarray) -> tuple[float, float]:
         p = float(np.clip(is_two.mean(), 1e-12, 1 - 1e-12))
         return 0.0, math.log(p / (1 - p))
     return b, c
+
+
+def _logistic_slope(margin: np.ndarray, is_two: np.ndarray) -> float:
+    """Slope b > 0 of P(class 2 | Q) = sigmoid(b margin), ``margin = Q - threshold`` (offset fixed).
+
+    Fitted on RMS-scaled margins with the weak ridge of :func:`_logistic_1d`. Scores
+    without usable signal (b <= 0) get the floor ``1e-3 / RMS``: probabilities of
+    nearly 1/2 that still cross it where the prediction changes class.
+    """
+    rms = float(np.sqrt(np.mean(margin**2)))
+    rms = rms if rms > 0 else 1.0
+    lr = LogisticRegression(C=100.0, fit_intercept=False, max_iter=1000).fit((margin / rms)[:, None], is_two)
+    return max(float(lr.coef_[0, 0]), 1e-3) / rms
+
+
+# --------------------------------------------------------------------------- outer cross-validation
+
+
+@dataclass
+class OutOfFold:
+    """What :func:`cross_validated_scores` returns (n samples, k outer folds).
+
+    decision : (n,) decision score ``Q - threshold`` of each sample by a model that
+        did not see it (positive = ``final.classes_[1]``).
+    predicted : (n,) the label that model predicts.
+    fold_lambdas : (k, 2) the ``(lambda1_, lambda2_)`` of each outer model; (0, 2)
+        when not nested.
+    final : the estimator fitted on all samples (lambdas, Omega_, delta_, threshold_...).
+    """
+
+    decision: np.ndarray
+    predicted: np.ndarray
+    fold_lambdas: np.ndarray
+    final: QUADRO
+
+
+def cross_validated_scores(estimator: QUADRO, X, y, cv: int = 5, *, nested: bool = True,
+                           random_state=None) -> OutOfFold:
+    """Score every sample by a QUADRO model that was not trained on it.
+
+    ``nested=True``: ``cv`` stratified outer folds (shuffled with a seed drawn from
+    ``random_state``); on each, a clone of ``estimator`` fitted on the other folds
+    chooses its own lambdas and threshold by its own inner ``estimator.cv`` folds
+    and scores the held-out fold, so the error of ``predicted`` is an honest
+    estimate (``cv`` + 1 fits). ``nested=False``: the lambdas are chosen once on
+    all samples and the scores are the final model's inner out-of-fold scores
+    (``oof_decision_``; a little optimistic, one fit; ``cv`` is not used).
+
+    Parameters
+    ----------
+    estimator : an unfitted :class:`QUADRO` (cloned, never modified).
+    X : (n, d) array; y : (n,) binary labels.
+    cv : int >= 2, outer folds; each class needs ``2 cv`` samples.
+    nested : see above.
+    random_state : None, int >= 0 or numpy Generator; seeds the outer folds.
+
+    Returns
+    -------
+    OutOfFold
+    """
+    cv = check_int(cv, "cv", 2)
+    check_option(nested, "nested", [True, False])
+    rng = check_random_state(random_state)
+    final = clone(estimator).fit(X, y)
+    if not nested:
+        if final.oof_decision_ is None:
+            raise ScontrastError("nested: False reports the estimator's own out-of-fold scores, but its cv is None")
+        decision = final.oof_decision_.copy()
+        return OutOfFold(decision, final.classes_[(decision > 0).astype(int)], np.empty((0, 2)), final)
+    labels = np.asarray(y)
+    counts = np.unique(labels, return_counts=True)[1]
+    if counts.min() < 2 * cv:
+        raise ScontrastError(f"cv: {cv} outer folds need at least {2 * cv} samples per class, "
+                             f"the smaller has {counts.min()}")
+    folds = StratifiedKFold(n_splits=cv, shuffle=True, random_state=spawn_seed(rng))
+    res = cross_validate(estimator, X, y, cv=folds, return_estimator=True, return_indices=True,
+                         error_score="raise")
+    decision = np.empty(labels.shape[0])
+    predicted = np.empty(labels.shape[0], dtype=final.classes_.dtype)
+    fold_lambdas = np.empty((cv, 2))
+    for k, (model, test) in enumerate(zip(res["estimator"], res["indices"]["test"], strict=True)):
+        decision[test] = model.decision_function(_safe_indexing(X, test))
+        predicted[test] = model.classes_[(decision[test] > 0).astype(int)]
+        fold_lambdas[k] = model.lambda1_, model.lambda2_
+        log.info("outer fold %d/%d: lambda1=%.3g lambda2=%.3g", k + 1, cv, model.lambda1_, model.lambda2_)
+    return OutOfFold(decision, predicted, fold_lambdas, final)

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import functools
 import math
-import numbers
 
 import numpy as np
 import ot
@@ -37,7 +36,21 @@ from joblib import Parallel, delayed
 from scipy.optimize import linear_sum_assignment
 from sklearn.base import BaseEstimator
 from sklearn.model_selection import KFold
-from threadpoolctl import threadpool_limits
+from sklearn.utils.validation import check_is_fitted
+
+from .core import (
+    ScontrastError,
+    blas_threads,
+    check_int,
+    check_matrix,
+    check_option,
+    check_pair,
+    check_random_state,
+    check_real,
+    dense,
+    one_blas_thread,
+    spawn_seed,
+)
 
 __all__ = [
     "wasserstein2_1d",
@@ -115,13 +128,13 @@ def wasserstein2_1d(a, b) -> float | np.ndarray:
     a = np.asarray(a, dtype=float)
     b = np.asarray(b, dtype=float)
     if a.ndim not in (1, 2) or a.ndim != b.ndim:
-        raise ValueError(f"a, b: expected two 1-D or two 2-D arrays, got shapes {a.shape} and {b.shape}")
+        raise ScontrastError(f"a, b: expected two 1-D or two 2-D arrays, got shapes {a.shape} and {b.shape}")
     if a.shape[0] == 0 or b.shape[0] == 0:
-        raise ValueError("a, b: empty sample")
+        raise ScontrastError("a, b: empty sample")
     if a.ndim == 2 and a.shape[1] != b.shape[1]:
-        raise ValueError(f"a, b: different numbers of columns ({a.shape[1]} and {b.shape[1]})")
+        raise ScontrastError(f"a, b: different numbers of columns ({a.shape[1]} and {b.shape[1]})")
     if not (np.isfinite(a).all() and np.isfinite(b).all()):
-        raise ValueError("a, b: contain NaN or infinite values")
+        raise ScontrastError("a, b: contain NaN or infinite values")
     ia, ib, w = _quantile_grid(a.shape[0], b.shape[0])
     diff = np.sort(a, axis=0)[ia] - np.sort(b, axis=0)[ib]
     out = w @ (diff * diff)
@@ -220,12 +233,8 @@ def marginal_wasserstein2(X, Y) -> np.ndarray:
     out = np.empty(d)
     for s in range(0, d, _CHUNK):
         e = min(s + _CHUNK, d)
-        out[s:e] = wasserstein2_1d(_dense(X[:, s:e]), _dense(Y[:, s:e]))
+        out[s:e] = wasserstein2_1d(dense(X[:, s:e]), dense(Y[:, s:e]))
     return out
-
-
-def _dense(A) -> np.ndarray:
-    return A.toarray() if sp.issparse(A) else np.asarray(A)
 
 
 # --------------------------------------------------------------------------- #
@@ -573,7 +582,7 @@ def tighten(
     D0, J0 = D, J
     eta = step
     t = 0
-    for t in range(1, max_iter + 1):
+    for t in range(1, max_iter + 1):  # noqa: B007 (t, the iterations done, is returned)
         gt = g - (g @ beta) * beta
         gn = np.linalg.norm(gt)
         if gn == 0.0 or eta < min_step:
@@ -613,22 +622,6 @@ def tighten(
 # --------------------------------------------------------------------------- #
 # The estimator
 # --------------------------------------------------------------------------- #
-def _check_matrix(A, name: str, min_rows: int = 2):
-    if sp.issparse(A):
-        A = sp.csr_matrix(A, dtype=float)
-        if not np.isfinite(A.data).all():
-            raise ValueError(f"{name}: contains NaN or infinite values")
-    else:
-        A = np.asarray(A, dtype=float)
-        if A.ndim != 2:
-            raise ValueError(f"{name}: expected a 2-D array (cells x genes), got shape {A.shape}")
-        if not np.isfinite(A).all():
-            raise ValueError(f"{name}: contains NaN or infinite values")
-    if A.shape[0] < min_rows:
-        raise ValueError(f"{name}: needs at least {min_rows} cells, got {A.shape[0]}")
-    return A
-
-
 def _column_moments(X, Y) -> tuple[np.ndarray, np.ndarray]:
     """Pooled mean and standard deviation of every gene (sparse-safe), shape (d,) each."""
     N = X.shape[0] + Y.shape[0]
@@ -641,30 +634,9 @@ def _column_moments(X, Y) -> tuple[np.ndarray, np.ndarray]:
     return mean, np.sqrt(var)
 
 
-def _one_blas_thread(func):
-    """Run ``func`` with single-threaded BLAS (worker processes start unlimited)."""
-
-    @functools.wraps(func)
-    def wrapper(*args, **kwargs):
-        with threadpool_limits(limits=1, user_api="blas"):
-            return func(*args, **kwargs)
-
-    return wrapper
-
-
 def _scale_columns(A, s: np.ndarray):
     """``A * s`` column-wise, keeping sparse input sparse (CSR)."""
     return sp.csr_matrix(A.multiply(s[None, :])) if sp.issparse(A) else A * s
-
-
-def _rng(random_state) -> np.random.Generator:
-    if isinstance(random_state, np.random.Generator):
-        return random_state
-    if isinstance(random_state, np.random.RandomState):
-        return np.random.default_rng(random_state.randint(0, 2**31 - 1))
-    if random_state is None or isinstance(random_state, numbers.Integral):
-        return np.random.default_rng(random_state)
-    raise ValueError(f"random_state: expected None, an int or a numpy Generator, got {random_state!r}")
 
 
 class SPARDA(BaseEstimator):
@@ -690,14 +662,15 @@ class SPARDA(BaseEstimator):
         the maximiser over the unit ball is then ``beta = 0`` (no direction gains more
         divergence than its genes cost), and the remaining rows of ``components_``
         are zero.  The first direction is always returned.
-    n_permutations : int
+    n_permutations : int, default 49
         Permutations of the group labels for the p-value of the first direction
-        (0: no test).  The whole fit (screening, RELAX, tightening) is repeated on
-        every permutation with the selected ``lam``/``k``.
+        (0: no test; the smallest attainable p-value is ``1 / (n_permutations + 1)``).
+        The whole fit (screening, RELAX, tightening) is repeated on every permutation
+        with the selected ``lam``/``k``.
     cv_folds : int
         Folds (within each group) for choosing ``lam``: the divergence of the held-out
         cells along the direction fitted on the rest, averaged over folds.
-    n_lambdas : int
+    n_lambdas : int, default 5
         Length of the automatic lambda path.
     lam_min_ratio : float
         Smallest lambda of the path relative to the largest.
@@ -705,7 +678,7 @@ class SPARDA(BaseEstimator):
         ``'max'``: the lambda of the largest mean held-out divergence (the paper);
         ``'1se'``: the largest lambda whose mean is within one standard error of
         that maximum (sparser, fewer false positives).
-    max_genes : int
+    max_genes : int, default 100
         Genes kept by marginal-W2 screening before RELAX when there are more
         (the relaxation needs a d x d eigendecomposition per step).
     relax_max_cells : int
@@ -713,8 +686,9 @@ class SPARDA(BaseEstimator):
         ``min(n, m, relax_max_cells)`` cells (each step solves an exact transport
         problem between them, O(cells^3)).  The tightening, the reported divergence
         and the permutation statistic always use every cell.
-    relax_max_iter, relax_patience, relax_step : int, int, float
-        RELAX iteration cap, patience and initial step.
+    relax_max_iter, relax_patience, relax_step : int, int, float, default 20, 15, 0.5
+        RELAX iteration cap, patience and initial step (the multi-start tightening
+        that follows makes the answer insensitive to the cap above about 20).
     tighten_max_iter : int
         Cap on tightening gradient evaluations.
     standardize : bool
@@ -784,14 +758,14 @@ class SPARDA(BaseEstimator):
         lam=None,
         k=None,
         n_directions=1,
-        n_permutations=0,
+        n_permutations=49,
         cv_folds=3,
-        n_lambdas=8,
+        n_lambdas=5,
         lam_min_ratio=0.01,
         cv_rule="max",
-        max_genes=200,
+        max_genes=100,
         relax_max_cells=200,
-        relax_max_iter=40,
+        relax_max_iter=20,
         relax_patience=15,
         relax_step=0.5,
         tighten_max_iter=300,
@@ -819,46 +793,46 @@ class SPARDA(BaseEstimator):
 
     # ------------------------------------------------------------------ checks
     def _check_params(self):
-        def _int(name, lo):
-            v = getattr(self, name)
-            if not isinstance(v, numbers.Integral) or isinstance(v, bool) or v < lo:
-                raise ValueError(f"{name}: expected an integer >= {lo}, got {v!r}")
-
-        def _pos(name, strict=True):
-            v = getattr(self, name)
-            bad = not isinstance(v, numbers.Real) or isinstance(v, bool)
-            if bad or not np.isfinite(v) or v < 0 or (strict and v == 0):
-                raise ValueError(f"{name}: expected a {'positive' if strict else 'non-negative'} number, got {v!r}")
-
-        if self.lam is not None:
-            _pos("lam", strict=False)
-        if self.k is not None:
-            _int("k", 1)
-        _int("n_directions", 1)
-        _int("n_permutations", 0)
-        _int("cv_folds", 2)
-        _int("n_lambdas", 1)
-        _int("max_genes", 1)
-        _int("relax_max_cells", 2)
-        _int("relax_max_iter", 1)
-        _int("relax_patience", 1)
-        _int("tighten_max_iter", 0)
-        _pos("relax_step")
-        _pos("lam_min_ratio")
-        if self.lam_min_ratio > 1:
-            raise ValueError(f"lam_min_ratio: expected a number in (0, 1], got {self.lam_min_ratio!r}")
-        if self.cv_rule not in ("max", "1se"):
-            raise ValueError(f"cv_rule: expected 'max' or '1se', got {self.cv_rule!r}")
-        if not isinstance(self.n_jobs, numbers.Integral) or self.n_jobs == 0:
-            raise ValueError(f"n_jobs: expected a nonzero integer, got {self.n_jobs!r}")
+        """Refuse a bad hyper-parameter with one line ``"<name>: <problem>"`` (``ScontrastError``)."""
+        check_real(self.lam, "lam", 0, allow_none=True)
+        check_int(self.k, "k", 1, allow_none=True)
+        check_int(self.n_directions, "n_directions", 1)
+        check_int(self.n_permutations, "n_permutations", 0)
+        check_int(self.cv_folds, "cv_folds", 2)
+        check_int(self.n_lambdas, "n_lambdas", 1)
+        check_real(self.lam_min_ratio, "lam_min_ratio", 0, 1, strict_min=True)
+        check_option(self.cv_rule, "cv_rule", ("max", "1se"))
+        check_int(self.max_genes, "max_genes", 1)
+        check_int(self.relax_max_cells, "relax_max_cells", 2)
+        check_int(self.relax_max_iter, "relax_max_iter", 1)
+        check_int(self.relax_patience, "relax_patience", 1)
+        check_real(self.relax_step, "relax_step", 0, strict_min=True)
+        check_int(self.tighten_max_iter, "tighten_max_iter", 0)
+        if not isinstance(self.standardize, (bool, np.bool_)):
+            raise ScontrastError(f"standardize: expected True or False, got {self.standardize!r}")
+        if check_int(self.n_jobs, "n_jobs") == 0:
+            raise ScontrastError("n_jobs: expected a nonzero integer (-1 = all cores), got 0")
 
     # ------------------------------------------------------------- core pieces
-    def _prepare(self, X, Y):
-        """Scale, screen and densify: returns (Xd, Yd, screened, marginal_w2).
+    def _scale_screen_centre(self, X, Y):
+        """Scale (``standardize``), screen by marginal W2 (``max_genes``), densify and centre.
 
-        ``Xd``/``Yd`` are dense (cells x screened genes), centred on the pooled
-        mean (W2 between projections is translation invariant; centring keeps the
-        RELAX costs x'Bx + y'By - 2x'By free of cancellation).
+        Parameters
+        ----------
+        X : ndarray or CSR matrix, shape (n, d)
+        Y : ndarray or CSR matrix, shape (m, d)
+
+        Returns
+        -------
+        Xd : ndarray, shape (n, s)
+        Yd : ndarray, shape (m, s)
+            The screened genes' columns, dense, centred on the pooled mean (W2 between
+            projections is translation invariant; centring keeps the RELAX costs
+            x'Bx + y'By - 2x'By free of cancellation).
+        screened : ndarray of int, shape (s,)
+            Sorted indices of the genes kept, ``s = min(d, max_genes)``.
+        marginal_w2 : ndarray, shape (d,)
+            Marginal squared W2 of every gene (after scaling), the screening score.
         """
         if self.standardize:
             X = _scale_columns(X, 1.0 / self.scale_)
@@ -870,8 +844,8 @@ class SPARDA(BaseEstimator):
             screened = np.sort(np.argsort(-w2, kind="stable")[: self.max_genes])
         else:
             screened = np.arange(d)
-        Xd = _dense(X[:, screened])
-        Yd = _dense(Y[:, screened])
+        Xd = dense(X[:, screened])
+        Yd = dense(Y[:, screened])
         mu = (Xd.sum(axis=0) + Yd.sum(axis=0)) / (Xd.shape[0] + Yd.shape[0])
         return Xd - mu, Yd - mu, screened, w2
 
@@ -944,7 +918,7 @@ class SPARDA(BaseEstimator):
 
     def _fit_first(self, X, Y, lam, k, rng) -> float:
         """Statistic of the permutation test: the first direction's divergence."""
-        Xd, Yd, _, _ = self._prepare(X, Y)
+        Xd, Yd, _, _ = self._scale_screen_centre(X, Y)
         return self._direction(Xd, Yd, lam, k, rng)[2]["divergence"]
 
     def _lambda_path(self, top: float) -> np.ndarray:
@@ -952,13 +926,13 @@ class SPARDA(BaseEstimator):
             return np.zeros(1)
         return top * np.geomspace(1.0, self.lam_min_ratio, self.n_lambdas)
 
-    @_one_blas_thread
+    @one_blas_thread
     def _cv_fold(self, X, Y, train_x, test_x, train_y, test_y, lams, seed):
         rng = np.random.default_rng(seed)
         Xtr, Ytr = X[train_x], Y[train_y]
-        Xd, Yd, screened, _ = self._prepare(Xtr, Ytr)
-        Xte = _dense(X[test_x][:, screened])
-        Yte = _dense(Y[test_y][:, screened])
+        Xd, Yd, screened, _ = self._scale_screen_centre(Xtr, Ytr)
+        Xte = dense(X[test_x][:, screened])
+        Yte = dense(Y[test_y][:, screened])
         if self.standardize:
             Xte, Yte = Xte / self.scale_[screened], Yte / self.scale_[screened]
         scores, nnz = np.empty(len(lams)), np.empty(len(lams))
@@ -985,18 +959,15 @@ class SPARDA(BaseEstimator):
         # The matrices are at most a few hundred genes wide: multithreaded BLAS gains
         # little on them, and its spinning threads fight the permutation / CV workers
         # (and other jobs) for the cores.
-        with threadpool_limits(limits=1, user_api="blas"):
+        with blas_threads(1):
             return self._fit(X, Y)
 
     def _fit(self, X, Y):
         self._check_params()
-        X = _check_matrix(X, "X")
-        Y = _check_matrix(Y, "Y")
-        if X.shape[1] != Y.shape[1]:
-            raise ValueError(f"Y: has {Y.shape[1]} genes, X has {X.shape[1]}")
+        X, Y = check_pair(X, Y, min_rows=2)
+        rng = check_random_state(self.random_state)
         n, d = X.shape
         m = Y.shape[0]
-        rng = _rng(self.random_state)
         if self.standardize:
             _, sd = _column_moments(X, Y)
             # constant genes carry no difference; scale 1 leaves them at zero spread
@@ -1004,7 +975,7 @@ class SPARDA(BaseEstimator):
         else:
             self.scale_ = None
 
-        Xd, Yd, screened, w2 = self._prepare(X, Y)
+        Xd, Yd, screened, w2 = self._scale_screen_centre(X, Y)
         self.screened_ = screened
         self.marginal_w2_ = w2
         self.n_relax_cells_ = min(n, m, self.relax_max_cells)
@@ -1098,12 +1069,12 @@ class SPARDA(BaseEstimator):
         n, m = X.shape[0], Y.shape[0]
         folds = self.cv_folds
         if min(n, m) < 2 * folds:
-            raise ValueError(
+            raise ScontrastError(
                 f"cv_folds: {folds} folds need at least {2 * folds} cells per group, got {n} and {m}; "
                 "lower cv_folds or set lam"
             )
-        kx = KFold(folds, shuffle=True, random_state=int(rng.integers(2**31 - 1))).split(np.arange(n))
-        ky = KFold(folds, shuffle=True, random_state=int(rng.integers(2**31 - 1))).split(np.arange(m))
+        kx = KFold(folds, shuffle=True, random_state=spawn_seed(rng)).split(np.arange(n))
+        ky = KFold(folds, shuffle=True, random_state=spawn_seed(rng)).split(np.arange(m))
         seeds = rng.integers(0, 2**63 - 1, size=folds)
         jobs = [
             delayed(self._cv_fold)(X, Y, trx, tex, try_, tey, lams, seeds[f])
@@ -1129,10 +1100,10 @@ class SPARDA(BaseEstimator):
 
     def _permutation_null(self, X, Y, lam, rng) -> np.ndarray:
         n = X.shape[0]
-        Z = sp.vstack([X, Y], format="csr") if sp.issparse(X) else np.vstack([X, Y])
+        Z = sp.vstack([X, Y], format="csr") if sp.issparse(X) or sp.issparse(Y) else np.vstack([X, Y])
         seeds = rng.integers(0, 2**63 - 1, size=self.n_permutations)
 
-        @_one_blas_thread
+        @one_blas_thread
         def one(seed):
             r = np.random.default_rng(seed)
             perm = r.permutation(Z.shape[0])
@@ -1152,9 +1123,10 @@ class SPARDA(BaseEstimator):
         -------
         ndarray, shape (n, n_directions)
         """
-        X = _check_matrix(X, "X", min_rows=1)
+        check_is_fitted(self)
+        X = check_matrix(X, "X")
         if X.shape[1] != self.components_.shape[1]:
-            raise ValueError(f"X: has {X.shape[1]} genes, the model was fitted on {self.components_.shape[1]}")
+            raise ScontrastError(f"X: has {X.shape[1]} genes, the model was fitted on {self.components_.shape[1]}")
         W = self.components_.T
         if self.scale_ is not None:
             W = W / self.scale_[:, None]
@@ -1235,23 +1207,22 @@ def stability_selection(X, Y, *, lam=None, k=None, n_subsamples=50, n_jobs=1, ra
         Mean over the fits of the gene's absolute weight (largest over directions; 0 when
         not selected); only with ``return_weights=True``.
     """
-    X = _check_matrix(X, "X", min_rows=4)
-    Y = _check_matrix(Y, "Y", min_rows=4)
-    if X.shape[1] != Y.shape[1]:
-        raise ValueError(f"Y: has {Y.shape[1]} genes, X has {X.shape[1]}")
+    X, Y = check_pair(X, Y, min_rows=4)
     if lam is None and k is None:
-        raise ValueError("lam, k: stability selection needs a fixed lam or k (no cross-validation per subsample)")
-    if not isinstance(n_subsamples, numbers.Integral) or isinstance(n_subsamples, bool) or n_subsamples < 1:
-        raise ValueError(f"n_subsamples: expected an integer >= 1, got {n_subsamples!r}")
-    if not isinstance(n_jobs, numbers.Integral) or n_jobs == 0:
-        raise ValueError(f"n_jobs: expected a nonzero integer, got {n_jobs!r}")
+        raise ScontrastError("lam, k: stability selection needs a fixed lam or k (no cross-validation per subsample)")
+    check_int(n_subsamples, "n_subsamples", 1)
+    if check_int(n_jobs, "n_jobs") == 0:
+        raise ScontrastError("n_jobs: expected a nonzero integer (-1 = all cores), got 0")
     bad = sorted({"n_permutations", "n_jobs", "random_state"} & set(sparda_params))
     if bad:
-        raise ValueError(f"{bad[0]}: not a parameter of the subsample fits")
+        raise ScontrastError(f"{bad[0]}: not a parameter of the subsample fits")
+    unknown = sorted(set(sparda_params) - set(SPARDA._get_param_names()))
+    if unknown:
+        raise ScontrastError(f"{unknown[0]}: not a parameter of SPARDA")
     params = dict(sparda_params, lam=lam, k=k, n_permutations=0, n_jobs=1)
     # an invalid SPARDA parameter fails here, once, rather than in every worker
     SPARDA(**params)._check_params()
-    rng = _rng(random_state)
+    rng = check_random_state(random_state)
     sx = _half_subsamples(X.shape[0], n_subsamples, rng)
     sy = _half_subsamples(Y.shape[0], n_subsamples, rng)
     seeds = rng.integers(0, 2**63 - 1, size=n_subsamples)

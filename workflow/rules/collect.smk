@@ -1,7 +1,7 @@
 rule collect:
     """Merge the preprocessed data and every configured method's delta into one AnnData."""
     input:
-        h5ad="results/{dataset}/preprocessed.h5ad",
+        h5ad=rules.preprocess.output.h5ad,
         deltas=method_outputs,
     output:
         h5ad="results/{dataset}/scontrast.h5ad",

@@ -1,51 +1,24 @@
-# Latent binary features of the cells (linear-Gaussian IBP on an embedding) and their FANGS summary.
+# FANGS: one feature allocation summarising posterior samples of binary latent features.
 
-# Rule whose delta holds each embedding that config latent_features.use_rep may name.
-_FEATURE_EMBEDDINGS = {"X_cpca": "cpca", "X_pcpca": "pcpca"}
 # The samples FANGS summarises: a user file (config fangs.samples, '{dataset}' filled in) or rule
 # latent_features's output.
-_FANGS_SAMPLES = config["fangs"].get("samples") or "results/{dataset}/feature_samples.npz"
-
-
-rule latent_features:
-    """Gibbs samples of binary latent features of every cell (linear-Gaussian IBP on an embedding)."""
-    input:
-        h5ad="results/{dataset}/preprocessed.h5ad",
-        embedding=lambda w: f"results/{w.dataset}/{_FEATURE_EMBEDDINGS[config['latent_features']['use_rep']]}.h5ad",
-    output:
-        npz="results/{dataset}/feature_samples.npz",
-    params:
-        cfg=config["latent_features"],
-        seed=config["seed"],
-    log:
-        "logs/{dataset}/latent_features.log",
-    benchmark:
-        "results/{dataset}/benchmarks/latent_features.tsv"
-    threads: 1
-    resources:
-        mem_mb=mem_mb(per_input_mb=6),
-        runtime=runtime_min(per_input_mb=0.2),
-    conda:
-        "../../envs/scontrast.yaml"
-    script:
-        "../../scripts/latent_features.py"
+_FANGS_USER_SAMPLES = config["fangs"]["samples"]
 
 
 rule fangs:
     """FANGS point estimate of the cells' features from posterior samples (FARO loss)."""
     input:
-        h5ad="results/{dataset}/preprocessed.h5ad",
-        samples=lambda w: _FANGS_SAMPLES.replace("{dataset}", w.dataset),
+        h5ad=rules.preprocess.output.h5ad,
+        samples=(
+            (lambda w: _FANGS_USER_SAMPLES.replace("{dataset}", w.dataset))
+            if _FANGS_USER_SAMPLES
+            else rules.latent_features.output.npz
+        ),
     output:
         h5ad="results/{dataset}/fangs.h5ad",
-        figure=report(
-            "results/{dataset}/figures/fangs.png",
-            caption="../report/fangs.rst",
-            category="{dataset}",
-            subcategory="fangs",
-        ),
     params:
-        cfg=config["fangs"],
+        # the samples path is the rule's input, not a parameter of tl.fangs
+        cfg={k: v for k, v in model_params("fangs").items() if k != "samples"},
         seed=config["seed"],
     log:
         "logs/{dataset}/fangs.log",
@@ -59,3 +32,32 @@ rule fangs:
         "../../envs/scontrast.yaml"
     script:
         "../../scripts/fangs.py"
+
+
+rule fangs_figure:
+    """FANGS's figure (the estimate per cell, K over the samples, the sampler's trace) from its delta: no refit."""
+    input:
+        h5ad=rules.preprocess.output.h5ad,
+        deltas=[rules.fangs.output.h5ad],
+    output:
+        figure=report(
+            "results/{dataset}/figures/fangs.png",
+            caption="../report/fangs.rst",
+            category="{dataset}",
+            subcategory="fangs",
+        ),
+    params:
+        method="fangs",
+        plot=plot_params("fangs"),
+    log:
+        "logs/{dataset}/fangs_figure.log",
+    benchmark:
+        "results/{dataset}/benchmarks/fangs_figure.tsv"
+    threads: 1
+    resources:
+        mem_mb=mem_mb(per_input_mb=2),
+        runtime=runtime_min(per_input_mb=0.01),
+    conda:
+        "../../envs/scontrast.yaml"
+    script:
+        "../../scripts/figure.py"

@@ -1,21 +1,13 @@
 rule quadro:
     """QUADRO: cross-validated sparse quadratic classification of target vs background cells."""
     input:
-        h5ad="results/{dataset}/preprocessed.h5ad",
-        # SPARDA's delta (var['sparda_selected']) only when QUADRO runs on SPARDA's genes
-        deps=lambda w: (
-            [f"results/{w.dataset}/sparda.h5ad"] if config["quadro"]["genes"] == "sparda_selected" else []
-        ),
+        h5ad=rules.preprocess.output.h5ad,
+        # SPARDA's delta (var['sparda_selected'], var['sparda_weight']) only when QUADRO runs on SPARDA's genes
+        deltas=[rules.sparda.output.h5ad] if config["quadro"]["genes"] == "sparda_selected" else [],
     output:
         h5ad="results/{dataset}/quadro.h5ad",
-        figure=report(
-            "results/{dataset}/figures/quadro.png",
-            caption="../report/quadro.rst",
-            category="{dataset}",
-            subcategory="quadro",
-        ),
     params:
-        cfg=config["quadro"],
+        cfg=model_params("quadro"),
         seed=config["seed"],
     log:
         "logs/{dataset}/quadro.log",
@@ -29,3 +21,32 @@ rule quadro:
         "../../envs/scontrast.yaml"
     script:
         "../../scripts/quadro.py"
+
+
+rule quadro_figure:
+    """QUADRO's figure (out-of-fold score histograms per group, ROC curve) from its delta: no refit."""
+    input:
+        h5ad=rules.preprocess.output.h5ad,
+        deltas=[rules.quadro.output.h5ad],
+    output:
+        figure=report(
+            "results/{dataset}/figures/quadro.png",
+            caption="../report/quadro.rst",
+            category="{dataset}",
+            subcategory="quadro",
+        ),
+    params:
+        method="quadro",
+        plot=plot_params("quadro"),
+    log:
+        "logs/{dataset}/quadro_figure.log",
+    benchmark:
+        "results/{dataset}/benchmarks/quadro_figure.tsv"
+    threads: 1
+    resources:
+        mem_mb=mem_mb(per_input_mb=2),
+        runtime=runtime_min(per_input_mb=0.01),
+    conda:
+        "../../envs/scontrast.yaml"
+    script:
+        "../../scripts/figure.py"

@@ -7,7 +7,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from ..core import TARGET_KEY
+from ..core import TARGET_KEY, ScontrastError
 
 _BACKGROUND_COLOUR = "#c8c8c8"
 
@@ -21,8 +21,8 @@ def _coordinates(E, components, rng):
 
 def cpca(
     adata: ad.AnnData,
-    color: str = TARGET_KEY,
     *,
+    color: str = TARGET_KEY,
     key: str = TARGET_KEY,
     components: tuple[int, int] = (0, 1),
     show_background: bool = True,
@@ -35,22 +35,29 @@ def cpca(
     One panel per alpha (alpha = 0 is plain PCA of the target). Target cells, the
     ones cPCA embeds, are coloured by ``obs[color]`` (categorical: one colour per
     level, shared across panels; numeric: a colour bar); background cells, projected
-    on the same components, are drawn underneath in grey. With ``color == key``
-    the target cells get one colour. ``ax``: a sequence of Axes, one per alpha.
+    on the same components, are drawn underneath in grey (``show_background``). With
+    ``color == key`` the target cells get one colour. ``components``: the two
+    components on the axes (0-based; ignored with one component, which is plotted
+    against a jitter). ``point_size``: marker area (None: from the number of cells).
+    ``panel_size``: inches per panel. ``ax``: a sequence of Axes, one per alpha.
+
+    Reads only ``obs``, ``obsm`` and ``uns`` (no expression matrix).
     """
     uns = adata.uns.get("cpca")
     if uns is None or "embedding_keys" not in uns:
-        raise ValueError("adata: uns['cpca'] is missing; run scontrast.tl.cpca first")
+        raise ScontrastError("adata: uns['cpca'] is missing; run scontrast.tl.cpca first")
     names = [str(k) for k in np.asarray(uns["embedding_keys"]).ravel()]
     missing = [k for k in names if k not in adata.obsm]
     if missing:
-        raise ValueError(f"adata: obsm {missing} missing; run scontrast.tl.cpca first")
+        raise ScontrastError(f"adata: obsm {missing} missing; run scontrast.tl.cpca first")
     if color not in adata.obs:
-        raise ValueError(f"color: obs column '{color}' does not exist (have: {list(adata.obs.columns)[:15]})")
+        raise ScontrastError(f"color: obs column '{color}' does not exist (have: {list(adata.obs.columns)[:15]})")
     alphas = np.asarray(uns["alphas"], dtype=float).ravel()
     k = adata.obsm[names[0]].shape[1]
-    if k > 1 and not (0 <= components[0] < k and 0 <= components[1] < k and components[0] != components[1]):
-        raise ValueError(f"components: {components} is not a pair of distinct indices below {k}")
+    components = tuple(components)
+    if len(components) != 2 or (k > 1 and not (0 <= components[0] < k and 0 <= components[1] < k
+                                               and components[0] != components[1])):
+        raise ScontrastError(f"components: {list(components)} is not a pair of distinct indices below {k}")
     is_target = adata.obs[key].to_numpy(dtype=bool)
 
     if ax is None:
@@ -65,7 +72,7 @@ def cpca(
     else:
         axes = list(np.atleast_1d(ax))
         if len(axes) < len(names):
-            raise ValueError(f"ax: {len(names)} Axes are needed (one per alpha), got {len(axes)}")
+            raise ScontrastError(f"ax: {len(names)} Axes are needed (one per alpha), got {len(axes)}")
         fig = axes[0].figure
     s = point_size if point_size is not None else max(2.0, min(30.0, 3000.0 / max(adata.n_obs, 1)))
 

@@ -8,7 +8,7 @@ import numpy as np
 from matplotlib.colors import ListedColormap
 from matplotlib.patches import Patch
 
-from ..core import TARGET_KEY
+from ..core import TARGET_KEY, ScontrastError
 
 _GROUP_COLORS = ("tab:blue", "tab:orange")  # background, target
 
@@ -65,9 +65,13 @@ def fangs(adata: ad.AnnData, *, key: str = TARGET_KEY, ax=None, figsize=(12, 6))
     counts; a strip on the left marks the group of each cell. Without ``ax``
     the figure adds the distribution of K over the posterior samples (the
     estimate's K marked) and, when available, the sampler's log-joint trace.
+
+    Reads only ``obsm['fangs_features']``, ``uns['fangs']`` and ``obs[key]`` (no
+    ``X``), so it draws from the preprocessed annotations joined with the fangs
+    delta. ``figsize`` (inches) applies without ``ax``.
     """
     if "fangs_features" not in adata.obsm:
-        raise ValueError("adata: obsm['fangs_features'] is missing; run scontrast.tl.fangs first")
+        raise ScontrastError("adata: obsm['fangs_features'] is missing; run scontrast.tl.fangs first")
     features = np.asarray(adata.obsm["fangs_features"]).astype(np.uint8)
     is_target = adata.obs[key].to_numpy(dtype=bool) if key in adata.obs else np.zeros(adata.n_obs, bool)
     uns = dict(adata.uns.get("fangs", {}))

@@ -7,7 +7,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from ..core import TARGET_KEY
+from ..core import TARGET_KEY, ScontrastError
 
 
 def _default_color(adata):
@@ -29,8 +29,8 @@ def _coordinates(E, components, rng):
 
 def pcpca(
     adata: ad.AnnData,
-    color: str | None = None,
     *,
+    color: str | None = None,
     components: tuple[int, int] = (0, 1),
     key: str = TARGET_KEY,
     point_size: float | None = None,
@@ -43,16 +43,20 @@ def pcpca(
     ``obs[color]`` (categorical: one colour per level, the same in both panels; numeric:
     a colour bar). ``color=None`` uses the preprocessing ``groupby`` column. With
     ``ax`` (a sequence of two Axes) the panels are drawn there.
+
+    Needs only annotations: ``obsm['X_pcpca']``, ``obs`` and ``uns`` (no ``X``), so it
+    draws from the preprocessed data's annotations and the method's delta. In the workflow
+    these keywords are the ``pcpca`` block's ``plot`` entry.
     """
     if "X_pcpca" not in adata.obsm:
-        raise ValueError("adata: obsm['X_pcpca'] is missing; run scontrast.tl.pcpca first")
+        raise ScontrastError("adata: obsm['X_pcpca'] is missing; run scontrast.tl.pcpca first")
     color = _default_color(adata) if color is None else color
     if color not in adata.obs:
-        raise ValueError(f"color: obs column '{color}' does not exist (have: {list(adata.obs.columns)[:15]})")
+        raise ScontrastError(f"color: obs column '{color}' does not exist (have: {list(adata.obs.columns)[:15]})")
     E = np.asarray(adata.obsm["X_pcpca"])
     k = E.shape[1]
     if k > 1 and not (0 <= components[0] < k and 0 <= components[1] < k):
-        raise ValueError(f"components: {components} out of range for {k} PCPCA components")
+        raise ScontrastError(f"components: {components} out of range for {k} PCPCA components")
     is_target = adata.obs[key].to_numpy(dtype=bool)
     x, y = _coordinates(E, components, np.random.default_rng(0))
     values = adata.obs[color]

@@ -7,16 +7,15 @@ import numpy as np
 from matplotlib.figure import Figure
 from sklearn.metrics import roc_auc_score, roc_curve
 
-from ..core import ScontrastError
-from ..core import TARGET_KEY
+from ..core import TARGET_KEY, ScontrastError, check_int
 
 
 def _scored_classes(adata: ad.AnnData, key: str, score_key: str):
     """(scores, second-class mask, [first, second]) of the cells ``tl.quadro`` scored."""
     info = adata.uns.get("quadro", {})
-    groupby = info.get("params", {}).get("groupby", "None")
+    groupby = info.get("params", {}).get("groupby")
     score = adata.obs[score_key].to_numpy(dtype=float)
-    if groupby in (None, "None"):
+    if groupby in (None, "None"):  # "None": files written before None was stored as None
         if key not in adata.obs:
             raise ScontrastError(f"obs['{key}'] is missing: run scontrast.tl.quadro first")
         return score, adata.obs[key].to_numpy(dtype=bool), ["background", "target"]
@@ -30,18 +29,21 @@ def quadro(adata: ad.AnnData, *, key: str = TARGET_KEY, score_key: str = "quadro
            ax=None) -> Figure:
     """Histograms of the out-of-fold QUADRO score per group and its ROC curve.
 
+    Needs only annotations (``obs``, ``uns``), not the expression matrix.
+
     Parameters
     ----------
-    adata : AnnData after ``tl.quadro`` (``obs[score_key]``, ``obs[key]``).
+    adata : AnnData after ``tl.quadro`` (``obs[score_key]``, ``obs[key]``, ``uns['quadro']``).
     key : boolean obs column of the groups (True = target).
     score_key : obs column of the scores.
-    bins : histogram bins.
+    bins : histogram bins (>= 1).
     ax : None or a sequence of two Axes (scores, ROC) to draw into.
 
     Returns
     -------
     matplotlib Figure.
     """
+    bins = check_int(bins, "bins", 1)
     if score_key not in adata.obs:
         raise ScontrastError(f"obs['{score_key}'] is missing: run scontrast.tl.quadro first")
     score, is_target, names = _scored_classes(adata, key, score_key)
@@ -51,7 +53,7 @@ def quadro(adata: ad.AnnData, *, key: str = TARGET_KEY, score_key: str = "quadro
     else:
         axes = list(ax)
         if len(axes) != 2:
-            raise ScontrastError("ax must hold two Axes (scores, ROC)")
+            raise ScontrastError("ax: expected two Axes (scores, ROC)")
         fig = axes[0].figure
     info = adata.uns.get("quadro", {})
     first, second = names
@@ -61,7 +63,9 @@ def quadro(adata: ad.AnnData, *, key: str = TARGET_KEY, score_key: str = "quadro
     for mask, label, colour in ((~is_target, first, "tab:blue"), (is_target, second, "tab:red")):
         axes[0].hist(np.clip(score[mask], lo, hi), bins=edges, density=True, alpha=0.55, color=colour,
                      label=f"{label} (n={int(mask.sum())})")
-    axes[0].set_xlabel("cross-validated QUADRO score Q(x), clipped to its 1-99% range")
+    if lo <= 0.0 <= hi:
+        axes[0].axvline(0.0, color="black", linestyle="--", linewidth=0.8, label=f"cut ({second} above)")
+    axes[0].set_xlabel("cross-validated QUADRO score Q(x) - threshold, clipped to its 1-99% range")
     axes[0].set_ylabel("density")
     title = "QUADRO scores (out of fold)"
     if "cv_error" in info:

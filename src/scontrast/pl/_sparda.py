@@ -6,7 +6,7 @@ import anndata as ad
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ..core import TARGET_KEY
+from ..core import TARGET_KEY, ScontrastError, check_int
 
 _TARGET_COLOUR = "#d62728"
 _BACKGROUND_COLOUR = "#1f77b4"
@@ -55,29 +55,33 @@ def sparda(
 ) -> plt.Figure:
     """Weights of the top genes and projected target/background densities.
 
+    Needs only the annotations ``tl.sparda`` writes (``var['sparda_weight']``,
+    ``var['sparda_selected']``, ``obsm['X_sparda']``, ``uns['sparda']``) and
+    ``obs[key]``; ``X`` is not read.
+
     Left: the ``n_genes`` largest weights (by magnitude) of the first direction
     (red positive, blue negative; the sign is fixed so that the largest weight is
     positive).  Right: histograms of the projections
     ``obsm['X_sparda'][:, 0]`` of target and background cells, titled with the
     Wasserstein divergence and the permutation p-value.  With ``ax`` (a sequence of
-    two Axes) the panels are drawn there.
+    two Axes) the panels are drawn there; ``figsize`` (width, height in inches) is
+    used otherwise.
     """
     for slot, name in ((adata.var, "sparda_weight"), (adata.var, "sparda_selected"), (adata.obsm, "X_sparda")):
         if name not in slot:
-            raise ValueError(f"adata: '{name}' is missing; run scontrast.tl.sparda first")
+            raise ScontrastError(f"adata: '{name}' is missing; run scontrast.tl.sparda first")
     if "sparda" not in adata.uns:
-        raise ValueError("adata: uns['sparda'] is missing; run scontrast.tl.sparda first")
+        raise ScontrastError("adata: uns['sparda'] is missing; run scontrast.tl.sparda first")
     if key not in adata.obs:
-        raise ValueError(f"key: obs column '{key}' does not exist")
-    if n_genes < 1:
-        raise ValueError(f"n_genes: expected a positive integer, got {n_genes!r}")
+        raise ScontrastError(f"key: obs column '{key}' does not exist")
+    check_int(n_genes, "n_genes", 1)
     info = adata.uns["sparda"]
     if ax is None:
         fig, axes = plt.subplots(1, 2, figsize=figsize, gridspec_kw={"width_ratios": [1, 1.3]})
     else:
         axes = list(ax)
         if len(axes) != 2:
-            raise ValueError(f"ax: expected two Axes, got {len(axes)}")
+            raise ScontrastError(f"ax: expected two Axes, got {len(axes)}")
         fig = axes[0].figure
     _weights_panel(axes[0], adata, n_genes)
     proj = np.asarray(adata.obsm["X_sparda"])[:, 0]

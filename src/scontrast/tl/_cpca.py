@@ -8,8 +8,9 @@ import anndata as ad
 import numpy as np
 import scipy.sparse as sp
 
+from ..core import ScontrastError
 from ..cpca import CPCA
-from ._common import TARGET_KEY, group_matrices, record_params
+from ._common import TARGET_KEY, build_estimator, group_matrices, record_params
 
 log = logging.getLogger(__name__)
 
@@ -25,21 +26,12 @@ def _alpha_param(alpha):
 def cpca(
     adata: ad.AnnData,
     *,
-    n_components: int = 2,
-    alpha="auto",
     genes: str = "highly_variable",
     layer: str | None = None,
     key: str = TARGET_KEY,
-    n_alphas: int = 40,
-    max_log_alpha: float = 3,
-    n_alpha_clusters: int = 4,
-    affinity: str = "loadings",
-    standardize: bool = False,
-    solver: str = "auto",
-    tol: float = 1e-10,
-    max_iter: int = 500,
-    random_state: int = 0,
+    random_state=0,
     copy: bool = False,
+    **params,
 ):
     """Contrastive PCA of the target cells against the background cells.
 
@@ -47,12 +39,6 @@ def cpca(
     ----------
     adata
         Cells x genes, log-normalised, with boolean ``obs[key]`` (True = target).
-    n_components
-        Contrastive components per alpha.
-    alpha
-        ``'auto'`` (alphas chosen from a grid by spectral clustering of subspaces, as in
-        the paper; alpha = 0, plain PCA of the target, always comes first), a number
-        >= 0, or a list of them.
     genes
         ``'highly_variable'`` (default), ``'sparda_selected'`` (needs SPARDA's
         ``var['sparda_selected']``), ``'all'`` or any boolean var column.
@@ -60,12 +46,17 @@ def cpca(
         Matrix to use instead of ``X``.
     key
         Boolean obs column of the target/background split.
-    n_alphas, max_log_alpha, n_alpha_clusters, affinity, standardize, solver, tol, max_iter
-        Passed to :class:`scontrast.cpca.CPCA`.
     random_state
-        Seed of the spectral clustering of the alpha grid.
+        Seed of the spectral clustering of the alpha grid (None, an int or a numpy Generator).
     copy
         Work on (and return) a copy.
+    **params
+        Hyper-parameters of :class:`scontrast.cpca.CPCA` (their defaults are its own):
+        ``n_components`` (components per alpha), ``alpha`` (``'auto'``: alphas chosen
+        from a grid by spectral clustering of subspaces, as in the paper, alpha = 0,
+        plain PCA of the target, always first; or a number >= 0, or a list of them),
+        ``n_alphas``, ``max_log_alpha``, ``n_alpha_clusters``, ``affinity``,
+        ``standardize``, ``solver``, ``tol``, ``max_iter``.
 
     Writes
     ------
@@ -82,16 +73,12 @@ def cpca(
     C_X - alpha C_Y), ``grid_explained_contrast``, ``residuals``, ``solver``, the
     group sizes and the number of genes.
     """
-    params = dict(n_components=n_components, alpha=_alpha_param(alpha), genes=genes, layer=layer, key=key,
-                  n_alphas=n_alphas, max_log_alpha=max_log_alpha, n_alpha_clusters=n_alpha_clusters,
-                  affinity=affinity, standardize=standardize, solver=solver, tol=tol, max_iter=max_iter)
+    model = build_estimator(CPCA, params, random_state=random_state)
+    if layer is not None and layer not in adata.layers:
+        raise ScontrastError(f"layer: '{layer}' is not a layer of the data (have: {list(adata.layers.keys())})")
     adata = adata.copy() if copy else adata
     X, Y, mask = group_matrices(adata, genes=genes, layer=layer, key=key, min_cells=2)
-    if isinstance(n_components, int) and X.shape[1] < n_components:
-        raise ValueError(f"genes='{genes}' selects {X.shape[1]} gene(s), fewer than n_components={n_components}")
-    model = CPCA(n_components=n_components, alpha=alpha, n_alphas=n_alphas, max_log_alpha=max_log_alpha,
-                 n_alpha_clusters=n_alpha_clusters, affinity=affinity, standardize=standardize,
-                 random_state=random_state, solver=solver, tol=tol, max_iter=max_iter).fit(X, Y)
+    model.fit(X, Y)
     log.info("cpca: %d target x %d background cells, %d genes, solver %s; alphas %s (default %.4g)",
              X.shape[0], Y.shape[0], X.shape[1], model.solver_, np.round(model.alphas_, 4).tolist(),
              model.default_alpha_)
@@ -110,8 +97,10 @@ def cpca(
     default = model.default_index_
     adata.obsm["X_cpca"] = adata.obsm[keys[default]].copy()
     adata.varm["cPCs"] = adata.varm[f"cPCs_alpha{default}"].copy()
+    model_params = {k: v for k, v in model.get_params().items() if k != "random_state"}
+    model_params["alpha"] = _alpha_param(model_params["alpha"])
     record_params(
-        adata, "cpca", params, random_state,
+        adata, "cpca", dict(genes=genes, layer=layer, key=key, **model_params), random_state,
         alphas=np.asarray(model.alphas_, dtype=float), alpha=float(model.default_alpha_),
         default_index=int(default), embedding_keys=np.asarray(keys, dtype=str),
         alpha_grid=np.asarray(model.alpha_grid_, dtype=float), affinity=np.asarray(model.affinity_, dtype=float),

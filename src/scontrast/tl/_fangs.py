@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 from pathlib import Path
@@ -10,12 +11,28 @@ import anndata as ad
 import numpy as np
 
 from .. import fangs as _fangs
-from ..io import ScontrastError
+from ..core import TARGET_KEY, ScontrastError
 from ..latent_features import FeatureSamples, load_samples
-from ._common import TARGET_KEY, record_params
+from ._common import record_params
 from ._latent_features import samples_from_adata
 
 log = logging.getLogger(__name__)
+
+# Arguments of scontrast.fangs.fangs that the front end sets itself (the data, threads, seed).
+_SET_HERE = ("samples", "n_jobs", "random_state")
+
+
+def _fangs_params(params: dict) -> dict:
+    """Every model parameter of :func:`scontrast.fangs.fangs`: its defaults updated with ``params``.
+
+    An unknown name, or one the front end sets, is refused with one line naming the valid ones.
+    """
+    defaults = {name: p.default for name, p in inspect.signature(_fangs.fangs).parameters.items()
+                if name not in _SET_HERE}
+    unknown = sorted(set(params) - set(defaults))
+    if unknown:
+        raise ScontrastError(f"fangs: unknown parameter(s) {unknown}; it takes {list(defaults)}")
+    return {**defaults, **params}
 
 
 def _aligned(feature_samples: FeatureSamples, adata: ad.AnnData, origin: str) -> list[np.ndarray]:
@@ -64,16 +81,12 @@ def fangs(
     *,
     samples=None,
     samples_key: str = "latent_features",
-    a: float = 1.0,
-    n_init: int = 16,
-    n_sweet: int = 4,
-    n_iter: int | None = 1000,
-    max_seconds: float | None = None,
     draws: bool = True,
-    n_jobs: int | None = -1,
     key: str = TARGET_KEY,
     random_state: int = 0,
+    n_jobs: int | None = 1,
     copy: bool = False,
+    **params,
 ):
     """FANGS point estimate of the cells' feature allocation from posterior samples.
 
@@ -88,23 +101,24 @@ def fangs(
         matched to ``obs_names`` by its ``cell_names`` when present), a
         ``FeatureSamples``, or a list of (n_obs, K_b) binary matrices.
     samples_key
-        Where ``tl.latent_features`` wrote its samples.
-    a
-        FARO loss cost of an entry the estimate has and a sample lacks, in
-        (0, 2); the converse costs 2 - a. Lower a gives denser estimates.
-    n_init, n_sweet, n_iter, max_seconds
-        FANGS baselines, candidates sweetened, flips tried per sweetening and
-        a wall-clock limit (see :func:`scontrast.fangs.fangs`).
+        Where ``tl.latent_features`` wrote its samples (its ``key_added``);
+        used when ``samples`` is None.
     draws
         Also run the draws method (the best single sample) for comparison.
-    n_jobs
-        Worker processes (-1 = all cores); results do not depend on it.
     key
         Boolean obs column of the target/background split.
     random_state
-        Seed of FANGS.
+        Seed of FANGS (None, an int >= 0 or a numpy Generator).
+    n_jobs
+        Threads (-1 = all cores); results do not depend on it.
     copy
         Work on (and return) a copy.
+    **params
+        Parameters of :func:`scontrast.fangs.fangs` (their defaults are its
+        own): ``a`` (FARO cost of an entry the estimate has and a sample
+        lacks, in (0, 2); lower gives denser estimates), ``n_init``,
+        ``n_sweet``, ``n_iter`` (flips per sweetening, None = no cap, then
+        ``max_seconds`` is required) and ``max_seconds``.
 
     Writes
     ------
@@ -114,31 +128,28 @@ def fangs(
     (NaN / -1 when ``draws`` is False), ``n_features``, ``n_samples``,
     ``samples_K_values``/``samples_K_counts`` (K distribution of the samples),
     ``feature_n_cells``, ``feature_n_target``, ``feature_n_background`` (K,),
+    ``initial_losses``, ``sweetened_losses``, ``accepted_flips``,
     ``timings`` (seconds: initialization, sweetening, total, draws),
     ``source`` and, when the samples carry it, ``log_joint``.
     """
+    model_params = _fangs_params(params)
     given = None if samples is None else str(samples) if isinstance(samples, (str, os.PathLike)) \
         else type(samples).__name__
-    params = dict(samples=given, samples_key=samples_key, a=a, n_init=n_init, n_sweet=n_sweet, n_iter=n_iter,
-                  max_seconds=max_seconds, draws=draws, key=key)
+    front = dict(samples=given, samples_key=samples_key, draws=draws, key=key)
     adata = adata.copy() if copy else adata
     S, source, log_joint = _resolve_samples(adata, samples, samples_key)
-    try:
-        S = _fangs.check_samples(S)
-    except ValueError as exc:
-        raise ScontrastError(f"samples: {exc}") from None
+    S = _fangs.check_samples(S)
     if S[0].shape[0] != adata.n_obs:
         raise ScontrastError(f"samples: {S[0].shape[0]} rows but the data has {adata.n_obs} cells")
 
-    result = _fangs.fangs(S, a=a, n_init=n_init, n_sweet=n_sweet, n_iter=n_iter, max_seconds=max_seconds,
-                          n_jobs=n_jobs, random_state=random_state)
+    result = _fangs.fangs(S, **model_params, n_jobs=n_jobs, random_state=random_state)
     est = result.estimate
     order = np.argsort(-est.sum(axis=0), kind="stable")
     est = np.ascontiguousarray(est[:, order], dtype=np.uint8)
     timings = {k: float(v) for k, v in result.timings.items()}
     draws_loss, draws_index = float("nan"), -1
     if draws:
-        d = _fangs.draws(S, a=a, n_jobs=n_jobs)
+        d = _fangs.draws(S, a=result.a, n_jobs=n_jobs)
         draws_loss, draws_index = d.expected_loss, d.index
         timings["draws"] = float(d.timings["total"])
     k_values, k_counts = np.unique([s.shape[1] for s in S], return_counts=True)
@@ -153,7 +164,7 @@ def fangs(
     log.info("fangs: K=%d, expected FARO loss %.4g (draws %.4g) from %d samples in %.1f s",
              est.shape[1], result.expected_loss, draws_loss, len(S), timings["total"])
     record_params(
-        adata, "fangs", params, random_state,
+        adata, "fangs", {**front, **model_params}, random_state,
         a=float(result.a), expected_loss=float(result.expected_loss), draws_expected_loss=float(draws_loss),
         draws_index=int(draws_index), n_features=int(est.shape[1]), n_samples=len(S),
         samples_K_values=k_values.astype(np.int64), samples_K_counts=k_counts.astype(np.int64),

@@ -1,4 +1,9 @@
-"""``tl.quadro``: how well do the selected genes, with interactions, tell target from background?"""
+"""``tl.quadro``: how well do the selected genes, with interactions, tell target from background?
+
+AnnData in, AnnData out: the cells and genes are chosen here, the model and its
+cross-validation are :class:`scontrast.quadro.QUADRO` and
+:func:`scontrast.quadro.cross_validated_scores`.
+"""
 
 from __future__ import annotations
 
@@ -9,12 +14,10 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 from sklearn.metrics import confusion_matrix, roc_auc_score
-from sklearn.model_selection import StratifiedKFold
-from sklearn.utils import check_random_state
 
-from ..io import ScontrastError
-from ..quadro import QUADRO
-from ._common import TARGET_KEY, gene_mask, record_params, target_mask
+from ..core import ScontrastError, check_int, check_matrix, check_option, dense
+from ..quadro import QUADRO, cross_validated_scores
+from ._common import TARGET_KEY, build_estimator, gene_mask, record_params, target_mask
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +74,7 @@ def _classes(adata: ad.AnnData, key: str, groupby: str | None, labels, min_cells
     """
     if groupby is None:
         if labels is not None:
-            raise ScontrastError("labels needs groupby (the obs column holding them)")
+            raise ScontrastError("labels: needs groupby (the obs column holding them)")
         y = target_mask(adata, key, min_cells=min_cells)
         return np.ones(adata.n_obs, dtype=bool), y, ["background", "target"]
     if groupby not in adata.obs:
@@ -85,7 +88,7 @@ def _classes(adata: ad.AnnData, key: str, groupby: str | None, labels, min_cells
         labels = present
     labels = [str(v) for v in labels]
     if len(labels) != 2 or labels[0] == labels[1]:
-        raise ScontrastError(f"labels must be two different labels of obs['{groupby}'], got {labels}")
+        raise ScontrastError(f"labels: expected two different labels of obs['{groupby}'], got {labels}")
     counts = {lab: int((col == lab).sum()) for lab in labels}
     if min(counts.values()) < min_cells:
         raise ScontrastError(f"labels: obs['{groupby}'] has {counts} cells of the two classes; QUADRO needs at "
@@ -103,108 +106,82 @@ def quadro(
     key: str = TARGET_KEY,
     groupby: str | None = None,
     labels: list[str] | None = None,
-    estimator: str = "robust",
-    lambda1: float | None = None,
-    lambda2: float | None = None,
-    gamma: float | None = None,
-    cv: int = 5,
-    inner_cv: int = 5,
+    outer_cv: int = 5,
     nested: bool = True,
-    lambda_grid: list[float] | None = None,
-    cv_rule: str = "1se",
-    psd_norm: str = "fro",
-    threshold: str = "error",
     random_state: int = 0,
+    n_jobs: int = 1,
     copy: bool = False,
+    **params,
 ):
     """Cross-validated QUADRO classification of target vs background cells.
 
-    Every cell is scored by a QUADRO model that did not see it (``cv``
-    stratified folds drawn from ``random_state``); with ``nested`` each outer
-    model chooses its own lambdas and threshold by an inner ``inner_cv``-fold
-    CV, so the reported error is honest. Without ``nested`` the lambdas are
-    chosen once on all cells and the scores are those of the inner folds (a
-    little optimistic, ``inner_cv`` + 1 fits instead of ``cv`` x that). A final
-    model on all cells gives the interactions and the Rayleigh quotient.
+    Every cell is scored by a QUADRO model that did not see it
+    (:func:`scontrast.quadro.cross_validated_scores`: ``outer_cv`` stratified
+    folds drawn from ``random_state``); with ``nested`` each outer model chooses
+    its own lambdas and threshold by its own ``cv``-fold CV, so the reported
+    error is honest. Without ``nested`` the lambdas are chosen once on all cells
+    and the scores are those of the model's own folds (a little optimistic,
+    one fit instead of ``outer_cv`` + 1). A final model on all cells gives the
+    interactions and the Rayleigh quotient.
 
     Parameters
     ----------
     adata : AnnData with log-normalised X (or ``layer``) and the boolean
         ``obs[key]`` (True = target = QUADRO's class 2, scoring higher).
-    groupby, labels : instead of target vs background, separate two labels
-        of the obs column ``groupby``: ``labels = [first, second]`` (the
-        second scores higher); None = the column's two labels (it must hold
-        exactly two). Cells with other labels are not used (NaN scores).
     genes : gene set: ``'highly_variable'``, ``'all'`` or a boolean var column
         such as ``'sparda_selected'``.
     n_genes : keep at most this many genes of the set (ranked, see
         ``select_genes``); Omega is ``n_genes`` x ``n_genes``. None = all.
-    estimator, lambda1, lambda2, gamma, lambda_grid, cv_rule, psd_norm, threshold :
-        passed to ``scontrast.quadro.QUADRO``.
-    cv : outer folds (the cross-validated scores).
-    inner_cv : folds of each model's own lambda choice and calibration.
+    layer : matrix to use instead of ``X``.
+    key : boolean obs column of the target/background split.
+    groupby, labels : instead of target vs background, separate two labels
+        of the obs column ``groupby``: ``labels = [first, second]`` (the
+        second scores higher); None = the column's two labels (it must hold
+        exactly two). Cells with other labels are not used (NaN scores).
+    outer_cv : outer folds of the cross-validated scores (each class needs
+        ``2 outer_cv`` cells).
     nested : see above.
-    random_state : seeds all folds.
+    random_state : seeds the outer folds and the model's own folds.
+    n_jobs : threads of the model's fits (Kendall's tau and BLAS).
     copy : return a modified copy instead of writing into ``adata``.
+    **params : hyper-parameters of :class:`scontrast.quadro.QUADRO` (their
+        defaults are its own), e.g. ``estimator``, ``lambda1``, ``lambda2``,
+        ``lambda_grid``, ``cv`` (each model's own folds), ``cv_rule``, ``gamma``,
+        ``psd_norm``, ``threshold``.
 
     Returns
     -------
-    None (or the copy). Writes ``obs['quadro_score']`` (out-of-fold Q, larger =
-    more target-like), ``obs['quadro_pred']`` (bool, predicted target; with
-    ``groupby`` the predicted label, categorical, NaN for unused cells) and
-    ``uns['quadro']`` (params, genes, CV error and AUC, confusion matrix,
-    Rayleigh quotient, chosen lambdas, nonzero interactions as gene pairs with
-    weights, linear terms, and the final model's Omega, delta, centre, scale).
+    None (or the copy). Writes ``obs['quadro_score']`` (out-of-fold decision
+    score ``Q - threshold`` of the model that did not see the cell: positive =
+    predicted target, larger = more target-like), ``obs['quadro_pred']`` (bool,
+    predicted target; with ``groupby`` the predicted label, categorical, NaN
+    for unused cells) and ``uns['quadro']`` (params, genes, CV error and AUC,
+    confusion matrix, Rayleigh quotient, chosen lambdas, nonzero interactions
+    as gene pairs with weights, linear terms, and the final model's Omega,
+    delta, centre, scale).
     """
     adata = adata.copy() if copy else adata
-    if n_genes is not None and (int(n_genes) != n_genes or n_genes < 2):
-        raise ScontrastError(f"n_genes must be an integer >= 2 or None, got {n_genes!r}")
-    if int(cv) != cv or cv < 2:
-        raise ScontrastError(f"cv must be an integer >= 2, got {cv!r}")
+    n_genes = check_int(n_genes, "n_genes", 2, allow_none=True)
+    outer_cv = check_int(outer_cv, "outer_cv", 2)
+    check_option(nested, "nested", [True, False])
+    model = build_estimator(QUADRO, params, random_state=random_state, n_jobs=n_jobs)
     if layer is not None and layer not in adata.layers:
-        raise ScontrastError(f"layer '{layer}' is absent (have {list(adata.layers.keys())})")
-    used, is_target, class_names = _classes(adata, key, groupby, labels, min_cells=2 * int(cv))
-    idx = select_genes(adata, genes, n_genes, layer)
-    if idx.size < 2:
-        raise ScontrastError(f"gene set '{genes}' has {idx.size} gene; QUADRO needs at least 2")
+        raise ScontrastError(f"layer: '{layer}' is absent (have {list(adata.layers.keys())})")
     M = adata.X if layer is None else adata.layers[layer]
     if M is None:
-        raise ScontrastError("the AnnData has no X matrix")
-    X = M[np.flatnonzero(used)][:, idx] if not used.all() else M[:, idx]
-    X = X.toarray() if sp.issparse(X) else np.asarray(X)
-    X = np.asarray(X, dtype=float)
-    if not np.isfinite(X).all():
-        raise ScontrastError("the expression matrix holds NaN or infinite values")
+        raise ScontrastError("X: the AnnData has no X matrix")
+    used, is_target, class_names = _classes(adata, key, groupby, labels, min_cells=2 * outer_cv)
+    idx = select_genes(adata, genes, n_genes, layer)
+    if idx.size < 2:
+        raise ScontrastError(f"genes: gene set '{genes}' has {idx.size} gene; QUADRO needs at least 2")
+    M = M[np.flatnonzero(used)][:, idx] if not used.all() else M[:, idx]
+    X = dense(check_matrix(M, "X" if layer is None else f"layers['{layer}']"))
     gene_names = adata.var_names[idx].astype(str).to_numpy()
     log.info("QUADRO on %d genes of '%s', %d %s and %d %s cells", idx.size, genes,
              int(is_target.sum()), class_names[1], int((~is_target).sum()), class_names[0])
 
-    rng = check_random_state(random_state)
-    seeds = rng.randint(np.iinfo(np.int32).max, size=2)
-
-    def model(seed):
-        return QUADRO(lambda1=lambda1, lambda2=lambda2, estimator=estimator, gamma=gamma, cv=inner_cv,
-                      random_state=int(seed), lambda_grid=lambda_grid, cv_rule=cv_rule, psd_norm=psd_norm,
-                      threshold=threshold)
-
-    try:
-        final = model(seeds[0]).fit(X, is_target)
-        score = np.empty(X.shape[0])
-        pred = np.empty(X.shape[0], dtype=bool)
-        fold_lambdas = []
-        if nested:
-            folds = StratifiedKFold(n_splits=int(cv), shuffle=True, random_state=int(seeds[1]))
-            for k, (tr, te) in enumerate(folds.split(X, is_target)):
-                m = model(seeds[1] + k + 1).fit(X[tr], is_target[tr])
-                score[te] = m.decision_function(X[te])
-                pred[te] = m.predict(X[te])
-                fold_lambdas.append((m.lambda1_, m.lambda2_))
-                log.info("outer fold %d/%d: lambda1=%.3g lambda2=%.3g", k + 1, cv, m.lambda1_, m.lambda2_)
-        else:
-            score = final.oof_decision_
-            pred = score > final.threshold_
-    except ValueError as exc:  # the estimator's one-line messages name the problem
-        raise ScontrastError(f"quadro: {exc}") from exc
+    res = cross_validated_scores(model, X, is_target, outer_cv, nested=nested, random_state=random_state)
+    final, score, pred = res.final, res.decision, res.predicted.astype(bool)
 
     pairs, linear = final.interactions(gene_names)
     cm = confusion_matrix(is_target, pred, labels=[False, True])
@@ -220,13 +197,14 @@ def quadro(
         labelled = np.full(adata.n_obs, None, dtype=object)
         labelled[used] = np.where(pred, class_names[1], class_names[0])
         adata.obs["quadro_pred"] = pd.Categorical(labelled, categories=class_names)
-    params = dict(genes=genes, n_genes=n_genes, layer=layer, key=key, groupby=groupby,
-                  labels=None if labels is None else [str(v) for v in labels], estimator=estimator, lambda1=lambda1,
-                  lambda2=lambda2, gamma=gamma, cv=int(cv), inner_cv=int(inner_cv), nested=bool(nested),
-                  lambda_grid=None if lambda_grid is None else [float(v) for v in lambda_grid],
-                  cv_rule=cv_rule, psd_norm=psd_norm, threshold=threshold)
+    front = dict(genes=genes, n_genes=n_genes, layer=layer, key=key, groupby=groupby,
+                 labels=None if labels is None else [str(v) for v in labels], outer_cv=outer_cv,
+                 nested=bool(nested))
+    model_params = {k: v for k, v in model.get_params().items() if k not in ("random_state", "n_jobs")}
+    if model_params["lambda_grid"] is not None:
+        model_params["lambda_grid"] = [float(v) for v in model_params["lambda_grid"]]
     record_params(
-        adata, "quadro", params, random_state,
+        adata, "quadro", {**front, **model_params}, random_state,
         genes=gene_names,
         n_cells={class_names[1]: int(is_target.sum()), class_names[0]: int((~is_target).sum())},
         cv_error=cv_error,
@@ -237,8 +215,8 @@ def quadro(
         lambda1=float(final.lambda1_),
         lambda2=float(final.lambda2_),
         penalties=np.asarray(final.penalties_, dtype=float),
-        fold_lambda1=np.array([f[0] for f in fold_lambdas], dtype=float),
-        fold_lambda2=np.array([f[1] for f in fold_lambdas], dtype=float),
+        fold_lambda1=res.fold_lambdas[:, 0].astype(float),
+        fold_lambda2=res.fold_lambdas[:, 1].astype(float),
         gamma=float(final.gamma_),
         threshold=float(final.threshold_),
         n_iter=int(final.n_iter_),

@@ -8,8 +8,9 @@ import anndata as ad
 import numpy as np
 import scipy.sparse as sp
 
+from ..core import ScontrastError
 from ..sparda import SPARDA
-from ._common import TARGET_KEY, group_matrices, record_params
+from ._common import TARGET_KEY, build_estimator, group_matrices, record_params
 
 log = logging.getLogger(__name__)
 
@@ -17,24 +18,13 @@ log = logging.getLogger(__name__)
 def sparda(
     adata: ad.AnnData,
     *,
-    lam: float | None = None,
-    k: int | None = None,
-    n_directions: int = 1,
-    n_permutations: int = 99,
-    cv_folds: int = 3,
-    n_lambdas: int = 8,
-    lam_min_ratio: float = 0.01,
-    cv_rule: str = "max",
-    max_genes: int = 200,
-    relax_max_cells: int = 200,
-    relax_max_iter: int = 40,
-    standardize: bool = False,
     genes: str = "highly_variable",
     layer: str | None = None,
     key: str = TARGET_KEY,
+    random_state=0,
     n_jobs: int = 1,
-    random_state: int = 0,
     copy: bool = False,
+    **params,
 ):
     """Sparse principal differences analysis of the target against the background cells.
 
@@ -47,42 +37,25 @@ def sparda(
     ----------
     adata
         Cells x genes, log-normalised, with boolean ``obs[key]`` (True = target).
-    lam
-        L1 penalty; ``None`` (with ``k=None``) chooses it by cross-validated held-out
-        divergence over ``n_lambdas`` values; ``0`` is plain PDA (no sparsity).
-    k
-        Fixed number of genes instead of a penalty.
-    n_directions
-        Maximum number of directions found in succession by deflation; the search stops
-        once no further direction has a positive penalised objective (its columns of
-        ``varm['sparda_directions']`` are then zero; ``uns['sparda']['n_directions_found']``).
-    n_permutations
-        Label permutations for the p-value (0: none); the fit is repeated on each.
-    cv_folds, n_lambdas, lam_min_ratio, cv_rule
-        Cross-validation of ``lam`` (see :class:`~scontrast.sparda.SPARDA`).
-    max_genes
-        Genes kept by marginal-Wasserstein screening before the relaxation when the
-        gene set is larger (recorded in ``uns['sparda']['screening']``).
-    relax_max_cells
-        Cells per group used by the relaxation: both groups are subsampled to
-        ``min(n_target, n_background, relax_max_cells)`` (the tightening, the reported
-        divergence and the permutation statistic use every cell).
-    relax_max_iter
-        Iteration cap of the relaxation.
-    standardize
-        Scale genes to unit pooled standard deviation first.
     genes
         ``'all'`` or a boolean var column (default ``'highly_variable'``).
     layer
         Matrix to use instead of ``X``.
     key
         Boolean obs column of the target/background split.
+    random_state
+        Seed of subsampling, folds and permutations (None, an int or a numpy Generator).
     n_jobs
         Parallel workers for cross-validation folds and permutations.
-    random_state
-        Seed of subsampling, folds and permutations.
     copy
         Work on (and return) a copy.
+    **params
+        Hyper-parameters of :class:`scontrast.sparda.SPARDA` (their defaults are its
+        own): ``lam`` (L1 penalty; None with ``k=None`` = cross-validated), ``k``,
+        ``n_directions``, ``n_permutations``, ``cv_folds``, ``n_lambdas``,
+        ``lam_min_ratio``, ``cv_rule``, ``max_genes`` (marginal-W2 screening, recorded
+        in ``uns['sparda']['screening']``), ``relax_max_cells``, ``relax_max_iter``,
+        ``relax_patience``, ``relax_step``, ``tighten_max_iter``, ``standardize``.
 
     Writes
     ------
@@ -90,29 +63,24 @@ def sparda(
     gene set or not selected); ``var['sparda_selected']`` (bool) nonzero in any
     direction; ``var['sparda_marginal_w2']`` marginal squared W2 of each gene (the
     screening score; NaN outside the gene set); ``varm['sparda_directions']``
-    (n_vars x n_directions); ``obsm['X_sparda']`` projection of every cell on the
-    directions; ``uns['sparda']``: params, versions, seed, divergence(s), pvalue
-    (NaN without permutations), selected genes, lambda (and the CV path when chosen by
-    CV), screening and iteration diagnostics.
+    (n_vars x n_directions; the columns of directions the deflation did not find are
+    zero, ``uns['sparda']['n_directions_found']``); ``obsm['X_sparda']`` projection of
+    every cell on the directions; ``uns['sparda']``: params, versions, seed,
+    divergence(s), pvalue (NaN without permutations), selected genes, lambda (and the
+    CV path when chosen by CV), screening and iteration diagnostics.
     """
-    params = dict(lam=lam, k=k, n_directions=n_directions, n_permutations=n_permutations, cv_folds=cv_folds,
-                  n_lambdas=n_lambdas, lam_min_ratio=lam_min_ratio, cv_rule=cv_rule, max_genes=max_genes,
-                  relax_max_cells=relax_max_cells, relax_max_iter=relax_max_iter, standardize=standardize,
-                  genes=genes, layer=layer, key=key)
+    model = build_estimator(SPARDA, params, random_state=random_state, n_jobs=n_jobs)
+    if layer is not None and layer not in adata.layers:
+        raise ScontrastError(f"layer: '{layer}' is not a layer of the data (have: {list(adata.layers.keys())})")
     adata = adata.copy() if copy else adata
     X, Y, mask = group_matrices(adata, genes=genes, layer=layer, key=key, min_cells=2)
-    model = SPARDA(
-        lam=lam, k=k, n_directions=n_directions, n_permutations=n_permutations, cv_folds=cv_folds,
-        n_lambdas=n_lambdas, lam_min_ratio=lam_min_ratio, cv_rule=cv_rule, max_genes=max_genes,
-        relax_max_cells=relax_max_cells, relax_max_iter=relax_max_iter, standardize=standardize,
-        n_jobs=n_jobs, random_state=random_state,
-    ).fit(X, Y)
+    model.fit(X, Y)
     names = adata.var_names[mask].to_numpy()
     log.info("sparda: lambda=%.4g, %d genes selected, divergence %.4g, p=%s", model.lam_, model.selected_.size,
              model.divergence_, model.pvalue_)
 
     n_vars = adata.n_vars
-    W = np.zeros((n_vars, n_directions))
+    W = np.zeros((n_vars, model.n_directions))
     W[mask] = model.components_.T
     adata.var["sparda_weight"] = W[:, 0]
     adata.var["sparda_selected"] = np.any(W != 0, axis=1)
@@ -129,10 +97,10 @@ def sparda(
     d_in = int(mask.sum())
     screening = {
         "method": "marginal_w2",
-        "screened": bool(d_in > max_genes),
+        "screened": bool(d_in > model.max_genes),
         "n_genes_in": d_in,
         "n_genes_kept": int(model.screened_.size),
-        "max_genes": int(max_genes),
+        "max_genes": int(model.max_genes),
         # smallest marginal W2 that entered the relaxation (0 genes below it were kept)
         "min_kept_w2": float(model.marginal_w2_[model.screened_].min()),
         "genes_kept": names[model.screened_].astype(str),
@@ -162,14 +130,15 @@ def sparda(
             "cv_score_se": np.asarray(cv["score_se"], dtype=float),
             "n_selected": np.asarray(cv["n_selected"], dtype=float),
             "best_index": int(cv["best_index"]),
-            "rule": cv_rule,
+            "rule": model.cv_rule,
         }
         extra["pda_divergence"] = float(model.pda_divergence_)
     if model.null_divergences_ is not None:
         extra["null_divergences"] = np.asarray(model.null_divergences_, dtype=float)
     selected = names[model.selected_].astype(str)
+    model_params = {k: v for k, v in model.get_params().items() if k not in ("random_state", "n_jobs")}
     record_params(
-        adata, "sparda", params, random_state,
+        adata, "sparda", dict(model_params, genes=genes, layer=layer, key=key), random_state,
         divergence=float(model.divergence_),
         divergences=np.asarray(model.divergences_, dtype=float),
         # directions actually found (the deflation stops once none pays for its genes)

@@ -1,7 +1,7 @@
 rule summary:
     """One table of the key numbers of a dataset, for the report."""
     input:
-        h5ad="results/{dataset}/scontrast.h5ad",
+        h5ad=rules.collect.output.h5ad,
     output:
         tsv=report(
             "results/{dataset}/summary.tsv",
