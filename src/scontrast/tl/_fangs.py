@@ -72,8 +72,7 @@ def _resolve_samples(adata, samples, samples_key):
         return _aligned(fs, adata, f"'{Path(samples)}'"), str(samples), fs.log_joint
     if isinstance(samples, FeatureSamples):
         return _aligned(samples, adata, "the FeatureSamples"), "FeatureSamples", samples.log_joint
-    out = list(samples)
-    return out, "list", None
+    return samples, type(samples).__name__, None  # a list of matrices or a (B, N, K) array: check_samples judges
 
 
 def fangs(
