@@ -5,15 +5,14 @@ The samples file format is documented in ``scontrast.latent_features``; rule fan
 
 from scontrast import io, tl
 from scontrast._workflow import run_rule
-from scontrast.latent_features import save_samples, unpack_samples
+from scontrast.latent_features import save_samples
 
 
 def main(smk):
     adata = io.read_merged(smk.input.h5ad, smk.input.embedding)
     tl.latent_features(adata, **smk.params.cfg, random_state=smk.params.seed)
-    key = smk.params.cfg["key_added"]
-    info = adata.uns[key]
-    samples = unpack_samples(adata.obsm[key + "_samples"], info["n_features"])
+    info = adata.uns["latent_features"]
+    samples = tl.samples_from_adata(adata)
     traces = {k: info[k] for k in ("K", "alpha", "sigma_x", "sigma_a", "sweeps")}
     save_samples(smk.output.npz, samples, cell_names=adata.obs_names.to_numpy(), log_joint=info["log_joint"],
                  **traces)

@@ -86,19 +86,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 
-def _real_at_least(value, name: str, minimum: float, *, strict: bool = False, allow_none: bool = False):
-    """:func:`scontrast.core.check_real` with a lower bound only.
-
-    core's message builder fails (TypeError) when only one bound is given; this gives the
-    intended one-line ScontrastError meanwhile (reported to the lead; drop once fixed).
-    """
-    try:
-        return check_real(value, name, minimum, strict_min=strict, allow_none=allow_none)
-    except TypeError:
-        what = f"a finite number {'>' if strict else '>='} {minimum}" + (" or None" if allow_none else "")
-        raise ScontrastError(f"{name}: expected {what}, got {value!r}") from None
-
-
 def _matrix(X, name: str, min_rows: int = 1) -> np.ndarray:
     """``X`` checked by :func:`scontrast.core.check_matrix` and made dense (the moments need all entries)."""
     return dense(check_matrix(X, name, min_rows=min_rows))
@@ -420,7 +407,7 @@ def nearest_psd(S, norm: str = "max", tol: float = 1e-3, max_iter: int = 5000) -
     if not np.isfinite(S).all():
         raise ScontrastError("S: contains NaN or infinite values")
     check_option(norm, "norm", ["max", "fro"])
-    _real_at_least(tol, "tol", 0.0, strict=True)
+    check_real(tol, "tol", 0.0, strict_min=True)
     S = 0.5 * (S + S.T)
     if np.linalg.eigvalsh(S)[0] >= 0:
         return S.copy()
@@ -1042,8 +1029,8 @@ class QUADRO(ClassifierMixin, BaseEstimator):
 
     def _lambda_path(self) -> list[tuple[float, float]]:
         """Check every hyper-parameter; the (lambda1, lambda2) multiples to walk, in warm-start order."""
-        lambda1 = _real_at_least(self.lambda1, "lambda1", 0.0, allow_none=True)
-        lambda2 = _real_at_least(self.lambda2, "lambda2", 0.0, allow_none=True)
+        lambda1 = check_real(self.lambda1, "lambda1", 0.0, allow_none=True)
+        lambda2 = check_real(self.lambda2, "lambda2", 0.0, allow_none=True)
         check_option(self.estimator, "estimator", ["robust", "sample"])
         check_real(self.gamma, "gamma", allow_none=True)
         check_int(self.cv, "cv", 1, allow_none=True)
@@ -1053,8 +1040,8 @@ class QUADRO(ClassifierMixin, BaseEstimator):
         check_option(self.psd_norm, "psd_norm", ["fro", "max"])
         check_option(self.standardize, "standardize", [True, False])
         check_option(self.threshold, "threshold", ["error", "logistic"])
-        _real_at_least(self.tol, "tol", 0.0, strict=True)
-        _real_at_least(self.cv_tol, "cv_tol", 0.0, strict=True)
+        check_real(self.tol, "tol", 0.0, strict_min=True)
+        check_real(self.cv_tol, "cv_tol", 0.0, strict_min=True)
         check_int(self.max_iter, "max_iter", 1)
         check_int(self.n_jobs, "n_jobs", 1, allow_none=True)
         if self.lambda_grid is None:
