@@ -177,7 +177,7 @@ def _config(inputs: Path) -> dict:
         "cpca": {"n_components": 4, "alpha": 1.0},
         "pcpca": {"gamma_prime": 0.999},
         "sparda": {"n_permutations": 0, "lam": 0.1},
-        "quadro": {"groupby": "batch", "cv": 2, "inner_cv": 2, "nested": False, "lambda_grid": [1.0]},
+        "quadro": {"groupby": "batch", "outer_cv": 2, "cv": 2, "nested": False, "lambda_grid": [1.0]},
         "fangs": {"samples": str(inputs / "{dataset}.npz"), "n_init": 2, "n_iter": 10},
     }
 
