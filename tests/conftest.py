@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import types
 from pathlib import Path
 
 import anndata as ad
@@ -38,3 +39,22 @@ def counts_adata():
 @pytest.fixture
 def groups():
     return dict(groupby="condition", target=["disease"], background=["healthy"])
+
+
+def rule_object(inputs: dict, outputs: dict, params: dict, log, rule: str, threads: int = 1):
+    """A stand-in for the ``snakemake`` object a rule script receives (named inputs, outputs and params).
+
+    ``inputs``/``outputs`` map names to a path or a list of paths, as in a rule's directives.
+    """
+
+    class Files(list):
+        pass
+
+    def files(named):
+        out = Files([x for v in named.values() for x in (v if isinstance(v, list) else [v])])
+        for name, v in named.items():
+            setattr(out, name, v)
+        return out
+
+    return types.SimpleNamespace(input=files(inputs), output=files(outputs), params=types.SimpleNamespace(**params),
+                                 log=[str(log)], rule=rule, wildcards={"dataset": "toy"}, threads=threads)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import anndata as ad
 import matplotlib
 import numpy as np
@@ -12,7 +10,7 @@ import pytest
 import scipy.sparse as sp
 import yaml
 
-from conftest import REPO
+from conftest import REPO, rule_object
 from scontrast import cpca as cpca_module
 from scontrast import io
 from scontrast.core import ScontrastError
@@ -167,23 +165,6 @@ def test_one_component_figure():
     matplotlib.pyplot.close(fig)
 
 
-def _snakemake(inputs: dict, outputs: dict, params: dict, log: Path, rule: str, threads: int = 1):
-    """A stand-in for the ``snakemake`` object of a rule script (named inputs, outputs and params)."""
-    import types
-
-    class Files(list):
-        pass
-
-    def files(named):
-        out = Files([x for v in named.values() for x in (v if isinstance(v, list) else [v])])
-        for name, v in named.items():
-            setattr(out, name, v)
-        return out
-
-    return types.SimpleNamespace(input=files(inputs), output=files(outputs), params=types.SimpleNamespace(**params),
-                                 log=[str(log)], rule=rule, wildcards={"dataset": "toy"}, threads=threads)
-
-
 def test_rule_scripts_write_the_delta_and_draw_it_without_x(tmp_path):
     """scripts/cpca.py (SPARDA's genes from its delta) and scripts/figure.py through stand-ins for
     the snakemake object, with the schema's defaults as the workflow fills them in."""
@@ -201,7 +182,7 @@ def test_rule_scripts_write_the_delta_and_draw_it_without_x(tmp_path):
     plot = {k: v["default"] for k, v in schema["plot"]["properties"].items()}
     plot["color"] = "subgroup"
 
-    smk = _snakemake({"h5ad": str(tmp_path / "preprocessed.h5ad"), "sparda": [str(tmp_path / "sparda.h5ad")]},
+    smk = rule_object({"h5ad": str(tmp_path / "preprocessed.h5ad"), "sparda": [str(tmp_path / "sparda.h5ad")]},
                      {"h5ad": str(tmp_path / "cpca.h5ad")}, {"cfg": cfg, "seed": 0}, tmp_path / "cpca.log", "cpca",
                      threads=2)
     runpy.run_path(str(REPO / "scripts" / "cpca.py"), init_globals={"snakemake": smk})
@@ -209,7 +190,7 @@ def test_rule_scripts_write_the_delta_and_draw_it_without_x(tmp_path):
     assert delta.X is None and "cpca" in delta.uns and "sparda_selected" not in delta.var
     assert delta.uns["cpca"]["n_genes"] == 7 and delta.uns["cpca"]["params"]["genes"] == "sparda_selected"
 
-    smk = _snakemake({"h5ad": str(tmp_path / "preprocessed.h5ad"), "deltas": [str(tmp_path / "cpca.h5ad")]},
+    smk = rule_object({"h5ad": str(tmp_path / "preprocessed.h5ad"), "deltas": [str(tmp_path / "cpca.h5ad")]},
                      {"figure": str(tmp_path / "cpca.png")}, {"method": "cpca", "plot": plot},
                      tmp_path / "cpca_figure.log", "cpca_figure")
     runpy.run_path(str(REPO / "scripts" / "figure.py"), init_globals={"snakemake": smk})

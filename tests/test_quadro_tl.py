@@ -112,7 +112,7 @@ def test_front_end_errors():
         quadro(a, inner_cv=3, **FAST)
     with pytest.raises(ScontrastError, match=r"^cv: expected"):
         quadro(a, **{**FAST, "cv": 0})
-    with pytest.raises(ScontrastError, match=r"^layer: 'counts' is absent"):
+    with pytest.raises(ScontrastError, match=r"^layer: 'counts' is not a layer of the data"):
         quadro(a, layer="counts", **FAST)
     b = a.copy()
     b.obs["scontrast_target"] = b.obs["scontrast_target"].astype(int)

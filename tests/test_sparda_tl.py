@@ -1,7 +1,6 @@
 """SPARDA AnnData front end, figure, rule script and delta round trip on a small made-up AnnData."""
 
 import runpy
-import types
 
 import anndata as ad
 import matplotlib
@@ -11,7 +10,7 @@ import pytest
 import scipy.sparse as sp
 import yaml
 
-from conftest import REPO
+from conftest import REPO, rule_object
 from scontrast import io
 from scontrast.core import ScontrastError
 from scontrast.pl._sparda import sparda as plot_sparda
@@ -173,22 +172,6 @@ def test_figure_from_annotations_and_delta_only(tmp_path):
     assert "p = 0.2" in fig.axes[1].get_title()
 
 
-def _snakemake(inputs: dict, outputs: dict, params: dict, log, rule: str, threads: int = 1):
-    """A stand-in for the ``snakemake`` object of a rule script (named inputs, outputs and params)."""
-
-    class Files(list):
-        pass
-
-    def files(named):
-        out = Files([x for v in named.values() for x in (v if isinstance(v, list) else [v])])
-        for name, v in named.items():
-            setattr(out, name, v)
-        return out
-
-    return types.SimpleNamespace(input=files(inputs), output=files(outputs), params=types.SimpleNamespace(**params),
-                                 log=[str(log)], rule=rule, wildcards={"dataset": "toy"}, threads=threads)
-
-
 def test_rule_scripts_write_the_delta_and_draw_it_without_x(tmp_path):
     """scripts/sparda.py and scripts/figure.py through stand-ins for the snakemake object, with the
     schema's defaults as the workflow fills them in (and the tiny test config's quick settings)."""
@@ -200,7 +183,7 @@ def test_rule_scripts_write_the_delta_and_draw_it_without_x(tmp_path):
     base = _adata()
     io.write_h5ad(base, tmp_path / "preprocessed.h5ad")
 
-    smk = _snakemake({"h5ad": str(tmp_path / "preprocessed.h5ad")}, {"h5ad": str(tmp_path / "sparda.h5ad")},
+    smk = rule_object({"h5ad": str(tmp_path / "preprocessed.h5ad")}, {"h5ad": str(tmp_path / "sparda.h5ad")},
                      {"cfg": cfg, "seed": 0}, tmp_path / "sparda.log", "sparda", threads=1)
     runpy.run_path(str(REPO / "scripts" / "sparda.py"), init_globals={"snakemake": smk})
     delta = io.read_h5ad(tmp_path / "sparda.h5ad")
@@ -210,7 +193,7 @@ def test_rule_scripts_write_the_delta_and_draw_it_without_x(tmp_path):
     assert {k: info["params"][k] for k in cfg} == cfg and info["random_state"] == 0
     assert info["pvalue"] == pytest.approx(0.1)  # the planted genes: the smallest p-value of 9 permutations
 
-    smk = _snakemake({"h5ad": str(tmp_path / "preprocessed.h5ad"), "deltas": [str(tmp_path / "sparda.h5ad")]},
+    smk = rule_object({"h5ad": str(tmp_path / "preprocessed.h5ad"), "deltas": [str(tmp_path / "sparda.h5ad")]},
                      {"figure": str(tmp_path / "sparda.png")}, {"method": "sparda", "plot": plot},
                      tmp_path / "sparda_figure.log", "sparda_figure")
     runpy.run_path(str(REPO / "scripts" / "figure.py"), init_globals={"snakemake": smk})

@@ -17,7 +17,10 @@ import scipy.sparse as sp
 
 from ..core import TARGET_KEY, ScontrastError, package_versions
 
-__all__ = ["TARGET_KEY", "build_estimator", "gene_mask", "group_matrices", "record_params", "target_mask"]
+__all__ = [
+    "TARGET_KEY", "build_estimator", "expression", "fitted_params", "gene_mask", "group_matrices", "record_params",
+    "target_mask",
+]
 
 
 def build_estimator(cls, params: dict[str, Any], **fixed):
@@ -78,6 +81,25 @@ def gene_mask(adata: ad.AnnData, genes: str = "highly_variable") -> np.ndarray:
     return mask
 
 
+def expression(adata: ad.AnnData, layer: str | None = None, genes: np.ndarray | None = None):
+    """The expression matrix (``X`` or ``layers[layer]``), restricted to the ``genes`` mask or indices.
+
+    Returns a CSR matrix for sparse data (sparse input stays sparse), else an ndarray;
+    shape (n_obs, number of genes selected). A missing layer or ``X`` is a one-line error.
+    """
+    if layer is None:
+        M = adata.X
+        if M is None:
+            raise ScontrastError("X: the AnnData has no X matrix (pass layer=...)")
+    elif layer not in adata.layers:
+        raise ScontrastError(f"layer: '{layer}' is not a layer of the data (have: {list(adata.layers.keys())})")
+    else:
+        M = adata.layers[layer]
+    if genes is not None:
+        M = M[:, genes]
+    return sp.csr_matrix(M) if sp.issparse(M) else np.asarray(M)
+
+
 def group_matrices(
     adata: ad.AnnData,
     genes: str = "highly_variable",
@@ -101,11 +123,7 @@ def group_matrices(
         mask = None
     else:
         mask = gene_mask(adata, genes)
-        M = adata.X if layer is None else adata.layers[layer]
-        if M is None:
-            raise ScontrastError("the AnnData has no X matrix")
-        M = M[:, mask]
-        M = sp.csr_matrix(M) if sp.issparse(M) else np.asarray(M)
+        M = expression(adata, layer, mask)
     return M[is_target], M[~is_target], mask
 
 
@@ -113,6 +131,8 @@ def _h5_safe(value: Any) -> Any:
     """Make a parameter value storable in h5ad (None is stored as None; mixed lists as strings)."""
     if isinstance(value, dict):
         return {str(k): _h5_safe(v) for k, v in value.items()}
+    if isinstance(value, np.ndarray) and value.ndim == 1:
+        value = value.tolist()
     if isinstance(value, (list, tuple)):
         items = [_h5_safe(v) for v in value]
         numeric = all(isinstance(v, (int, float, bool, np.number)) for v in items)
@@ -120,6 +140,11 @@ def _h5_safe(value: Any) -> Any:
     if isinstance(value, np.random.Generator):
         return str(value)
     return value
+
+
+def fitted_params(model) -> dict[str, Any]:
+    """``model.get_params()`` without what the front end sets itself (``random_state``, ``n_jobs``)."""
+    return {k: v for k, v in model.get_params().items() if k not in ("random_state", "n_jobs")}
 
 
 def record_params(adata: ad.AnnData, method: str, params: dict, random_state, **extra) -> dict:

@@ -6,11 +6,9 @@ import logging
 
 import anndata as ad
 import numpy as np
-import scipy.sparse as sp
 
-from ..core import ScontrastError
 from ..cpca import CPCA
-from ._common import TARGET_KEY, build_estimator, group_matrices, record_params
+from ._common import TARGET_KEY, build_estimator, expression, fitted_params, group_matrices, record_params
 
 log = logging.getLogger(__name__)
 
@@ -74,8 +72,6 @@ def cpca(
     group sizes and the number of genes.
     """
     model = build_estimator(CPCA, params, random_state=random_state)
-    if layer is not None and layer not in adata.layers:
-        raise ScontrastError(f"layer: '{layer}' is not a layer of the data (have: {list(adata.layers.keys())})")
     adata = adata.copy() if copy else adata
     X, Y, mask = group_matrices(adata, genes=genes, layer=layer, key=key, min_cells=2)
     model.fit(X, Y)
@@ -83,9 +79,7 @@ def cpca(
              X.shape[0], Y.shape[0], X.shape[1], model.solver_, np.round(model.alphas_, 4).tolist(),
              model.default_alpha_)
 
-    full = adata.X if layer is None else adata.layers[layer]
-    full = full[:, mask]
-    full = sp.csr_matrix(full) if sp.issparse(full) else np.asarray(full)
+    full = expression(adata, layer, mask)
     keys = []
     for i, a in enumerate(model.alphas_):
         name = f"X_cpca_alpha{i}"
@@ -97,7 +91,7 @@ def cpca(
     default = model.default_index_
     adata.obsm["X_cpca"] = adata.obsm[keys[default]].copy()
     adata.varm["cPCs"] = adata.varm[f"cPCs_alpha{default}"].copy()
-    model_params = {k: v for k, v in model.get_params().items() if k != "random_state"}
+    model_params = fitted_params(model)
     model_params["alpha"] = _alpha_param(model_params["alpha"])
     record_params(
         adata, "cpca", dict(genes=genes, layer=layer, key=key, **model_params), random_state,

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..core import TARGET_KEY, ScontrastError, check_int
 from ..latent_features import LinearGaussianIBP, pack_samples, unpack_samples
-from ._common import build_estimator, record_params
+from ._common import build_estimator, fitted_params, record_params
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +83,7 @@ def latent_features(
     if TARGET_KEY in adata.obs:
         is_target = adata.obs[TARGET_KEY].to_numpy(dtype=bool)
         extra = {"n_target": int(is_target.sum()), "n_background": int((~is_target).sum())}
-    model_params = {name: v for name, v in model.get_params().items() if name not in ("random_state", "n_jobs")}
+    model_params = fitted_params(model)
     record_params(adata, key_added, dict(use_rep=use_rep, n_dims=n_dims, key_added=key_added, **model_params),
                   random_state, n_features=k, n_dims_used=int(X.shape[1]), scale=float(model.scale_),
                   timings={key: float(v) for key, v in model.timings_.items()},

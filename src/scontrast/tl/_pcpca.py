@@ -6,10 +6,9 @@ import logging
 
 import anndata as ad
 import numpy as np
-import scipy.sparse as sp
 
 from ..pcpca import PCPCA, heldout_loglik
-from ._common import TARGET_KEY, build_estimator, group_matrices, record_params
+from ._common import TARGET_KEY, build_estimator, expression, fitted_params, group_matrices, record_params
 
 log = logging.getLogger(__name__)
 
@@ -65,15 +64,13 @@ def pcpca(
              model.sigma2_, model.optimizer_message_)
     held = heldout_loglik(model, X, Y, holdout_fraction, random_state)
 
-    full = adata.X if layer is None else adata.layers[layer]
-    full = full[:, mask]
-    full = sp.csr_matrix(full) if sp.issparse(full) else np.asarray(full)
+    full = expression(adata, layer, mask)
     adata.obsm["X_pcpca"] = model.transform(full)
     W = np.zeros((adata.n_vars, model.W_.shape[1]))
     W[mask] = model.W_
     adata.varm["PCPCA_W"] = W
     front = dict(genes=genes, layer=layer, key=key, holdout_fraction=holdout_fraction)
-    model_params = {k: v for k, v in model.get_params().items() if k != "random_state"}
+    model_params = fitted_params(model)
     n, m = X.shape[0], Y.shape[0]
     record_params(
         adata, "pcpca", {**front, **model_params}, random_state,

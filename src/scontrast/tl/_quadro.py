@@ -17,7 +17,7 @@ from sklearn.metrics import confusion_matrix, roc_auc_score
 
 from ..core import ScontrastError, check_int, check_matrix, check_option, dense
 from ..quadro import QUADRO, cross_validated_scores
-from ._common import TARGET_KEY, build_estimator, gene_mask, record_params, target_mask
+from ._common import TARGET_KEY, build_estimator, expression, fitted_params, gene_mask, record_params, target_mask
 
 log = logging.getLogger(__name__)
 
@@ -59,8 +59,7 @@ def select_genes(adata: ad.AnnData, genes: str = "highly_variable", n_genes: int
             val = np.where(np.isfinite(val), val, -np.inf if larger else np.inf)
             order = np.argsort(-val if larger else val, kind="stable")
             return idx[order[:n_genes]]
-    M = adata.X if layer is None else adata.layers[layer]
-    order = np.argsort(-_column_variance(M[:, idx]), kind="stable")
+    order = np.argsort(-_column_variance(expression(adata, layer, idx)), kind="stable")
     return idx[order[:n_genes]]
 
 
@@ -165,11 +164,7 @@ def quadro(
     outer_cv = check_int(outer_cv, "outer_cv", 2)
     check_option(nested, "nested", [True, False])
     model = build_estimator(QUADRO, params, random_state=random_state, n_jobs=n_jobs)
-    if layer is not None and layer not in adata.layers:
-        raise ScontrastError(f"layer: '{layer}' is absent (have {list(adata.layers.keys())})")
-    M = adata.X if layer is None else adata.layers[layer]
-    if M is None:
-        raise ScontrastError("X: the AnnData has no X matrix")
+    M = expression(adata, layer)
     used, is_target, class_names = _classes(adata, key, groupby, labels, min_cells=2 * outer_cv)
     idx = select_genes(adata, genes, n_genes, layer)
     if idx.size < 2:
@@ -200,9 +195,7 @@ def quadro(
     front = dict(genes=genes, n_genes=n_genes, layer=layer, key=key, groupby=groupby,
                  labels=None if labels is None else [str(v) for v in labels], outer_cv=outer_cv,
                  nested=bool(nested))
-    model_params = {k: v for k, v in model.get_params().items() if k not in ("random_state", "n_jobs")}
-    if model_params["lambda_grid"] is not None:
-        model_params["lambda_grid"] = [float(v) for v in model_params["lambda_grid"]]
+    model_params = fitted_params(model)
     record_params(
         adata, "quadro", {**front, **model_params}, random_state,
         genes=gene_names,

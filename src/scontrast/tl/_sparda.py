@@ -6,11 +6,9 @@ import logging
 
 import anndata as ad
 import numpy as np
-import scipy.sparse as sp
 
-from ..core import ScontrastError
 from ..sparda import SPARDA
-from ._common import TARGET_KEY, build_estimator, group_matrices, record_params
+from ._common import TARGET_KEY, build_estimator, expression, fitted_params, group_matrices, record_params
 
 log = logging.getLogger(__name__)
 
@@ -70,8 +68,6 @@ def sparda(
     CV path when chosen by CV), screening and iteration diagnostics.
     """
     model = build_estimator(SPARDA, params, random_state=random_state, n_jobs=n_jobs)
-    if layer is not None and layer not in adata.layers:
-        raise ScontrastError(f"layer: '{layer}' is not a layer of the data (have: {list(adata.layers.keys())})")
     adata = adata.copy() if copy else adata
     X, Y, mask = group_matrices(adata, genes=genes, layer=layer, key=key, min_cells=2)
     model.fit(X, Y)
@@ -89,9 +85,7 @@ def sparda(
     adata.var["sparda_marginal_w2"] = w2
     adata.varm["sparda_directions"] = W
 
-    full = adata.X if layer is None else adata.layers[layer]
-    full = full[:, mask]
-    full = sp.csr_matrix(full) if sp.issparse(full) else np.asarray(full)
+    full = expression(adata, layer, mask)
     adata.obsm["X_sparda"] = model.transform(full)
 
     d_in = int(mask.sum())
@@ -136,7 +130,7 @@ def sparda(
     if model.null_divergences_ is not None:
         extra["null_divergences"] = np.asarray(model.null_divergences_, dtype=float)
     selected = names[model.selected_].astype(str)
-    model_params = {k: v for k, v in model.get_params().items() if k not in ("random_state", "n_jobs")}
+    model_params = fitted_params(model)
     record_params(
         adata, "sparda", dict(model_params, genes=genes, layer=layer, key=key), random_state,
         divergence=float(model.divergence_),
