@@ -94,13 +94,16 @@ def test_defaults_are_the_estimators():
         k: v for k, v in PCPCA().get_params().items() if k != "random_state"}
 
 
-def test_inadmissible_gamma_error_or_clip():
+def test_inadmissible_gamma_error_or_clip(caplog):
     adata = made_up()
     with pytest.raises(ValueError, match=r"need gamma_prime < "):
         pcpca(adata, gamma_prime=0.999)
-    with pytest.warns(UserWarning, match="clipped"):
+    with caplog.at_level("WARNING", logger="scontrast"):
         pcpca(adata, gamma_prime=0.999, on_inadmissible="clip", clip_fraction=0.9)
     u = adata.uns["pcpca"]
+    # the clipping reaches the log and uns (and from there the summary and the report)
+    assert len(u["warnings"]) == 1 and "clipped" in u["warnings"][0]
+    assert [r.levelname for r in caplog.records if "clipped" in r.getMessage()] == ["WARNING"]
     assert u["clipped"] and u["gamma"] == pytest.approx(0.9 * u["max_gamma"])
     assert u["gamma_requested"] == pytest.approx(0.999 * 80 / 70)
     assert u["params"]["on_inadmissible"] == "clip" and u["params"]["clip_fraction"] == 0.9

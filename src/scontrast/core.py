@@ -28,6 +28,7 @@ import scipy.sparse as sp
 __all__ = [
     "TARGET_KEY",
     "ScontrastError",
+    "ScontrastWarning",
     "package_versions",
     "check_random_state",
     "spawn_seed",
@@ -49,6 +50,16 @@ _VERSIONED = ("scontrast", "numpy", "scipy", "scikit-learn", "anndata", "scanpy"
 
 class ScontrastError(ValueError):
     """A problem with the user's input or configuration; its message is one line."""
+
+
+class ScontrastWarning(UserWarning):
+    """Something a user must know about a result, in one line.
+
+    A choice at the edge of its grid, a p-value at its permutation floor, a sampler that did
+    not converge, QC that did nothing. Estimators raise it with ``warnings.warn``; the ``tl``
+    front ends collect it (with the other warnings of the fit) into ``uns[<method>]['warnings']``
+    and the log, and the workflow's summary and report show it.
+    """
 
 
 def package_versions() -> dict[str, str]:

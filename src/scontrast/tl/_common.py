@@ -8,6 +8,10 @@ slots and :func:`record_params`.
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import warnings
+from collections.abc import Iterator
 from typing import Any
 
 import anndata as ad
@@ -18,9 +22,12 @@ import scipy.sparse as sp
 from ..core import TARGET_KEY, ScontrastError, package_versions
 
 __all__ = [
-    "TARGET_KEY", "build_estimator", "expression", "fitted_params", "gene_mask", "group_matrices", "record_params",
-    "target_mask",
+    "TARGET_KEY", "build_estimator", "expression", "fitted_params", "fmt", "gene_mask", "group_matrices", "record_params",
+    "result_warnings", "target_mask",
 ]
+
+# library noise about future API changes, not about the user's result: passed on untouched
+_PASSED_ON = (DeprecationWarning, PendingDeprecationWarning, FutureWarning, ImportWarning)
 
 
 def build_estimator(cls, params: dict[str, Any], **fixed):
@@ -142,18 +149,56 @@ def _h5_safe(value: Any) -> Any:
     return value
 
 
+@contextlib.contextmanager
+def result_warnings(method: str) -> Iterator[list[str]]:
+    """Collect what a method warns while it runs, for ``uns[method]['warnings']``.
+
+    Every warning raised inside the block (the estimators' ``ScontrastWarning``, scikit-learn's
+    ``ConvergenceWarning``, numerical ``RuntimeWarning``...) is logged once on the
+    ``scontrast.<method>`` logger at WARNING (so it reaches the job's log and the terminal) and
+    its one-line message is appended to the yielded list, in order, without repeats. Deprecation
+    and future warnings of the libraries are passed on untouched.
+    """
+    collected: list[str] = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield collected
+    log = logging.getLogger(f"scontrast.{method}")
+    for w in caught:
+        if issubclass(w.category, _PASSED_ON):
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+            continue
+        text = " ".join(str(w.message).split())
+        if text not in collected:
+            collected.append(text)
+            log.warning("%s: %s", method, text)
+
+
+def fmt(value) -> str:
+    """A number as the summary table shows it (4 significant digits; 'nan')."""
+    if isinstance(value, (float, np.floating)):
+        return "nan" if np.isnan(value) else f"{value:.4g}"
+    return str(value)
+
+
 def fitted_params(model) -> dict[str, Any]:
     """``model.get_params()`` without what the front end sets itself (``random_state``, ``n_jobs``)."""
     return {k: v for k, v in model.get_params().items() if k not in ("random_state", "n_jobs")}
 
 
-def record_params(adata: ad.AnnData, method: str, params: dict, random_state, **extra) -> dict:
-    """Create ``adata.uns[method]`` with params, package versions and seed, plus ``extra``."""
+def record_params(adata: ad.AnnData, method: str, params: dict, random_state, warnings: list[str] | None = None,
+                  **extra) -> dict:
+    """Create ``adata.uns[method]`` with params, package versions, seed and warnings, plus ``extra``.
+
+    ``warnings`` (from :func:`result_warnings`) is stored as ``uns[method]['warnings']``, an
+    array of one-line messages (empty when there were none).
+    """
     entry = {
         "params": _h5_safe(dict(params)),
         "versions": package_versions(),
         "random_state": _h5_safe(random_state if isinstance(random_state, (int, np.integer)) or random_state is None
                                  else str(random_state)),
+        "warnings": np.array(list(warnings or []), dtype=object).astype(str),
     }
     entry.update(extra)
     adata.uns[method] = entry

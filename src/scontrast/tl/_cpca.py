@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 
 import anndata as ad
 import numpy as np
 
 from ..cpca import CPCA
-from ._common import TARGET_KEY, build_estimator, expression, fitted_params, group_matrices, record_params
+from ._common import TARGET_KEY, build_estimator, expression, fitted_params, fmt, group_matrices, record_params, result_warnings
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +75,8 @@ def cpca(
     model = build_estimator(CPCA, params, random_state=random_state)
     adata = adata.copy() if copy else adata
     X, Y, mask = group_matrices(adata, genes=genes, layer=layer, key=key, min_cells=2)
-    model.fit(X, Y)
+    with result_warnings("cpca") as warned:
+        model.fit(X, Y)
     log.info("cpca: %d target x %d background cells, %d genes, solver %s; alphas %s (default %.4g)",
              X.shape[0], Y.shape[0], X.shape[1], model.solver_, np.round(model.alphas_, 4).tolist(),
              model.default_alpha_)
@@ -94,7 +96,7 @@ def cpca(
     model_params = fitted_params(model)
     model_params["alpha"] = _alpha_param(model_params["alpha"])
     record_params(
-        adata, "cpca", dict(genes=genes, layer=layer, key=key, **model_params), random_state,
+        adata, "cpca", dict(genes=genes, layer=layer, key=key, **model_params), random_state, warnings=warned,
         alphas=np.asarray(model.alphas_, dtype=float), alpha=float(model.default_alpha_),
         default_index=int(default), embedding_keys=np.asarray(keys, dtype=str),
         alpha_grid=np.asarray(model.alpha_grid_, dtype=float), affinity=np.asarray(model.affinity_, dtype=float),
@@ -107,4 +109,10 @@ def cpca(
     return adata if copy else None
 
 
-__all__ = ["cpca"]
+
+def summary_rows(adata: ad.AnnData, n_top: int = 10) -> Iterator[tuple[str, str]]:
+    """(item, value) rows of the workflow's summary table for ``uns['cpca']``."""
+    c = adata.uns["cpca"]
+    yield "alphas chosen", ", ".join(fmt(a) for a in np.asarray(c.get("alphas", []))[1:])
+
+__all__ = ["cpca", "summary_rows"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import logging
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import anndata as ad
@@ -13,7 +14,7 @@ import numpy as np
 from .. import fangs as _fangs
 from ..core import TARGET_KEY, ScontrastError
 from ..latent_features import FeatureSamples, load_samples
-from ._common import record_params
+from ._common import fmt, record_params, result_warnings
 from ._latent_features import samples_from_adata
 
 log = logging.getLogger(__name__)
@@ -141,7 +142,8 @@ def fangs(
     if S[0].shape[0] != adata.n_obs:
         raise ScontrastError(f"samples: {S[0].shape[0]} rows but the data has {adata.n_obs} cells")
 
-    result = _fangs.fangs(S, **model_params, n_jobs=n_jobs, random_state=random_state)
+    with result_warnings("fangs") as warned:
+        result = _fangs.fangs(S, **model_params, n_jobs=n_jobs, random_state=random_state)
     est = result.estimate
     order = np.argsort(-est.sum(axis=0), kind="stable")
     est = np.ascontiguousarray(est[:, order], dtype=np.uint8)
@@ -163,7 +165,7 @@ def fangs(
     log.info("fangs: K=%d, expected FARO loss %.4g (draws %.4g) from %d samples in %.1f s",
              est.shape[1], result.expected_loss, draws_loss, len(S), timings["total"])
     record_params(
-        adata, "fangs", {**front, **model_params}, random_state,
+        adata, "fangs", {**front, **model_params}, random_state, warnings=warned,
         a=float(result.a), expected_loss=float(result.expected_loss), draws_expected_loss=float(draws_loss),
         draws_index=int(draws_index), n_features=int(est.shape[1]), n_samples=len(S),
         samples_K_values=k_values.astype(np.int64), samples_K_counts=k_counts.astype(np.int64),
@@ -176,4 +178,14 @@ def fangs(
     return adata if copy else None
 
 
-__all__ = ["fangs"]
+
+def summary_rows(adata: ad.AnnData, n_top: int = 10) -> Iterator[tuple[str, str]]:
+    """(item, value) rows of the workflow's summary table for ``uns['fangs']``."""
+    f = adata.uns["fangs"]
+    yield "features K (estimate)", fmt(f.get("n_features"))
+    ks, counts = np.asarray(f.get("samples_K_values", [])), np.asarray(f.get("samples_K_counts", []))
+    if ks.size:
+        yield "K over samples (K: count)", ", ".join(f"{k}: {c}" for k, c in zip(ks, counts))
+    yield "expected FARO loss: FANGS vs draws", f"{fmt(f.get('expected_loss'))} vs {fmt(f.get('draws_expected_loss'))}"
+
+__all__ = ["fangs", "summary_rows"]

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..core import TARGET_KEY, ScontrastError, check_int
 from ..latent_features import LinearGaussianIBP, pack_samples, unpack_samples
-from ._common import build_estimator, fitted_params, record_params
+from ._common import build_estimator, fitted_params, record_params, result_warnings
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +74,8 @@ def latent_features(
             raise ScontrastError(f"n_dims: {n_dims} requested but obsm['{use_rep}'] has {X.shape[1]} columns")
         X = X[:, :n_dims]
     adata = adata.copy() if copy else adata
-    model.fit(X)
+    with result_warnings("latent_features") as warned:
+        model.fit(X)
     Z, k = pack_samples(model.samples_)
     log.info("latent_features: %d cells x %d dims, %d sweeps in %.1f s, %d samples, K from %d to %d",
              X.shape[0], X.shape[1], model.n_iter, model.timings_["sampling"], k.size, k.min(), k.max())
@@ -85,7 +86,7 @@ def latent_features(
         extra = {"n_target": int(is_target.sum()), "n_background": int((~is_target).sum())}
     model_params = fitted_params(model)
     record_params(adata, key_added, dict(use_rep=use_rep, n_dims=n_dims, key_added=key_added, **model_params),
-                  random_state, n_features=k, n_dims_used=int(X.shape[1]), scale=float(model.scale_),
+                  random_state, warnings=warned, n_features=k, n_dims_used=int(X.shape[1]), scale=float(model.scale_),
                   timings={key: float(v) for key, v in model.timings_.items()},
                   **{key: np.asarray(v) for key, v in model.traces().items()}, **extra)
     return adata if copy else None

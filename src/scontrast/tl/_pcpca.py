@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 
 import anndata as ad
 import numpy as np
 
 from ..pcpca import PCPCA, heldout_loglik
-from ._common import TARGET_KEY, build_estimator, expression, fitted_params, group_matrices, record_params
+from ._common import TARGET_KEY, build_estimator, expression, fitted_params, fmt, group_matrices, record_params, result_warnings
 
 log = logging.getLogger(__name__)
 
@@ -59,10 +60,11 @@ def pcpca(
     model = build_estimator(PCPCA, params, random_state=random_state)
     adata = adata.copy() if copy else adata
     X, Y, mask = group_matrices(adata, genes=genes, layer=layer, key=key, min_cells=2)
-    model.fit(X, Y)
+    with result_warnings("pcpca") as warned:
+        model.fit(X, Y)
+        held = heldout_loglik(model, X, Y, holdout_fraction, random_state)
     log.info("pcpca: gamma'=%.4g (bound %.4g), sigma2=%.4g, %s", model.gamma_prime_, model.max_gamma_prime_,
              model.sigma2_, model.optimizer_message_)
-    held = heldout_loglik(model, X, Y, holdout_fraction, random_state)
 
     full = expression(adata, layer, mask)
     adata.obsm["X_pcpca"] = model.transform(full)
@@ -73,7 +75,7 @@ def pcpca(
     model_params = fitted_params(model)
     n, m = X.shape[0], Y.shape[0]
     record_params(
-        adata, "pcpca", {**front, **model_params}, random_state,
+        adata, "pcpca", {**front, **model_params}, random_state, warnings=warned,
         gamma=float(model.gamma_), gamma_prime=float(model.gamma_prime_),
         gamma_requested=float(model.gamma_requested_), clipped=bool(model.clipped_),
         sigma2=float(model.sigma2_), max_gamma=float(model.max_gamma_), max_gamma_prime=float(model.max_gamma_prime_),
@@ -85,4 +87,11 @@ def pcpca(
     return adata if copy else None
 
 
-__all__ = ["pcpca"]
+
+def summary_rows(adata: ad.AnnData, n_top: int = 10) -> Iterator[tuple[str, str]]:
+    """(item, value) rows of the workflow's summary table for ``uns['pcpca']``."""
+    c = adata.uns["pcpca"]
+    yield "gamma' (admissible below)", f"{fmt(c['gamma_prime'])} ({fmt(c['max_gamma_prime'])})"
+    yield "held-out log-likelihood (PPCA)", f"{fmt(c['heldout_loglik'])} ({fmt(c['heldout_loglik_ppca'])})"
+
+__all__ = ["pcpca", "summary_rows"]

@@ -8,6 +8,7 @@ cross-validation are :class:`scontrast.quadro.QUADRO` and
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 
 import anndata as ad
 import numpy as np
@@ -17,7 +18,17 @@ from sklearn.metrics import confusion_matrix, roc_auc_score
 
 from ..core import ScontrastError, check_int, check_matrix, check_option, dense
 from ..quadro import QUADRO, cross_validated_scores
-from ._common import TARGET_KEY, build_estimator, expression, fitted_params, gene_mask, record_params, target_mask
+from ._common import (
+    TARGET_KEY,
+    build_estimator,
+    expression,
+    fitted_params,
+    fmt,
+    gene_mask,
+    record_params,
+    result_warnings,
+    target_mask,
+)
 
 log = logging.getLogger(__name__)
 
@@ -175,7 +186,8 @@ def quadro(
     log.info("QUADRO on %d genes of '%s', %d %s and %d %s cells", idx.size, genes,
              int(is_target.sum()), class_names[1], int((~is_target).sum()), class_names[0])
 
-    res = cross_validated_scores(model, X, is_target, outer_cv, nested=nested, random_state=random_state)
+    with result_warnings("quadro") as warned:
+        res = cross_validated_scores(model, X, is_target, outer_cv, nested=nested, random_state=random_state)
     final, score, pred = res.final, res.decision, res.predicted.astype(bool)
 
     pairs, linear = final.interactions(gene_names)
@@ -197,7 +209,7 @@ def quadro(
                  nested=bool(nested))
     model_params = fitted_params(model)
     record_params(
-        adata, "quadro", {**front, **model_params}, random_state,
+        adata, "quadro", {**front, **model_params}, random_state, warnings=warned,
         genes=gene_names,
         n_cells={class_names[1]: int(is_target.sum()), class_names[0]: int((~is_target).sum())},
         cv_error=cv_error,
@@ -232,3 +244,12 @@ def quadro(
     log.info("QUADRO cross-validated error %.3f, AUC %.3f; %d interactions, %d linear terms", cv_error, cv_auc,
              len(pairs), len(linear))
     return adata if copy else None
+
+
+def summary_rows(adata: ad.AnnData, n_top: int = 10) -> Iterator[tuple[str, str]]:
+    """(item, value) rows of the workflow's summary table for ``uns['quadro']``."""
+    q = adata.uns["quadro"]
+    for key, label in (("cv_error", "cross-validated error"), ("cv_auc", "cross-validated AUC"),
+                       ("rayleigh_quotient", "Rayleigh quotient")):
+        if key in q:
+            yield label, fmt(q[key])

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 
 import anndata as ad
 import numpy as np
 
 from ..sparda import SPARDA
-from ._common import TARGET_KEY, build_estimator, expression, fitted_params, group_matrices, record_params
+from ._common import TARGET_KEY, build_estimator, expression, fitted_params, fmt, group_matrices, record_params, result_warnings
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +71,8 @@ def sparda(
     model = build_estimator(SPARDA, params, random_state=random_state, n_jobs=n_jobs)
     adata = adata.copy() if copy else adata
     X, Y, mask = group_matrices(adata, genes=genes, layer=layer, key=key, min_cells=2)
-    model.fit(X, Y)
+    with result_warnings("sparda") as warned:
+        model.fit(X, Y)
     names = adata.var_names[mask].to_numpy()
     log.info("sparda: lambda=%.4g, %d genes selected, divergence %.4g, p=%s", model.lam_, model.selected_.size,
              model.divergence_, model.pvalue_)
@@ -132,7 +134,7 @@ def sparda(
     selected = names[model.selected_].astype(str)
     model_params = fitted_params(model)
     record_params(
-        adata, "sparda", dict(model_params, genes=genes, layer=layer, key=key), random_state,
+        adata, "sparda", dict(model_params, genes=genes, layer=layer, key=key), random_state, warnings=warned,
         divergence=float(model.divergence_),
         divergences=np.asarray(model.divergences_, dtype=float),
         # directions actually found (the deflation stops once none pays for its genes)
@@ -153,4 +155,19 @@ def sparda(
     return adata if copy else None
 
 
-__all__ = ["sparda"]
+
+def summary_rows(adata: ad.AnnData, n_top: int = 10) -> Iterator[tuple[str, str]]:
+    """(item, value) rows of the workflow's summary table for ``uns['sparda']``."""
+    s = adata.uns["sparda"]
+    yield "permutation p-value", fmt(s.get("pvalue", float("nan")))
+    yield "divergence (W2^2 along beta)", fmt(s.get("divergence"))
+    yield "genes selected", fmt(s.get("n_selected"))
+    if "sparda_weight" in adata.var:
+        w = adata.var["sparda_weight"].to_numpy(dtype=float)
+        order = np.argsort(-np.abs(w), kind="stable")[:n_top]
+        top = ", ".join(f"{adata.var_names[i]} ({w[i]:+.2f})" for i in order if w[i] != 0)
+    else:
+        top = ", ".join(map(str, s.get("selected_genes", [])[:n_top]))
+    yield "top genes (weight)", top
+
+__all__ = ["sparda", "summary_rows"]

@@ -1,0 +1,42 @@
+"""Warnings that surface: what a method warns reaches the log, ``uns[<method>]['warnings']`` and the summary."""
+
+from __future__ import annotations
+
+import logging
+import warnings
+
+import anndata as ad
+import numpy as np
+import pandas as pd
+import pytest
+
+from scontrast import io
+from scontrast.core import ScontrastWarning
+from scontrast.summary import summarise
+from scontrast.tl._common import record_params, result_warnings
+
+
+def test_result_warnings_collects_logs_and_dedupes(caplog):
+    with caplog.at_level(logging.WARNING, logger="scontrast"):
+        with result_warnings("sparda") as warned:
+            warnings.warn("p-value at its permutation floor\n 1/50", ScontrastWarning, stacklevel=1)
+            warnings.warn("p-value at its permutation floor 1/50", ScontrastWarning, stacklevel=1)
+            np.log(np.zeros(1))  # a numerical RuntimeWarning is kept too
+            with pytest.warns(FutureWarning, match="old API"):  # library noise is passed on, not recorded
+                warnings.warn("old API", FutureWarning, stacklevel=1)
+    assert warned == ["p-value at its permutation floor 1/50", "divide by zero encountered in log"]
+    logged = [r.getMessage() for r in caplog.records if r.name == "scontrast.sparda"]
+    assert logged == ["sparda: p-value at its permutation floor 1/50", "sparda: divide by zero encountered in log"]
+
+
+def test_recorded_warnings_survive_the_file_and_reach_the_summary(tmp_path):
+    a = ad.AnnData(np.ones((3, 2)), obs=pd.DataFrame(index=["a", "b", "c"]))
+    record_params(a, "quadro", {}, 0, warnings=["lambda1 chosen at the end of its path"], cv_error=0.1)
+    record_params(a, "cpca", {}, 0, alphas=np.array([0.0, 1.0]))
+    io.write_h5ad(a, tmp_path / "a.h5ad")
+    b = io.read_h5ad(tmp_path / "a.h5ad")
+    assert list(b.uns["quadro"]["warnings"]) == ["lambda1 chosen at the end of its path"]
+    assert len(b.uns["cpca"]["warnings"]) == 0
+    table = summarise(b)
+    rows = table[table["item"] == "warning"]
+    assert rows[["method", "value"]].values.tolist() == [["quadro", "lambda1 chosen at the end of its path"]]
