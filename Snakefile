@@ -11,6 +11,22 @@ min_version("9.0")
 configfile: "config.yaml"
 
 
+# A --configfile of the user's that lists datasets replaces the demo datasets of config.yaml
+# (Snakemake merges config files key by key, which would run the demo too); one that lists none
+# keeps them, so a file holding only method settings reruns the demo with those settings.
+import yaml as _yaml
+
+_USER_DATASETS = {}
+for _path in workflow.overwrite_configfiles or []:
+    with open(_path) as _fh:
+        _USER_DATASETS.update((_yaml.safe_load(_fh) or {}).get("datasets") or {})
+if _USER_DATASETS:
+    config["datasets"] = _USER_DATASETS
+
+
+report: "workflow/report/workflow.rst"
+
+
 include: "workflow/rules/common.smk"
 include: "workflow/rules/preprocess.smk"
 include: "workflow/rules/sparda.smk"

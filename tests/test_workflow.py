@@ -193,6 +193,53 @@ def test_report_embeds_every_figure_and_the_summary(run):
         assert f"cells (target / background)\t{n_t} / {n_b}" in embedded
 
 
+def test_a_users_configfile_with_datasets_runs_only_those(tmp_path):
+    """README "Your own data": the demo config.yaml stays, the user's --configfile replaces its datasets."""
+    mine = {"datasets": {"mine": {**tiny_config()["datasets"]["wu2020"], "background": ["Blood"],
+                                  "preprocess": {"min_genes": 20, "min_cells_per_group": 5}}}}
+    (tmp_path / "mine.yaml").write_text(yaml.safe_dump(mine))
+    # the repository's own config.yaml is the base, as when a user runs from the clone
+    cmd = [SNAKEMAKE, "-s", str(REPO / "Snakefile"), "-d", str(REPO), "--configfile", str(tmp_path / "mine.yaml"), "-n"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout + proc.stderr
+    jobs = _jobs(proc)
+    assert jobs["preprocess"] == 1 and jobs["collect"] == 1 and jobs["all"] == 1
+    assert "results/mine/preprocessed.h5ad" in out and "results/wu2020/" not in out and "results/pbmc68k/" not in out
+    # a --configfile without datasets keeps config.yaml's (the demo's two)
+    (tmp_path / "settings.yaml").write_text(yaml.safe_dump({"sparda": {"n_permutations": 19}}))
+    cmd[cmd.index("--configfile") + 1] = str(tmp_path / "settings.yaml")
+    jobs = _jobs(subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=REPO))
+    assert jobs["preprocess"] == 2 and jobs["collect"] == 2
+
+
+def test_the_workflow_extra_has_what_the_report_needs():
+    """`snakemake --report` needs pygments, which the README's `.[workflow]` install must bring."""
+    import tomllib
+
+    extra = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]["workflow"]
+    assert any(req.lower().startswith("pygments") for req in extra)
+
+
+def test_report_from_the_readme_command(run):
+    """The README's report command builds the page: the workflow description names each contrast,
+    and each dataset's summary is there as an inline page (warnings highlighted) and as the table."""
+    import re
+
+    workdir, cfg = run
+    readme = (REPO / "README.md").read_text()
+    command = re.search(r"^\.venv/bin/snakemake (--report \S+)$", readme, flags=re.M)
+    assert command, "the README has no report command"
+    args = command.group(1).split()
+    snakemake(workdir, cfg, *args)
+    html = (workdir / args[1]).read_text()
+    for name, ds in cfg["datasets"].items():
+        assert f"results/{name}/summary.html" in html
+        assert name in html and ds["groupby"] in html  # the description page states the contrast
+        page = (workdir / f"results/{name}/summary.html").read_text()
+        assert "cells (target / background)" in page and "<table>" in page
+
+
 def test_two_datasets_with_two_contrasts_each(tmp_path):
     cfg = tiny_config()
     wu, pbmc = cfg["datasets"]["wu2020"], cfg["datasets"]["pbmc68k"]

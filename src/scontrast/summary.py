@@ -19,7 +19,7 @@ _SUMMARY_ROWS = {
     "fangs": _fangs.summary_rows,
 }
 
-__all__ = ["summarise"]
+__all__ = ["summarise", "to_html"]
 
 
 def _rows(adata: ad.AnnData, n_top: int):
@@ -58,3 +58,27 @@ def summarise(adata: ad.AnnData, n_top: int = 10) -> pd.DataFrame:
     """
     rows = list(_rows(adata, n_top)) + list(_warning_rows(adata))
     return pd.DataFrame(rows, columns=["method", "item", "value"])
+
+
+_STYLE = (
+    "body{font-family:sans-serif;font-size:14px;margin:1em}"
+    "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top}"
+    "th{background:#f0f0f0}tr.warning td{background:#fff3cd}"
+)
+
+
+def to_html(table: pd.DataFrame, title: str) -> str:
+    """``summarise``'s table as a small self-contained HTML page (warning rows highlighted).
+
+    The report shows it inline; the ``.tsv`` stays the file to read with code.
+    """
+    import html
+
+    rows = []
+    for method, item, value in table[["method", "item", "value"]].itertuples(index=False):
+        cls = ' class="warning"' if item == "warning" else ""
+        rows.append(f"<tr{cls}><td>{html.escape(str(method))}</td><td>{html.escape(str(item))}</td>"
+                    f"<td>{html.escape(str(value))}</td></tr>")
+    return (f"<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title>"
+            f"<style>{_STYLE}</style></head><body><h3>{html.escape(title)}</h3>"
+            "<table><tr><th>step</th><th>item</th><th>value</th></tr>" + "".join(rows) + "</table></body></html>\n")

@@ -9,6 +9,13 @@ rule summary:
             category="{dataset}",
             subcategory="summary",
         ),
+        # the same table as a page the report shows inline
+        html=report(
+            "results/{dataset}/summary.html",
+            caption="../report/summary.rst",
+            category="{dataset}",
+            subcategory="summary",
+        ),
     log:
         "logs/{dataset}/summary.log",
     benchmark:
