@@ -457,3 +457,39 @@ def test_davidson_continuation_matches_eigh_on_random_problems():
             np.testing.assert_allclose(theta[i], w[::-1], rtol=1e-9, atol=1e-9 * np.abs(w).max())
         np.testing.assert_allclose(gram, Z.transpose(1, 0, 2).reshape(r, -1).T @ B @ Z.transpose(1, 0, 2).reshape(r, -1),
                                    atol=1e-9)
+
+
+def test_alike_alphas_are_reported_once_with_a_warning():
+    """Where every alpha's subspace is alike, the clustering still returns n_alpha_clusters - 1 alphas:
+    those that repeat a smaller chosen alpha's subspace are dropped and the user is told."""
+    import warnings
+
+    from scontrast.core import ScontrastWarning
+
+    rng = np.random.default_rng(0)
+    # one dominant target-only direction: every alpha's top component is (nearly) that direction
+    d = 12
+    X = rng.normal(size=(300, d)) * 0.3
+    X[:, 0] += rng.normal(size=300) * 8.0
+    Y = rng.normal(size=(300, d)) * 0.3
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        merged = CPCA(n_components=1, n_alphas=20, random_state=0).fit(X, Y)
+    kept = CPCA(n_components=1, n_alphas=20, random_state=0, merge_affinity=1.0).fit(X, Y)
+    said = [str(w.message) for w in caught if issubclass(w.category, ScontrastWarning)]
+    assert len(kept.alphas_) > len(merged.alphas_) >= 2
+    dropped = set(np.round(kept.alphas_, 9)) - set(np.round(merged.alphas_, 9))
+    assert len([m for m in said if "gives the same subspace as alpha" in m]) == len(dropped)
+    # what is kept is the smallest of each group of alike alphas, and no two kept ones are alike
+    chosen = merged.alphas_[1:]
+    aff = merged.affinity_[np.ix_(np.searchsorted(merged.alpha_grid_, chosen), np.searchsorted(merged.alpha_grid_, chosen))]
+    assert np.all(aff[np.triu_indices(len(chosen), 1)] < 0.99)
+
+
+def test_no_contrast_is_a_warning():
+    from scontrast.core import ScontrastWarning
+
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(80, 6))
+    with pytest.warns(ScontrastWarning, match="no contrast at alpha"):
+        CPCA(n_components=2, alpha=1.0).fit(X, X.copy())

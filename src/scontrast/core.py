@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib
 import numbers
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any, Callable, Iterable
@@ -40,6 +41,7 @@ __all__ = [
     "check_real",
     "check_option",
     "dense",
+    "lazy_attributes",
 ]
 
 #: Boolean ``obs`` column of the target/background split (True = target), set by preprocessing.
@@ -251,3 +253,25 @@ def _range(what: str, minimum, maximum, allow_none: bool) -> str:
 def dense(A) -> np.ndarray:
     """``A`` as a dense float64 ndarray (sparse input is converted; use only on small blocks)."""
     return A.toarray() if sp.issparse(A) else np.asarray(A, dtype=np.float64)
+
+
+def lazy_attributes(package: str, where: dict[str, str]):
+    """``(__getattr__, __dir__)`` for a package whose attributes load their module on first use.
+
+    ``where`` maps an attribute name to the submodule (relative to ``package``) defining it.
+    A rule that needs one method then imports that method's dependencies only (the
+    workflow's per-job start-up), while ``package.attribute`` works as if imported eagerly.
+    """
+
+    def __getattr__(name: str):
+        if name not in where:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        module = importlib.import_module(where[name], package)
+        value = module if where[name].rsplit(".", 1)[-1] == name else getattr(module, name)
+        setattr(importlib.import_module(package), name, value)
+        return value
+
+    def __dir__():
+        return sorted(set(where) | set(vars(importlib.import_module(package))))
+
+    return __getattr__, __dir__

@@ -71,6 +71,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .core import (
     ScontrastError,
+    ScontrastWarning,
     _controller,
     blas_threads,
     check_int,
@@ -839,6 +840,56 @@ def select_alphas(affinity: np.ndarray, n_clusters: int, random_state=None):
     return np.sort(np.asarray(chosen, dtype=int)), labels
 
 
+def _merge_alike(chosen: np.ndarray, affinity: np.ndarray, grid: np.ndarray, threshold: float) -> np.ndarray:
+    """The chosen grid indices (ascending) without those whose subspace repeats a smaller chosen alpha's.
+
+    An alpha whose affinity with an already kept one is ``>= threshold`` gives the same
+    answer: it is dropped with a ``ScontrastWarning`` (on data where every alpha's subspace
+    is alike, the clustering still returns its requested number of clusters).
+    """
+    kept: list[int] = []
+    for idx in np.sort(chosen):
+        twin = next((k for k in kept if affinity[idx, k] >= threshold), None)
+        if twin is None:
+            kept.append(int(idx))
+            continue
+        warnings.warn(
+            f"alpha {grid[idx]:.4g} gives the same subspace as alpha {grid[twin]:.4g} (affinity "
+            f"{affinity[idx, twin]:.4f} >= merge_affinity {threshold:g}): reported once, as {grid[twin]:.4g}",
+            ScontrastWarning, stacklevel=3)
+    for idx in kept:
+        if affinity[idx, 0] >= threshold:
+            warnings.warn(
+                f"alpha {grid[idx]:.4g} gives the same subspace as plain PCA of the target (alpha = 0; affinity "
+                f"{affinity[idx, 0]:.4f}): the background changes nothing here", ScontrastWarning, stacklevel=3)
+    return np.asarray(kept, dtype=int)
+
+
+def _total_variance(A, scale: np.ndarray) -> float:
+    """Trace of the (scaled) covariance of ``A`` (n, d): the target's variance, sparse-safe."""
+    if sp.issparse(A):
+        mean = np.asarray(A.mean(axis=0)).ravel()
+        var = np.asarray(A.multiply(A).mean(axis=0)).ravel() - mean**2
+    else:
+        var = A.var(axis=0)
+    return float(np.sum(np.maximum(var, 0.0) * scale**2) * A.shape[0] / max(A.shape[0] - 1, 1))
+
+
+def _warn_if_no_contrast(contrast: np.ndarray, target_variance: float, alpha: float) -> None:
+    """Warn when the default alpha's components carry no target variance beyond the background's.
+
+    ``contrast`` (k,) are the eigenvalues of ``C_X - alpha C_Y`` at the default alpha;
+    ``target_variance`` (the trace of ``C_X``) is the scale they are compared with.
+    """
+    scale = target_variance
+    if scale == 0.0:
+        warnings.warn("the target cells have no variance in these genes: cPCA has nothing to contrast",
+                      ScontrastWarning, stacklevel=3)
+    elif float(np.max(contrast, initial=0.0)) <= 1e-9 * scale:
+        warnings.warn(f"no contrast at alpha {alpha:.4g}: no direction has more target variance than alpha times "
+                      "the background's (the groups vary alike, e.g. the same cells)", ScontrastWarning, stacklevel=3)
+
+
 # ------------------------------------------------------------------------- CPCA
 
 
@@ -874,6 +925,11 @@ class CPCA(BaseEstimator):
         iterative solver stops.
     max_iter : int, default 500
         Davidson sweeps at most; alphas not converged by then raise a warning.
+    merge_affinity : float in (0, 1], default 0.99
+        'auto' only: two chosen alphas whose subspaces have at least this affinity
+        (product of the cosines of their principal angles) are one answer, not two: the
+        larger alpha is dropped, with a ``ScontrastWarning`` naming both (1 keeps every
+        alpha the clustering chose, however alike).
 
     Attributes
     ----------
@@ -908,7 +964,7 @@ class CPCA(BaseEstimator):
 
     def __init__(self, n_components=2, alpha="auto", n_alphas=40, max_log_alpha=3, n_alpha_clusters=4,
                  affinity="loadings", standardize=False, random_state=None, solver="auto", tol=1e-10,
-                 max_iter=500):
+                 max_iter=500, merge_affinity=0.99):
         self.n_components = n_components
         self.alpha = alpha
         self.n_alphas = n_alphas
@@ -920,6 +976,7 @@ class CPCA(BaseEstimator):
         self.solver = solver
         self.tol = tol
         self.max_iter = max_iter
+        self.merge_affinity = merge_affinity
 
     # -- parameter checks
     def _validate(self):
@@ -937,6 +994,7 @@ class CPCA(BaseEstimator):
         check_real(self.tol, "tol", 0, 1, strict_min=True, strict_max=True)
         check_int(self.max_iter, "max_iter", 1)
         _check_bool(self.standardize, "standardize")
+        check_real(self.merge_affinity, "merge_affinity", 0, 1, strict_min=True)
         return k, mode, values
 
     def _pick_solver(self, d: int, k: int, n_cells: int) -> str:
@@ -975,6 +1033,7 @@ class CPCA(BaseEstimator):
         affinity = subspace_affinity(U, gram if self.affinity == "projection" else None)
         if mode == "auto":
             chosen, labels = select_alphas(affinity, int(self.n_alpha_clusters), rng)
+            chosen = _merge_alike(chosen, affinity, grid, float(self.merge_affinity))
             keep = np.concatenate(([0], chosen))
         else:
             labels = np.full(grid.size, -1)
@@ -996,6 +1055,8 @@ class CPCA(BaseEstimator):
         nonzero = np.flatnonzero(self.alphas_ > 0)
         self.default_index_ = int(nonzero[0]) if nonzero.size else 0
         self.default_alpha_ = float(self.alphas_[self.default_index_])
+        _warn_if_no_contrast(self.explained_contrast_[self.default_index_], _total_variance(X, moments.scale_x),
+                             self.default_alpha_)
         return self
 
     def _alpha_index(self, alpha) -> int:
@@ -1077,6 +1138,8 @@ class KernelCPCA(BaseEstimator):
         Scale each input gene to unit variance within its own set before the kernel.
     rank_tol : float, default 1e-10
         Kernel eigenvalues below ``rank_tol * largest`` are dropped.
+    merge_affinity : float, default 0.99
+        As :class:`CPCA` (near-identical chosen alphas are reported once).
 
     Attributes
     ----------
@@ -1090,7 +1153,7 @@ class KernelCPCA(BaseEstimator):
 
     def __init__(self, kernel="rbf", alpha="auto", n_components=2, gamma=None, degree=3, coef0=1.0,
                  n_alphas=40, max_log_alpha=3, n_alpha_clusters=4, affinity="loadings", standardize=False,
-                 random_state=None, tol=1e-10, rank_tol=1e-10):
+                 random_state=None, tol=1e-10, rank_tol=1e-10, merge_affinity=0.99):
         self.kernel = kernel
         self.alpha = alpha
         self.n_components = n_components
@@ -1105,6 +1168,7 @@ class KernelCPCA(BaseEstimator):
         self.random_state = random_state
         self.tol = tol
         self.rank_tol = rank_tol
+        self.merge_affinity = merge_affinity
 
     def _kernel(self, A, B):
         params = {}
@@ -1133,7 +1197,8 @@ class KernelCPCA(BaseEstimator):
         # cPCA in the kernel's coordinates: its parameters are checked before the kernel is built
         inner = CPCA(n_components=self.n_components, alpha=self.alpha, n_alphas=self.n_alphas,
                      max_log_alpha=self.max_log_alpha, n_alpha_clusters=self.n_alpha_clusters,
-                     affinity=self.affinity, standardize=False, random_state=rng, tol=self.tol)
+                     affinity=self.affinity, standardize=False, random_state=rng, tol=self.tol,
+                     merge_affinity=self.merge_affinity)
         k = inner._validate()[0]
         X, Y = check_pair(X, Y, min_rows=2)
         X, Y = dense(X), dense(Y)

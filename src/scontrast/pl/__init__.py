@@ -3,11 +3,9 @@
 Functions only build figures (never ``plt.show()``); the rule scripts save them.
 """
 
-from ._cpca import cpca
-from ._fangs import fangs
-from ._pcpca import pcpca
-from ._preprocess import preprocess
-from ._quadro import quadro
-from ._sparda import sparda
+from ..core import lazy_attributes
 
-__all__ = ["cpca", "fangs", "pcpca", "preprocess", "quadro", "sparda"]
+# each figure (and matplotlib) loads when first used
+_WHERE = {name: f"._{name}" for name in ("cpca", "fangs", "pcpca", "preprocess", "quadro", "sparda")}
+__getattr__, __dir__ = lazy_attributes(__name__, _WHERE)
+__all__ = sorted(_WHERE)

@@ -8,8 +8,7 @@ import numpy as np
 import pandas as pd
 
 from ..core import TARGET_KEY, ScontrastError
-
-_BACKGROUND_COLOUR = "#c8c8c8"
+from ._style import BACKGROUND_COLOUR, TARGET_COLOUR, group_labels, titled
 
 
 def _coordinates(E, components, rng):
@@ -80,10 +79,14 @@ def cpca(
     one_colour = color == key
     categorical = one_colour or not pd.api.types.is_numeric_dtype(values) or pd.api.types.is_bool_dtype(values)
     if categorical:
-        codes = np.where(is_target, "target", "background") if one_colour else np.asarray(values.astype(str))
-        levels = ["target"] if one_colour else list(pd.Categorical(codes[is_target]).categories)
-        cmap = plt.get_cmap("tab10" if len(levels) <= 10 else "tab20")
-        colours = {lev: cmap(i % cmap.N) for i, lev in enumerate(levels)}
+        target_label, background_label = group_labels(adata)
+        codes = np.where(is_target, target_label, background_label) if one_colour else np.asarray(values.astype(str))
+        levels = [target_label] if one_colour else list(pd.Categorical(codes[is_target]).categories)
+        if one_colour:
+            colours = {target_label: TARGET_COLOUR}  # the target's colour in every method's figure
+        else:
+            cmap = plt.get_cmap("tab10" if len(levels) <= 10 else "tab20")
+            colours = {lev: cmap(i % cmap.N) for i, lev in enumerate(levels)}
     else:
         vals = values.to_numpy(dtype=float)
         vmin, vmax = np.nanmin(vals[is_target]), np.nanmax(vals[is_target])
@@ -94,7 +97,7 @@ def cpca(
         E = np.asarray(adata.obsm[name])
         x, y = _coordinates(E, components, rng)
         if show_background:
-            panel.scatter(x[~is_target], y[~is_target], s=s, color=_BACKGROUND_COLOUR, alpha=0.6,
+            panel.scatter(x[~is_target], y[~is_target], s=s, color=BACKGROUND_COLOUR, alpha=0.35,
                           linewidths=0, rasterized=True)
         if categorical:
             for lev in levels:
@@ -115,15 +118,16 @@ def cpca(
         handles = [plt.Line2D([], [], marker="o", linestyle="", color=colours[lev],
                               label=f"{lev} ({int(np.sum(is_target & (codes == lev)))})") for lev in levels]
     if show_background:
-        handles.append(plt.Line2D([], [], marker="o", linestyle="", color=_BACKGROUND_COLOUR,
-                                  label=f"background ({int((~is_target).sum())})"))
+        handles.append(plt.Line2D([], [], marker="o", linestyle="", color=BACKGROUND_COLOUR,
+                                  label=f"{group_labels(adata)[1]} ({int((~is_target).sum())})"))
     if handles:
         fig.legend(handles=handles, title=None if one_colour else f"target: {color}", loc="outside right center",
                    fontsize="small", ncols=1 if len(handles) <= 20 else 2)
     if sc is not None:
         fig.colorbar(sc, ax=axes[:len(names)], label=f"{color} (target cells)")
-    fig.suptitle(f"contrastive PCA: {int(np.sum(is_target))} target vs {int(np.sum(~is_target))} background cells, "
-                 f"{int(uns.get('n_genes', 0))} genes")
+    target_label, background_label = group_labels(adata)
+    fig.suptitle(titled(f"contrastive PCA of {target_label} ({int(np.sum(is_target))} cells) against "
+                        f"{background_label} ({int(np.sum(~is_target))}), {int(uns.get('n_genes', 0))} genes", adata))
     return fig
 
 

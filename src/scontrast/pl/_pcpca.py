@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from ..core import TARGET_KEY, ScontrastError
+from ._style import BACKGROUND_COLOUR, TARGET_COLOUR, group_labels, titled
 
 
 def _default_color(adata):
@@ -69,17 +70,23 @@ def pcpca(
     s = point_size if point_size is not None else max(2.0, min(30.0, 3000.0 / max(adata.n_obs, 1)))
 
     if categorical:
-        cats = pd.Categorical(values.astype(str))
-        levels = list(cats.categories)
-        cmap = plt.get_cmap("tab10" if len(levels) <= 10 else "tab20")
-        colours = {lev: cmap(i % cmap.N) for i, lev in enumerate(levels)}
-        codes = np.asarray(cats.astype(str))
+        codes = np.asarray(values.astype(str))
+        # target levels first, in the order the cells show them, then the background's
+        levels = list(dict.fromkeys(list(codes[is_target]) + list(codes[~is_target])))
+        target_only = set(codes[is_target]) - set(codes[~is_target])
+        if len(levels) == 2 and len(target_only) == 1:
+            # the two groups themselves: the target's and the background's colours of every figure
+            colours = {lev: TARGET_COLOUR if lev in target_only else BACKGROUND_COLOUR for lev in levels}
+        else:
+            cmap = plt.get_cmap("tab10" if len(levels) <= 10 else "tab20")
+            colours = {lev: cmap(i % cmap.N) for i, lev in enumerate(levels)}
     else:
         vals = values.to_numpy(dtype=float)
         vmin, vmax = np.nanmin(vals), np.nanmax(vals)
 
     uns = adata.uns.get("pcpca", {})
-    for panel, (sel, name) in zip(axes, ((is_target, "target"), (~is_target, "background"))):
+    target_label, background_label = group_labels(adata)
+    for panel, (sel, name) in zip(axes, ((is_target, target_label), (~is_target, background_label))):
         if categorical:
             for lev in levels:
                 pick = sel & (codes == lev)
@@ -101,6 +108,6 @@ def pcpca(
     else:
         fig.colorbar(sc, ax=list(axes), label=color)
     if "gamma_prime" in uns:
-        fig.suptitle(f"PCPCA: gamma' = {float(uns['gamma_prime']):.3g} (admissible < "
-                     f"{float(uns['max_gamma_prime']):.3g}), sigma^2 = {float(uns['sigma2']):.3g}")
+        fig.suptitle(titled(f"PCPCA: gamma' = {float(uns['gamma_prime']):.3g} (admissible < "
+                            f"{float(uns['max_gamma_prime']):.3g}), sigma^2 = {float(uns['sigma2']):.3g}", adata))
     return fig

@@ -5,15 +5,14 @@ Each reads the target/background split from ``obs['scontrast_target']`` (set by
 versions and the seed.
 """
 
-from ._common import build_estimator, gene_mask, group_matrices, record_params, target_mask
-from ._cpca import cpca
-from ._fangs import fangs
-from ._latent_features import latent_features, samples_from_adata
-from ._pcpca import pcpca
-from ._quadro import quadro
-from ._sparda import sparda
+from ..core import lazy_attributes
 
-__all__ = [
-    "build_estimator", "cpca", "fangs", "gene_mask", "group_matrices", "latent_features", "pcpca", "quadro",
-    "record_params", "samples_from_adata", "sparda", "target_mask",
-]
+# each front end (and its method's numerics) loads when first used
+_WHERE = {
+    "build_estimator": "._common", "gene_mask": "._common", "group_matrices": "._common",
+    "record_params": "._common", "target_mask": "._common", "result_warnings": "._common",
+    "cpca": "._cpca", "fangs": "._fangs", "latent_features": "._latent_features",
+    "samples_from_adata": "._latent_features", "pcpca": "._pcpca", "quadro": "._quadro", "sparda": "._sparda",
+}
+__getattr__, __dir__ = lazy_attributes(__name__, _WHERE)
+__all__ = sorted(_WHERE)
