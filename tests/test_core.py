@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import stat
 
@@ -118,3 +119,25 @@ def test_outputs_honour_the_umask(tmp_path):
         os.umask(old)
     for name in ("a.h5ad", "f.png"):
         assert stat.S_IMODE((tmp_path / name).stat().st_mode) == 0o644, name
+
+
+def test_progress_logs_each_tenth_with_a_rate(caplog):
+    with caplog.at_level(logging.INFO, logger="scontrast.x"):
+        out = list(core.progress(range(20), desc="permutations", logger="scontrast.x"))
+    assert out == list(range(20))
+    lines = [r.getMessage() for r in caplog.records if r.name == "scontrast.x"]
+    assert [ln.split(" (")[0] for ln in lines] == [f"permutations: {i}/20" for i in range(2, 21, 2)]
+    assert all("/s, about" in ln for ln in lines)
+
+
+def test_startup_benchmark_covers_every_rule():
+    """benchmarks/bench_startup.py times the imports of every rule's script (its small version: the list)."""
+    import re
+
+    from benchmarks.bench_startup import RULES
+    from conftest import REPO
+
+    rules = set(re.findall(r"^rule (\w+):", "\n".join(p.read_text() for p in (REPO / "workflow/rules").glob("*.smk")),
+                           flags=re.M))
+    named = {r for r in RULES if not r.startswith(("python", "<"))} | {r for r in rules if r.endswith("_figure")}
+    assert rules <= named, rules - named

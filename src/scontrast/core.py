@@ -19,7 +19,10 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib
+import logging
 import numbers
+import sys
+import time
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any, Callable, Iterable
 
@@ -42,6 +45,7 @@ __all__ = [
     "check_option",
     "dense",
     "lazy_attributes",
+    "progress",
 ]
 
 #: Boolean ``obs`` column of the target/background split (True = target), set by preprocessing.
@@ -275,3 +279,41 @@ def lazy_attributes(package: str, where: dict[str, str]):
         return sorted(set(where) | set(vars(importlib.import_module(package))))
 
     return __getattr__, __dir__
+
+
+def _in_notebook() -> bool:
+    return "ipykernel" in sys.modules
+
+
+def progress(iterable, *, total: int | None = None, desc: str, logger: str = "scontrast", every: float = 0.1):
+    """Yield from ``iterable`` while reporting progress: the steps of a long method are never silent.
+
+    Logs ``"<desc>: i/N (x.x/s, about T s left)"`` at INFO on ``logger`` each time another
+    ``every`` of the ``total`` steps is done (the job's log in the workflow), and in a Jupyter
+    notebook also shows a tqdm bar. ``total`` defaults to ``len(iterable)``.
+    """
+    if total is None:
+        total = len(iterable)
+    log = logging.getLogger(logger)
+    bar = None
+    if _in_notebook():
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=total, desc=desc, leave=False)
+    start = time.perf_counter()
+    step = max(1, int(round(every * total))) if total else 1
+    done = 0
+    try:
+        for item in iterable:
+            yield item
+            done += 1
+            if bar is not None:
+                bar.update(1)
+            if done % step == 0 or done == total:
+                elapsed = time.perf_counter() - start
+                rate = done / elapsed if elapsed > 0 else float("inf")
+                left = (total - done) / rate if total and rate > 0 else 0.0
+                log.info("%s: %d/%d (%.3g/s, about %.0f s left)", desc, done, total, rate, left)
+    finally:
+        if bar is not None:
+            bar.close()
