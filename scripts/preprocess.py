@@ -10,9 +10,11 @@ def main(smk):
     adata = io.read_h5ad(smk.input.h5ad)
     out = preprocess(adata, groupby=ds["groupby"], target=ds["target"], background=ds["background"],
                      counts=ds["counts"], layer=ds["layer"], **smk.params.cfg)
-    out.uns["scontrast"]["preprocess"]["input"] = str(smk.input.h5ad)
+    info = out.uns["scontrast"]["preprocess"]
+    info["input"] = str(smk.input.h5ad)
+    info["dataset"] = str(smk.wildcards.get("dataset"))  # figure titles name the dataset
     io.write_h5ad(out, smk.output.h5ad)
-    pl.preprocess(out).savefig(smk.output.figure, dpi=110)
+    io.save_figure(pl.preprocess(out), smk.output.figure, dpi=110)
 
 
 run_rule(snakemake, main)  # noqa: F821

@@ -1,22 +1,28 @@
 """Preprocessing: restrict to the two groups, QC, normalisation, highly variable genes.
 
-``preprocess(adata, groupby=..., target=[...], background=[...])`` returns a new
+``preprocess(adata, groupby=..., target=[...], background=[...], counts=...)`` returns a new
 AnnData holding only target and background cells, with
 
-- ``X``: log-normalised expression (``normalize_total`` + ``log1p`` when the
-  input holds raw counts; the input values, checked, when already normalised);
-- ``layers['counts']``: the raw counts (raw input only);
+- ``X``: log-normalised expression: ``normalize_total`` + ``log1p`` for raw counts
+  (``counts='raw'``), ``log1p`` alone for depth-normalised values (``counts='tpm'``: TPM,
+  CPM, FPKM), the input values, checked, when already log-normalised (``'normalized'``);
+- ``layers['counts']``: the raw counts (raw input only; float32, or float64 when a count
+  exceeds 2**24 so that every count stays exact);
 - ``obs['scontrast_target']``: True for target cells, False for background;
-- ``obs['n_genes_by_counts']``, ``obs['pct_counts_mt']`` and the other scanpy QC metrics;
+- ``obs['n_genes_by_counts']``, ``obs['pct_counts_mt']`` and the other scanpy QC metrics
+  (computed on the input values);
 - ``var['highly_variable']`` and scanpy's HVG statistics;
-- ``uns['scontrast']['preprocess']``: parameters, package versions, cell and gene counts.
+- ``uns['scontrast']['preprocess']``: parameters, package versions, cell and gene counts,
+  ``warnings`` (one-line messages) and ``qc_removed`` (the QC metrics of the removed cells).
 
-Sparse input stays sparse.
+Slots that scontrast's steps write (``METHOD_SLOTS``: an input that is a finished
+``scontrast.h5ad``) are not carried over, so every result is fresh. Sparse input stays sparse.
 """
 
 from __future__ import annotations
 
 import logging
+import warnings
 from collections.abc import Sequence
 
 import anndata as ad
@@ -25,10 +31,11 @@ import pandas as pd
 import scanpy as sc
 import scipy.sparse as sp
 
-from .core import TARGET_KEY, ScontrastError, package_versions
+from .core import TARGET_KEY, ScontrastError, ScontrastWarning, package_versions
 from .io import check_finite
+from .tl._common import result_warnings
 
-__all__ = ["preprocess", "validate_counts", "group_labels"]
+__all__ = ["preprocess", "validate_counts", "group_labels", "method_slots", "METHOD_SLOTS"]
 
 log = logging.getLogger(__name__)
 
@@ -37,11 +44,21 @@ def _as_list(labels) -> list[str]:
     return [str(x) for x in ([labels] if isinstance(labels, (str, int)) else labels)]
 
 
+def _spellings(value) -> list[str]:
+    """How a present group value may be written in a config: ``str(value)``, and ``'1'`` for ``1.0``."""
+    out = [str(value)]
+    if isinstance(value, (float, np.floating)) and np.isfinite(value) and float(value).is_integer():
+        out.append(str(int(value)))
+    return out
+
+
 def group_labels(obs: pd.DataFrame, groupby: str, target: Sequence[str], background: Sequence[str]) -> pd.Series:
     """Label each cell 'target', 'background' or NaN (neither).
 
-    Raises when ``groupby`` is not a column, a label is absent, or a label is
-    both target and background.
+    Labels are matched against the values present in ``obs[groupby]`` (as text; a float
+    ``1.0`` also as ``'1'``); a cell with no value (NaN, None) is never selected, whatever
+    the label (``'nan'`` selects nothing unless a cell holds that text). Raises when
+    ``groupby`` is not a column, a label is absent, or a label is both target and background.
     """
     if groupby not in obs:
         raise ScontrastError(f"obs column '{groupby}' (groupby) is absent; have {list(obs.columns)[:20]}")
@@ -49,45 +66,171 @@ def group_labels(obs: pd.DataFrame, groupby: str, target: Sequence[str], backgro
     both = set(target) & set(background)
     if both:
         raise ScontrastError(f"labels {sorted(both)} are both target and background")
-    values = obs[groupby].astype(str)
-    present = set(values.unique())
+    col = obs[groupby]
+    has_value = col.notna().to_numpy()
+    spelled: dict[str, set] = {}
+    for value in pd.unique(col[has_value]):
+        for text in _spellings(value):
+            spelled.setdefault(text, set()).add(value)
+    shown = sorted({str(v) for values in spelled.values() for v in values})
+    n_missing = int((~has_value).sum())
     for role, labels in (("target", target), ("background", background)):
-        missing = [x for x in labels if x not in present]
+        missing = [x for x in labels if x not in spelled]
         if missing:
+            note = f"; {n_missing} cell(s) have no value, which no label selects" if n_missing else ""
             raise ScontrastError(
-                f"{role} label(s) {missing} not found in obs['{groupby}'] (values: {sorted(present)[:20]})"
+                f"{role} label(s) {missing} not found in obs['{groupby}'] (values: {shown[:20]}{note})"
             )
     out = pd.Series(np.nan, index=obs.index, dtype=object)
-    out[values.isin(target)] = "target"
-    out[values.isin(background)] = "background"
+    for role, labels in (("target", target), ("background", background)):
+        values = set().union(*(spelled[x] for x in labels))
+        out[(col.isin(values).to_numpy() & has_value)] = role
     return out
 
 
-def validate_counts(X, name: str = "X") -> None:
-    """Raise unless ``X`` looks like raw counts: finite, non-negative integers."""
+_F32_MAX = float(np.finfo(np.float32).max)
+_F32_EXACT = 2**24  # every integer up to this is exact in float32
+_F64_EXACT = 2**53
+_LOG_SCALE_MAX = 50.0  # no log-normalised value exceeds this (log1p(1e6 * 1) ~ 13.8, log2(1e6) ~ 20)
+
+
+def _values(X) -> np.ndarray:
+    return X.data if sp.issparse(X) else np.asarray(X)
+
+
+def _check_range(values: np.ndarray, name: str) -> None:
+    """Finite values held in float32 must fit float32: refuse values beyond its range with one line."""
+    if not values.size:
+        return
+    top = max(float(values.max()), -float(values.min()))  # no copy of a large matrix
+    if top > _F32_MAX:
+        raise ScontrastError(f"{name} has values up to {top:.3g}, beyond the float32 range ({_F32_MAX:.3g}) the data "
+                             "are held in")
+
+
+def _is_integer(values: np.ndarray) -> bool:
+    if np.issubdtype(values.dtype, np.integer) or np.issubdtype(values.dtype, np.bool_):
+        return True
+    return bool(np.array_equal(values, np.round(values)))
+
+
+def validate_counts(X, name: str = "X", layers: Sequence[str] = ()) -> None:
+    """Raise unless ``X`` looks like raw counts: finite, non-negative integers.
+
+    Advice fits the values: non-integer values on a log scale point to ``counts: normalized``,
+    larger ones (TPM, CPM, FPKM) to ``counts: tpm``, and a ``counts`` layer to ``layer: counts``.
+    """
     check_finite(X, name)
-    values = X.data if sp.issparse(X) else np.asarray(X)
+    values = _values(X)
     if values.size and values.min() < 0:
         raise ScontrastError(f"{name} has negative values but counts: raw was declared")
-    if values.size and not np.array_equal(values, np.round(values)):
-        raise ScontrastError(f"{name} has non-integer values but counts: raw was declared (use counts: normalized)")
+    if values.size and not _is_integer(values):
+        top = float(values.max())
+        fractional = values[values != np.round(values)]
+        if fractional.size < 0.01 * values.size:  # counts with a few stray values, not another scale
+            raise ScontrastError(f"{name} has non-integer values but counts: raw was declared ({fractional.size} of "
+                                 f"{values.size} stored values, e.g. {fractional[0]:.4g}; raw counts are integers)")
+        if top > _LOG_SCALE_MAX:
+            advice = f"values up to {top:.4g} look depth-normalised (TPM, CPM, FPKM): declare counts: tpm"
+        else:
+            advice = f"values up to {top:.4g} look log-normalised: declare counts: normalized"
+        if "counts" in layers:
+            advice += ", or read the raw counts with layer: counts"
+        raise ScontrastError(f"{name} has non-integer values but counts: raw was declared ({advice})")
+    if values.size and values.max() > _F64_EXACT:
+        raise ScontrastError(f"{name} holds counts up to {values.max():.4g}, more than 2**53: they cannot be kept "
+                             "exactly as floating-point numbers")
 
 
 def _validate_normalized(X, name: str = "X") -> None:
     check_finite(X, name)
-    values = X.data if sp.issparse(X) else np.asarray(X)
+    values = _values(X)
     if values.size and values.min() < 0:
         raise ScontrastError(
             f"{name} has negative values: give log-normalised (not scaled) expression, e.g. adata.raw or a layer"
         )
-    if values.size and np.array_equal(values, np.round(values)) and values.max() > 30:
+    if values.size and _is_integer(values) and values.max() > 30:
         raise ScontrastError(
             f"{name} holds integers up to {values.max():g}: it looks like raw counts, declare counts: raw"
         )
+    if values.size and values.max() > _LOG_SCALE_MAX:
+        raise ScontrastError(
+            f"{name} has values up to {values.max():.4g}, not a log scale, but counts: normalized was declared "
+            "(log-normalised values stay below 50): depth-normalised values (TPM, CPM, FPKM) are counts: tpm"
+        )
+
+
+def _validate_tpm(X, name: str = "X") -> None:
+    check_finite(X, name)
+    values = _values(X)
+    if values.size and values.min() < 0:
+        raise ScontrastError(f"{name} has negative values but counts: tpm was declared (TPM, CPM, FPKM are >= 0)")
+    if values.size and values.max() <= _LOG_SCALE_MAX and not _is_integer(values):
+        raise ScontrastError(
+            f"{name} has values up to {values.max():.4g}, a log scale, but counts: tpm was declared: "
+            "log-normalised values are counts: normalized"
+        )
+    if values.size and _is_integer(values) and values.max() > 30:
+        warnings.warn(f"{name} holds only integers (up to {values.max():g}) but counts: tpm was declared: if these "
+                      "are raw counts declare counts: raw (tpm skips the depth normalisation)", ScontrastWarning,
+                      stacklevel=3)
+
+
+# Slots the workflow's steps write; an input that already holds them (a finished scontrast.h5ad
+# fed back in) must not carry them into the new results. Exact names, or prefixes ending in '*'.
+METHOD_SLOTS = {
+    "obs": ("quadro_score", "quadro_pred", TARGET_KEY),
+    "var": ("sparda_*",),
+    "obsm": ("X_sparda", "X_cpca*", "X_pcpca", "fangs_features"),
+    "varm": ("sparda_directions", "cPCs*", "PCPCA_W"),
+    "uns": ("sparda", "cpca", "pcpca", "quadro", "latent_features", "fangs", "scontrast"),
+}
+
+
+def _owned(key: str, patterns: Sequence[str]) -> bool:
+    return any(key.startswith(p[:-1]) if p.endswith("*") else key == p for p in patterns)
+
+
+def method_slots(adata: ad.AnnData) -> dict[str, list[str]]:
+    """The slots of ``adata`` that preprocessing or a method writes (see ``METHOD_SLOTS``), per slot."""
+    found = {}
+    for slot, patterns in METHOD_SLOTS.items():
+        keys = adata.obs.columns if slot == "obs" else adata.var.columns if slot == "var" else getattr(adata, slot).keys()
+        hit = sorted(str(k) for k in keys if _owned(str(k), patterns))
+        if hit:
+            found[slot] = hit
+    return found
+
+
+# Mitochondrially encoded genes under the names some annotations give them without a prefix.
+_MITO_NAMES = frozenset({
+    "ND1", "ND2", "ND3", "ND4", "ND4L", "ND5", "ND6", "CYTB", "COX1", "COX2", "COX3", "CO1", "CO2", "CO3",
+    "COI", "COII", "COIII", "ATP6", "ATP8", "RNR1", "RNR2", "MTND1", "MTND2", "MTND3", "MTND4", "MTND4L",
+    "MTND5", "MTND6", "MTCYB", "MTCO1", "MTCO2", "MTCO3", "MTATP6", "MTATP8", "MTRNR1", "MTRNR2", "CYB",
+})
+_OTHER_PREFIXES = ("MT-", "MT.", "MT_", "MT:")
 
 
 def _mito_mask(var_names: pd.Index, prefix: str) -> np.ndarray:
     return np.asarray(var_names.str.upper().str.startswith(prefix.upper()), dtype=bool)
+
+
+def _mito_advice(var_names: pd.Index, prefix: str) -> str:
+    """What the gene names suggest when ``prefix`` matches none (empty when they suggest nothing)."""
+    upper = pd.Index(var_names.astype(str).str.upper())
+    for other in _OTHER_PREFIXES:
+        if other == prefix.upper():
+            continue
+        stems = upper[upper.str.startswith(other)].str[len(other):]
+        hits = [s for s in stems if s in _MITO_NAMES]
+        if len(hits) >= 3:
+            return f"; {len(hits)} genes look mitochondrial with the prefix '{other}': set mito_prefix: '{other}'"
+    bare = [str(g) for g, u in zip(var_names, upper) if u in _MITO_NAMES]
+    if bare:
+        shown = ", ".join(bare[:6]) + (", ..." if len(bare) > 6 else "")
+        return (f"; {len(bare)} gene(s) have mitochondrial names without a prefix ({shown}): rename them "
+                f"'{prefix}<name>' in var_names to filter on them")
+    return ""
 
 
 def preprocess(
@@ -116,31 +259,55 @@ def preprocess(
     target, background
         Label(s) of ``obs[groupby]`` forming each group; other cells are dropped.
     counts
-        ``'raw'`` (X holds UMI counts: QC on counts, then normalise and log) or
-        ``'normalized'`` (X is already log-normalised: checked and kept).
+        What the matrix holds: ``'raw'`` (UMI or read counts: QC on counts, then
+        ``normalize_total`` and ``log1p``), ``'tpm'`` (depth-normalised, not logged: TPM,
+        CPM, FPKM: QC on the values, then ``log1p`` without depth normalisation) or
+        ``'normalized'`` (already log-normalised: checked and kept). Values that do not
+        fit the declaration are refused with the declaration they fit.
     layer
         Read the matrix from ``adata.layers[layer]`` instead of ``X``.
     min_genes, min_cells
         Keep cells with at least ``min_genes`` detected genes and genes detected
         in at least ``min_cells`` of the kept cells.
     max_pct_mito
-        Drop cells whose mitochondrial share of counts exceeds this (raw only);
+        Drop cells whose mitochondrial share of the values exceeds this (raw and tpm);
         genes whose name starts with ``mito_prefix`` (any case) are mitochondrial.
     n_top_genes, hvg_flavor
         Highly variable genes (``sc.pp.highly_variable_genes``); all genes are
         flagged when fewer remain.
     target_sum
-        ``normalize_total`` target (None = the median of the cells' totals).
+        ``normalize_total`` target for raw counts (None = the median of the cells' totals).
     min_cells_per_group
         Fail when a group keeps fewer cells than this after QC.
 
     Returns
     -------
     AnnData with the target and background cells (n_kept x genes_kept); see the
-    module docstring for its slots.
+    module docstring for its slots. What the user must know (the mitochondrial prefix
+    matching no gene, QC removing more than 20% of a group, integers declared tpm) is
+    warned (``ScontrastWarning``), logged and kept in
+    ``uns['scontrast']['preprocess']['warnings']``.
     """
-    if counts not in ("raw", "normalized"):
-        raise ScontrastError(f"counts must be 'raw' or 'normalized', got {counts!r}")
+    with result_warnings("preprocess") as warned:
+        out = _preprocess(adata, groupby=groupby, target=target, background=background, counts=counts, layer=layer,
+                          min_genes=min_genes, min_cells=min_cells, max_pct_mito=max_pct_mito,
+                          mito_prefix=mito_prefix, n_top_genes=n_top_genes, hvg_flavor=hvg_flavor,
+                          target_sum=target_sum, min_cells_per_group=min_cells_per_group)
+    out.uns["scontrast"]["preprocess"]["warnings"] = np.array(warned, dtype=object).astype(str)
+    return out
+
+
+QC_WARN_FRACTION = 0.2  # QC removing more than this share of a group's cells is warned
+
+
+def _group_name(labels: list[str], role: str) -> str:
+    return f"{' + '.join(labels)} ({role})"
+
+
+def _preprocess(adata, *, groupby, target, background, counts, layer, min_genes, min_cells, max_pct_mito,
+                mito_prefix, n_top_genes, hvg_flavor, target_sum, min_cells_per_group) -> ad.AnnData:
+    if counts not in ("raw", "tpm", "normalized"):
+        raise ScontrastError(f"counts must be 'raw', 'tpm' or 'normalized', got {counts!r}")
     if layer is not None and layer not in adata.layers:
         raise ScontrastError(f"layer '{layer}' is absent (have {list(adata.layers.keys())})")
     matrix_name = "X" if layer is None else f"layers['{layer}']"
@@ -150,25 +317,48 @@ def preprocess(
     if X is None:
         raise ScontrastError("the AnnData has no X matrix")
     X = X[keep]
+    check_finite(X, matrix_name)
+    _check_range(_values(X), matrix_name)
     if counts == "raw":
-        validate_counts(X, matrix_name)
+        validate_counts(X, matrix_name, layers=list(adata.layers.keys()) if layer is None else ())
+    elif counts == "tpm":
+        _validate_tpm(X, matrix_name)
     else:
         _validate_normalized(X, matrix_name)
+    values = _values(X)
+    # counts above 2**24 are not all exact in float32: keep them exact in float64
+    dtype = np.float64 if counts == "raw" and values.size and values.max() > _F32_EXACT else np.float32
+    if dtype == np.float64:
+        log.info("%s holds counts up to %g, above float32's exact integers (2**24): counts kept in float64",
+                 matrix_name, values.max())
 
+    stale = method_slots(adata)
+    if stale:
+        log.info("input slots written by scontrast's own steps are dropped (a finished result fed back in?): %s",
+                 "; ".join(f"{slot}{keys}" for slot, keys in stale.items()))
+    obs = adata.obs.loc[keep].drop(columns=stale.get("obs", []))
     out = ad.AnnData(
-        X=sp.csr_matrix(X, dtype=np.float32) if sp.issparse(X) else np.asarray(X, dtype=np.float32),
-        obs=adata.obs.loc[keep].copy(),
+        X=sp.csr_matrix(X, dtype=dtype) if sp.issparse(X) else np.asarray(X, dtype=dtype),
+        obs=obs.copy(),
         var=adata.var[[]].copy(),
     )
     out.obs[TARGET_KEY] = (labels[keep] == "target").to_numpy()
-    n_in = {"target": int(out.obs[TARGET_KEY].sum()), "background": int((~out.obs[TARGET_KEY]).sum())}
+    is_target = out.obs[TARGET_KEY].to_numpy()
+    n_in = {"target": int(is_target.sum()), "background": int((~is_target).sum())}
 
     mito = _mito_mask(out.var_names, mito_prefix)
     out.var["mt"] = mito
     sc.pp.calculate_qc_metrics(out, qc_vars=["mt"], percent_top=None, log1p=False, inplace=True)
-    cell_ok = out.obs["n_genes_by_counts"].to_numpy() >= min_genes
-    if counts == "raw" and mito.any():
-        cell_ok &= out.obs["pct_counts_mt"].to_numpy() <= max_pct_mito
+    mito_filter = counts in ("raw", "tpm") and max_pct_mito < 100
+    if mito_filter and not mito.any():
+        warnings.warn(f"mito_prefix '{mito_prefix}' matches no gene, so max_pct_mito={max_pct_mito:g} removed no "
+                      f"cell{_mito_advice(out.var_names, mito_prefix)}", ScontrastWarning, stacklevel=3)
+    low_genes = out.obs["n_genes_by_counts"].to_numpy() < min_genes
+    high_mito = (out.obs["pct_counts_mt"].to_numpy() > max_pct_mito) & ~low_genes if mito_filter and mito.any() \
+        else np.zeros(out.n_obs, dtype=bool)
+    cell_ok = ~(low_genes | high_mito)
+    removed_reason = np.where(low_genes, "min_genes", np.where(high_mito, "max_pct_mito", ""))
+    qc_table = out.obs[["n_genes_by_counts", "total_counts", "pct_counts_mt"]].copy()
     out = out[cell_ok].copy()
     if out.n_obs == 0:
         raise ScontrastError(f"no cell has at least min_genes={min_genes} detected genes")
@@ -178,9 +368,21 @@ def preprocess(
     out = out[:, gene_ok].copy()
     zero_cells = np.asarray(out.X.sum(axis=1)).ravel() == 0
     if zero_cells.any():
+        removed_reason[np.flatnonzero(cell_ok)[zero_cells]] = "min_cells"
         out = out[~zero_cells].copy()
 
     n_kept = {"target": int(out.obs[TARGET_KEY].sum()), "background": int((~out.obs[TARGET_KEY]).sum())}
+    names = {"target": _group_name(_as_list(target), "target"),
+             "background": _group_name(_as_list(background), "background")}
+    limits = {"min_genes": f"below min_genes={min_genes}", "max_pct_mito": f"above max_pct_mito={max_pct_mito:g}",
+              "min_cells": f"with no value left after min_cells={min_cells}"}
+    for group, in_group in (("target", is_target), ("background", ~is_target)):
+        lost = n_in[group] - n_kept[group]
+        if n_in[group] and lost > QC_WARN_FRACTION * n_in[group]:
+            why = ", ".join(f"{int((removed_reason[in_group] == r).sum())} {text}" for r, text in limits.items()
+                            if (removed_reason[in_group] == r).any())
+            warnings.warn(f"QC removed {lost} of {n_in[group]} {names[group]} cells "
+                          f"({100 * lost / n_in[group]:.0f}%): {why}", ScontrastWarning, stacklevel=3)
     for group, n in n_kept.items():
         if n < min_cells_per_group:
             raise ScontrastError(
@@ -191,8 +393,11 @@ def preprocess(
     if counts == "raw":
         out.layers["counts"] = out.X.copy()
         sc.pp.normalize_total(out, target_sum=target_sum)
+    if counts in ("raw", "tpm"):
         sc.pp.log1p(out)
         out.uns.pop("log1p", None)
+        if out.X.dtype != np.float32:
+            out.X = out.X.astype(np.float32)
 
     n_hvg = min(n_top_genes, out.n_vars)
     if n_hvg >= out.n_vars:
@@ -206,6 +411,7 @@ def preprocess(
                   mito_prefix=mito_prefix, n_top_genes=n_top_genes, hvg_flavor=hvg_flavor,
                   target_sum="median" if target_sum is None else target_sum,
                   min_cells_per_group=min_cells_per_group)
+    gone = removed_reason != ""
     out.uns["scontrast"] = {"preprocess": {
         "params": params,
         "versions": package_versions(),
@@ -215,6 +421,14 @@ def preprocess(
         "n_genes_kept": int(out.n_vars),
         "n_highly_variable": int(out.var["highly_variable"].sum()),
         "n_mito_genes": int(mito.sum()),
+        "mito_filter": bool(mito_filter and mito.any()),
+        # the QC metrics of the removed cells (the kept cells' are in obs): the QC figure shows both
+        "qc_removed": {
+            "cell": np.asarray(qc_table.index[gone], dtype=str),
+            "target": is_target[gone],
+            "reason": removed_reason[gone].astype(str),
+            **{k: qc_table[k].to_numpy(dtype=float)[gone] for k in qc_table.columns},
+        },
     }}
     log.info("kept %s cells and %d genes (%d highly variable)", n_kept, out.n_vars,
              int(out.var["highly_variable"].sum()))

@@ -2,47 +2,113 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import anndata as ad
 import matplotlib.pyplot as plt
 import numpy as np
 
 from ..core import TARGET_KEY
+from ._style import BACKGROUND_COLOUR, TARGET_COLOUR, group_labels, titled
 
-_METRICS = (("n_genes_by_counts", "detected genes per cell"),
-            ("total_counts", "total counts per cell"),
-            ("pct_counts_mt", "mitochondrial counts (%)"))
+# what each QC metric is for each declared input (the metrics are computed on the input values)
+_LABELS = {
+    "raw": {"n_genes_by_counts": "detected genes per cell", "total_counts": "total counts per cell",
+            "pct_counts_mt": "mitochondrial share of counts (%)"},
+    "tpm": {"n_genes_by_counts": "detected genes per cell", "total_counts": "sum of the TPM/CPM values per cell",
+            "pct_counts_mt": "mitochondrial share of the values (%)"},
+    "normalized": {"n_genes_by_counts": "detected genes per cell",
+                   "total_counts": "sum of the log-normalised values per cell"},
+}
 
 
-def preprocess(adata: ad.AnnData, figsize=(11, 3.4)) -> plt.Figure:
-    """Per-group distributions of the QC metrics of a preprocessed AnnData.
+def _info(adata: ad.AnnData) -> Mapping:
+    info = adata.uns.get("scontrast", {})
+    info = info.get("preprocess", {}) if isinstance(info, Mapping) else {}
+    return info if isinstance(info, Mapping) else {}
 
-    One violin panel per metric in ``obs`` (background vs target), plus the
-    mean-dispersion plot of the genes with the highly variable ones highlighted.
+
+def preprocess(adata: ad.AnnData, figsize: tuple[float, float] | None = None) -> plt.Figure:
+    """Per-group distributions of the QC metrics of a preprocessed AnnData, with the QC limits.
+
+    One violin panel per metric (background, then target, in the configured labels and the
+    fixed group colours) of the kept cells (``obs``), with the cells QC removed
+    (``uns['scontrast']['preprocess']['qc_removed']``) as grey points;
+    the limits ``min_genes`` and ``max_pct_mito`` are drawn where they applied. Panels are
+    named by what the metric is for the declared input (counts, TPM/CPM values or
+    log-normalised values; no mitochondrial panel for log-normalised input or without
+    mitochondrial genes). The last panel is the mean-dispersion plot of the genes with the
+    highly variable ones highlighted. The title names the dataset when preprocessing recorded it.
     """
-    # A metric that is zero everywhere (no mitochondrial gene in the panel) says nothing.
-    metrics = [(k, label) for k, label in _METRICS if k in adata.obs and adata.obs[k].to_numpy().any()]
+    info = _info(adata)
+    params = info.get("params", {}) if isinstance(info.get("params"), Mapping) else {}
+    counts = str(params.get("counts", "raw"))
+    names = _LABELS.get(counts, _LABELS["raw"])
+    removed = info.get("qc_removed", {}) if isinstance(info.get("qc_removed"), Mapping) else {}
+    removed_target = np.asarray(removed.get("target", []), dtype=bool)
+    limits = {}
+    if "min_genes" in params:
+        limits["n_genes_by_counts"] = ("min_genes", float(params["min_genes"]))
+    if info.get("mito_filter") and "max_pct_mito" in params:
+        limits["pct_counts_mt"] = ("max_pct_mito", float(params["max_pct_mito"]))
+    metrics = [
+        (key, label) for key, label in names.items()
+        if key in adata.obs and (key != "pct_counts_mt" or int(info.get("n_mito_genes", 1)) > 0)
+        and np.asarray(adata.obs[key].to_numpy(dtype=float)).any()
+    ]
+    if figsize is None:
+        figsize = (3.5 * (len(metrics) + 1), 3.8)
     fig, axes = plt.subplots(1, len(metrics) + 1, figsize=figsize, layout="constrained")
+    axes = np.atleast_1d(axes)
     is_target = adata.obs[TARGET_KEY].to_numpy(dtype=bool)
+    t_label, b_label = group_labels(adata)
+    rng = np.random.default_rng(0)  # jitter of the removed cells' points only
     for ax, (key, label) in zip(axes, metrics):
-        values = adata.obs[key].to_numpy(dtype=float)
-        ax.violinplot([values[~is_target], values[is_target]], showmedians=True)
-        ax.set_xticks([1, 2], [f"background\n(n={int((~is_target).sum())})", f"target\n(n={int(is_target.sum())})"])
+        kept = adata.obs[key].to_numpy(dtype=float)
+        gone = np.asarray(removed.get(key, []), dtype=float)
+        groups = [(b_label, BACKGROUND_COLOUR, kept[~is_target], gone[~removed_target] if gone.size else gone),
+                  (t_label, TARGET_COLOUR, kept[is_target], gone[removed_target] if gone.size else gone)]
+        ticks, labelled = [], False
+        for pos, (name, colour, k, g) in enumerate(groups, start=1):
+            values = k
+            if values.size > 1 and np.ptp(values) > 0:
+                parts = ax.violinplot([values], positions=[pos], showmedians=True)
+                for body in parts["bodies"]:
+                    body.set_facecolor(colour)
+                    body.set_edgecolor(colour)
+                    body.set_alpha(0.45)
+                for line in ("cbars", "cmins", "cmaxes", "cmedians"):
+                    parts[line].set_color(colour)
+            elif values.size:
+                ax.scatter(np.full(values.size, pos), values, s=6, c=colour)
+            if g.size:
+                ax.scatter(pos + rng.uniform(-0.12, 0.12, g.size), g, s=5, c="0.45", zorder=3,
+                           label=None if labelled else "removed by QC")
+                labelled = True
+            ticks.append(f"{name}\n{k.size} kept" + (f"\n{g.size} removed" if g.size else ""))
+        ax.set_xticks([1, 2], ticks)
+        if key in limits:
+            pname, value = limits[key]
+            ax.axhline(value, color="0.2", ls="--", lw=1, label=f"{pname} = {value:g}")
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(loc="best", fontsize="small")
         ax.set_ylabel(label)
-        ax.set_title(label)
+        ax.ticklabel_format(axis="y", useOffset=False, style="plain")
     ax = axes[-1]
     hvg = adata.var["highly_variable"].to_numpy(dtype=bool)
     if "means" in adata.var and "dispersions_norm" in adata.var:
         x, y = adata.var["means"].to_numpy(), adata.var["dispersions_norm"].to_numpy()
-        ax.set_xlabel("mean expression")
+        ax.set_xlabel("mean of the log-normalised expression")
         ax.set_ylabel("normalised dispersion")
     else:
         X = adata.X
         x = np.asarray(X.mean(axis=0)).ravel()
         y = np.asarray(X.power(2).mean(axis=0)).ravel() - x**2 if hasattr(X, "power") else np.asarray(X).var(axis=0)
-        ax.set_xlabel("mean expression")
+        ax.set_xlabel("mean of the log-normalised expression")
         ax.set_ylabel("variance")
     ax.scatter(x[~hvg], y[~hvg], s=3, c="lightgrey", label="other genes", rasterized=True)
-    ax.scatter(x[hvg], y[hvg], s=3, c="tab:red", label=f"highly variable ({hvg.sum()})", rasterized=True)
+    ax.scatter(x[hvg], y[hvg], s=3, c="0.15", label=f"highly variable ({hvg.sum()})", rasterized=True)
     ax.legend(loc="best", fontsize="small", markerscale=3)
     ax.set_title("highly variable genes")
+    fig.suptitle(titled(f"quality control: {t_label} vs {b_label} ({counts} input)", adata))
     return fig
