@@ -1,21 +1,19 @@
-"""Rule latent_features: preprocessed.h5ad + the embedding's delta -> feature_samples.npz.
+"""Rule latent_features: preprocessed.h5ad (+ the embedding's or SPARDA's delta) -> latent_features.h5ad (delta).
 
-The samples file format is documented in ``scontrast.latent_features``; rule fangs reads it.
+The delta holds the samples (obsm['latent_features_samples']), the matrix explained
+(obsm['latent_features_input']) and uns['latent_features'] (traces of every chain, split R-hat,
+ESS); rule fangs reads it and carries it into the merged scontrast.h5ad.
 """
 
 from scontrast import io, tl
 from scontrast._workflow import run_rule
-from scontrast.latent_features import save_samples
 
 
 def main(smk):
-    adata = io.read_merged(smk.input.h5ad, smk.input.embedding)
-    tl.latent_features(adata, **smk.params.cfg, random_state=smk.params.seed)
-    info = adata.uns["latent_features"]
-    samples = tl.samples_from_adata(adata)
-    traces = {k: info[k] for k in ("K", "alpha", "sigma_x", "sigma_a", "sweeps")}
-    save_samples(smk.output.npz, samples, cell_names=adata.obs_names.to_numpy(), log_joint=info["log_joint"],
-                 **traces)
+    adata = io.read_merged(smk.input.h5ad, *smk.input.deps)
+    before = io.slot_keys(adata)
+    tl.latent_features(adata, **smk.params.cfg, random_state=smk.params.seed, n_jobs=smk.threads)
+    io.write_h5ad(io.extract_delta(adata, before), smk.output.h5ad)
 
 
 run_rule(snakemake, main)  # noqa: F821

@@ -38,7 +38,7 @@ def made_up(n=120, seed=0):
 @pytest.fixture(scope="module")
 def fitted():
     adata, Z = made_up()
-    latent_features(adata, n_iter=300, burn_in=150, thin=3, random_state=0)
+    latent_features(adata, use_rep="X_cpca", n_iter=300, burn_in=150, thin=3, random_state=0)
     return adata, Z
 
 
@@ -46,12 +46,19 @@ def test_latent_features_writes_its_slots(fitted):
     adata, _ = fitted
     info = adata.uns["latent_features"]
     k = np.asarray(info["n_features"])
-    assert k.size == 50
+    assert k.size == 100  # two chains x 50
     assert adata.obsm["latent_features_samples"].shape == (adata.n_obs, k.sum())
     assert adata.obsm["latent_features_samples"].dtype == np.uint8
     for key in ("log_joint", "K", "alpha", "sigma_x", "sigma_a"):
-        assert np.asarray(info[key]).shape == (300,)
+        assert np.asarray(info[key]).shape == (2, 300)
+    assert list(np.asarray(info["chains"])) == [0] * 50 + [1] * 50
     assert info["params"]["use_rep"] == "X_cpca" and info["params"]["n_dims"] is None
+    assert info["params"]["n_chains"] == 2 and info["params"]["sigma_a"] == 1.0
+    for key in ("rhat_log_joint", "rhat_K", "ess_log_joint", "ess_K"):
+        assert np.isfinite(info[key])
+    assert info["rhat_log_joint"] < 1.1 and info["rhat_K"] < 1.1  # a well-separated planted case converges
+    np.testing.assert_array_equal(info["input_names"], [f"X_cpca[{j}]" for j in range(5)])
+    np.testing.assert_allclose(adata.obsm["latent_features_input"], adata.obsm["X_cpca"], rtol=1e-6)
     # every sampler parameter is recorded: the ones given and the estimator's own defaults
     assert info["params"]["n_iter"] == 300 and info["params"]["thin"] == 3 and info["params"]["max_features"] == 30
     assert info["params"]["alpha"] is None and list(info["params"]["alpha_prior"]) == [1.0, 1.0]
@@ -59,7 +66,7 @@ def test_latent_features_writes_its_slots(fitted):
     assert info["random_state"] == 0 and "numba" in info["versions"]
     assert info["n_target"] == 60 and info["n_background"] == 60
     samples = samples_from_adata(adata)
-    assert len(samples) == 50 and all(s.shape == (adata.n_obs, kk) for s, kk in zip(samples, k))
+    assert len(samples) == 100 and all(s.shape == (adata.n_obs, kk) for s, kk in zip(samples, k))
 
 
 def test_fangs_from_adata_recovers_features(fitted, tmp_path):
@@ -73,13 +80,17 @@ def test_fangs_from_adata_recovers_features(fitted, tmp_path):
     assert np.all(np.diff(est.sum(axis=0).astype(int)) <= 0)  # features sorted by size
     assert faro_loss(est, Z) <= 0.02 * Z.size
     assert info["expected_loss"] <= info["draws_expected_loss"]
-    assert info["a"] == 1.0 and info["n_samples"] == 50
-    assert int(np.sum(info["samples_K_counts"])) == 50
+    assert info["a"] == 1.0 and info["n_samples"] == 100
+    assert int(np.sum(info["samples_K_counts"])) == 100
     assert set(info["timings"]) == {"initialization", "sweetening", "total", "draws"}
     # the target-only feature shows up as such
     only_target = (np.asarray(info["feature_n_background"]) == 0) & (np.asarray(info["feature_n_target"]) > 30)
     assert only_target.any()
-    assert np.asarray(info["log_joint"]).shape == (300,)
+    # ... and is the one feature enriched (Fisher's exact test, BH), in the target
+    enriched = np.asarray(info["feature_enriched"])
+    assert enriched[only_target].all() and np.asarray(info["feature_difference"])[only_target].min() > 0.5
+    assert np.asarray(info["log_joint"]).shape == (2, 300)
+    assert np.asarray(info["loadings"]).shape == (info["n_features"], 5)  # on the embedding's dims
     out.write_h5ad(tmp_path / "fangs.h5ad")  # every uns value is storable
     back = ad.read_h5ad(tmp_path / "fangs.h5ad")
     np.testing.assert_array_equal(back.obsm["fangs_features"], est)
@@ -106,7 +117,7 @@ def test_fangs_from_a_samples_file_matches_rows_by_name(fitted, tmp_path):
     with pytest.raises(ScontrastError, match="does not exist"):
         fangs(adata, samples=tmp_path / "nope.npz", n_jobs=1, copy=True)
     loaded = load_samples(tmp_path / "samples.npz")
-    assert len(loaded.samples) == 50
+    assert len(loaded.samples) == 100
 
 
 def test_fangs_from_a_list_and_bad_inputs(fitted):
@@ -124,7 +135,11 @@ def test_fangs_from_a_list_and_bad_inputs(fitted):
     with pytest.raises(ScontrastError, match=r"obsm\['X_pcpca'\] is missing"):
         latent_features(adata.copy(), use_rep="X_pcpca")
     with pytest.raises(ScontrastError, match="n_dims"):
-        latent_features(adata.copy(), n_dims=9)
+        latent_features(adata.copy(), use_rep="X_cpca", n_dims=9)
+    with pytest.raises(ScontrastError, match=r"^n_dims: only applies with use_rep"):
+        latent_features(adata.copy(), n_dims=2)
+    with pytest.raises(ScontrastError, match=r"gene set 'highly_variable' is not a var column"):
+        latent_features(adata.copy())  # the default explains genes
 
 
 def test_front_ends_forward_model_parameters_and_refuse_unknown_ones(fitted):
@@ -144,15 +159,16 @@ def test_front_ends_forward_model_parameters_and_refuse_unknown_ones(fitted):
     with pytest.raises(ScontrastError, match=r"^LinearGaussianIBP: unknown parameter\(s\) \['sweeps'\]"):
         latent_features(adata.copy(), sweeps=10)
     with pytest.raises(ScontrastError, match=r"^burn_in: expected fewer than n_iter"):
-        latent_features(adata.copy(), n_iter=10)  # the estimator's burn_in default is 500
+        latent_features(adata.copy(), use_rep="X_cpca", n_iter=10)  # the estimator's burn_in default is 500
 
 
 def test_latent_features_uses_the_leading_dims(fitted):
     adata, _ = fitted
-    out = latent_features(adata, n_dims=2, n_iter=20, burn_in=10, thin=5, key_added="lf2", copy=True)
+    out = latent_features(adata, use_rep="X_cpca", n_dims=2, n_iter=20, burn_in=10, thin=5, key_added="lf2",
+                          copy=True)
     assert out.uns["lf2"]["n_dims_used"] == 2
     assert out.obsm["lf2_samples"].shape[0] == adata.n_obs
-    assert len(samples_from_adata(out, "lf2")) == 2
+    assert len(samples_from_adata(out, "lf2")) == 4  # 2 per chain
 
 
 def test_figure(fitted):
@@ -161,7 +177,12 @@ def test_figure(fitted):
     fig = plot_fangs(out)
     axes = fig.get_axes()
     assert any("FANGS estimate" in ax.get_title() for ax in axes)
-    assert any(ax.get_title() == "sampler trace" for ax in axes)
+    # every chain's trace, with the split R-hat from uns['latent_features']
+    trace = [ax for ax in axes if ax.get_title().startswith("sampler trace (split R-hat ")]
+    assert len(trace) == 1 and len(trace[0].get_lines()) == 2
+    heat = [ax for ax in axes if "FANGS estimate" in ax.get_title()][0]
+    labels = [t.get_text() for t in heat.get_yticklabels()]
+    assert len(labels) == out.uns["fangs"]["n_features"] and all(" / B " in t and "q " in t for t in labels)
     fig2 = plot_fangs(out, ax=matplotlib.pyplot.figure().add_subplot())
     assert fig2 is not None
     matplotlib.pyplot.close("all")
@@ -174,6 +195,7 @@ def test_figure_from_annotations_and_the_fangs_delta(fitted, tmp_path):
     adata, _ = fitted
     base = adata.copy()
     del base.obsm["latent_features_samples"]  # the preprocessed file holds neither samples nor estimate
+    del base.obsm["latent_features_input"]
     del base.uns["latent_features"]
     io.write_h5ad(base, tmp_path / "preprocessed.h5ad")
     before = io.slot_keys(base)
@@ -197,3 +219,37 @@ def test_cell_order_groups_then_patterns():
     is_target = np.array([True, False, True, False, False])
     order = cell_order(F, is_target)
     assert list(order) == [1, 4, 3, 2, 0]  # background: [1,0] rows then [0,0]; target: [1,1] before [0,1]
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_gene_programmes_their_genes_and_enrichment(seed):
+    """Default input (genes): planted overlapping programmes come back as features with their genes,
+    and exactly the ones planted as enriched in the target are flagged (BH q <= 0.05)."""
+    from benchmarks.bench_latent_real import planted_programmes, programme_recovery
+    from scontrast.tl._fangs import summary_rows
+
+    adata, sets, enriched = planted_programmes(n_cells=400, n_genes=50, effect=1.5, seed=seed)
+    latent_features(adata, n_genes=50, n_iter=300, burn_in=150, random_state=0)
+    info = adata.uns["latent_features"]
+    assert info["params"]["use_rep"] is None and info["n_dims_used"] == 50
+    X = adata.obsm["latent_features_input"]
+    np.testing.assert_allclose(X.mean(axis=0), 0.0, atol=1e-5)  # z-scores of the genes
+    np.testing.assert_allclose(X.std(axis=0), 1.0, rtol=1e-4)
+    fangs(adata, n_jobs=1, random_state=0)
+    f = adata.uns["fangs"]
+    assert np.asarray(f["loadings"]).shape == (f["n_features"], 50) and len(f["feature_top_genes"]) == f["n_features"]
+    rec = programme_recovery(adata, sets, enriched)
+    assert (rec["jaccard"] >= 0.7).all(), rec
+    np.testing.assert_array_equal(rec["flagged"], enriched)
+    assert rec["extra_flagged"] == 0
+    # the q-values are BH of the p-values; the prevalences are the estimate's
+    from scipy.stats import false_discovery_control
+
+    np.testing.assert_allclose(f["feature_qvalue"], false_discovery_control(f["feature_pvalue"]))
+    est = adata.obsm["fangs_features"]
+    t = adata.obs["scontrast_target"].to_numpy(bool)
+    np.testing.assert_allclose(f["feature_prevalence_target"], est[t].mean(axis=0))
+    rows = dict(summary_rows(adata))
+    assert "sampler: split R-hat log joint / K" in rows and rows["sampler: input"] == "50 genes"
+    flagged_rows = [v for k, v in rows.items() if k.startswith("feature F") and "(enriched in target)" in v]
+    assert len(flagged_rows) == 2 and all("top genes: g" in v for v in flagged_rows)

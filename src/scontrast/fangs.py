@@ -49,6 +49,8 @@ __all__ = [
     "draws",
     "fangs",
     "check_samples",
+    "feature_enrichment",
+    "feature_loadings",
 ]
 
 # Column chunk of the overlap products: bounds the float32 temporaries to
@@ -937,3 +939,59 @@ def fangs(samples, a: float = 1.0, n_init: int = 16, n_sweet: int = 4, n_iter: i
                                 "total": time.perf_counter() - t0},
                        index=origin[chosen[best][0]], details=details)
 
+
+
+# --------------------------------------------------------------------------- reading an estimate
+
+
+def feature_enrichment(estimate, is_target) -> dict[str, np.ndarray]:
+    """Prevalence of each feature in the target and background cells and Fisher's exact test.
+
+    estimate (N, K) binary, is_target (N,) bool with cells in both groups. Returns
+    (K,) arrays ``n_target``, ``n_background`` (cells holding the feature),
+    ``prevalence_target``, ``prevalence_background``, ``difference`` (target minus
+    background), ``odds_ratio``, ``pvalue`` (two-sided Fisher's exact test of the 2 x 2
+    table holds/lacks x target/background) and ``qvalue`` (Benjamini-Hochberg over the
+    K features). The test treats the allocation as given: it is calibrated when the
+    features were found blind to the groups (``tl.latent_features`` fits all cells
+    together and, by default, chooses its genes without the labels).
+    """
+    from scipy.stats import false_discovery_control, fisher_exact
+
+    E = _as_binary(estimate, "estimate")
+    t = np.asarray(is_target, dtype=bool)
+    if t.shape != (E.shape[0],):
+        raise ScontrastError(f"is_target: has shape {t.shape} but the estimate has {E.shape[0]} rows")
+    n_t, n_b = int(t.sum()), int((~t).sum())
+    if min(n_t, n_b) == 0:
+        raise ScontrastError(f"is_target: {n_t} target and {n_b} background cells; both groups are needed")
+    ht = E[t].sum(axis=0).astype(np.int64)
+    hb = E[~t].sum(axis=0).astype(np.int64)
+    odds = np.empty(E.shape[1])
+    p = np.empty(E.shape[1])
+    for k in range(E.shape[1]):
+        res = fisher_exact([[ht[k], n_t - ht[k]], [hb[k], n_b - hb[k]]])
+        odds[k], p[k] = float(res.statistic), float(res.pvalue)
+    q = false_discovery_control(p) if p.size else p.copy()
+    return {"n_target": ht, "n_background": hb, "prevalence_target": ht / n_t, "prevalence_background": hb / n_b,
+            "difference": ht / n_t - hb / n_b, "odds_ratio": odds, "pvalue": p, "qvalue": np.asarray(q, dtype=float)}
+
+
+def feature_loadings(X, estimate, sigma_x: float, sigma_a: float) -> np.ndarray:
+    """Posterior mean of the loadings given an allocation: (K, D).
+
+    For the linear-Gaussian model X = Z A + E (E ~ N(0, sigma_x^2), A ~ N(0, sigma_a^2)),
+    A | Z, X has mean (Z'Z + (sigma_x / sigma_a)^2 I)^-1 Z'X per column; here Z is the
+    estimate (N, K) and X (N, D) the matrix the sampler explained, so row k is the
+    change feature k makes to each column (gene), in X's units.
+    """
+    E = _as_binary(estimate, "estimate").astype(np.float64)
+    X = np.asarray(X, dtype=np.float64)
+    if X.ndim != 2 or X.shape[0] != E.shape[0]:
+        raise ScontrastError(f"X: expected {E.shape[0]} rows (the estimate's), got shape {X.shape}")
+    sigma_x = check_real(sigma_x, "sigma_x", 0.0, strict_min=True)
+    sigma_a = check_real(sigma_a, "sigma_a", 0.0, strict_min=True)
+    if E.shape[1] == 0:
+        return np.zeros((0, X.shape[1]))
+    P = E.T @ E + (sigma_x / sigma_a) ** 2 * np.eye(E.shape[1])
+    return np.linalg.solve(P, E.T @ X)

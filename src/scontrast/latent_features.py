@@ -62,7 +62,9 @@ import math
 import os
 import tempfile
 import time
+import warnings
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -72,10 +74,21 @@ from scipy.special import gammaln
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
-from .core import ScontrastError, check_int, check_matrix, check_random_state, check_real, one_blas_thread, spawn_seed
+from .core import (
+    ScontrastError,
+    ScontrastWarning,
+    check_int,
+    check_matrix,
+    check_random_state,
+    check_real,
+    one_blas_thread,
+    spawn_seed,
+)
 
 __all__ = [
     "LinearGaussianIBP",
+    "split_rhat",
+    "effective_sample_size",
     "ibp_log_prob",
     "collapsed_log_likelihood",
     "sample_ibp",
@@ -96,12 +109,12 @@ VERSION = 1
 
 # numba's compiled code has only the legacy ``np.random`` functions (one generator per
 # thread, seeded here with ``core.spawn_seed(rng)``): hence the NPY002 exemptions below.
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _seed_numba(seed):
     np.random.seed(seed)  # noqa: NPY002
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _drop_feature(k, K, Z, m, S, h, mu):
     """Remove feature k by moving the last active feature (index K - 1) into its place."""
     N = Z.shape[0]
@@ -127,7 +140,7 @@ def _drop_feature(k, K, Z, m, S, h, mu):
     return K - 1
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _sweep_rows(X, Z, m, K, s2x, s2a, alpha, max_features, max_new, n_moves, S, h, mu):
     """One collapsed Gibbs pass over the rows of Z (in place), A integrated out.
 
@@ -519,24 +532,93 @@ def _log_gamma_pdf(x, shape, rate):
     return shape * math.log(rate) - math.lgamma(shape) + (shape - 1.0) * math.log(x) - rate * x
 
 
+def split_rhat(chains) -> float:
+    """Split R-hat (Gelman et al., Bayesian Data Analysis 3rd ed., section 11.4) of a scalar trace.
+
+    chains (M, T): M chains of T draws after burn-in, T >= 4. Each chain is cut into
+    halves and R-hat = sqrt(var+ / W) over the 2M halves, var+ = (n - 1) / n W + B / n.
+    Near 1 when the chains (and their halves) agree; above 1.1 is the usual alarm.
+    A trace constant within every half gives 1.0 when all halves agree, inf otherwise.
+    """
+    x = _split_halves(chains)
+    n = x.shape[1]
+    means = x.mean(axis=1)
+    W = float(x.var(axis=1, ddof=1).mean())
+    B = float(n * means.var(ddof=1))
+    if W <= 0.0:
+        return 1.0 if B <= 0.0 else math.inf
+    return math.sqrt(((n - 1) / n * W + B / n) / W)
+
+
+def effective_sample_size(chains) -> float:
+    """Effective sample size of a scalar trace from M chains (M, T), T >= 4.
+
+    The multi-chain estimator of Bayesian Data Analysis (3rd ed., section 11.5) on the
+    split chains: autocorrelations rho_t = 1 - (W - mean autocovariance_t) / var+,
+    summed over Geyer's initial positive and monotone sequence of pair sums;
+    ESS = M T / (1 + 2 sum rho_t). A trace constant within every half gives M T.
+    """
+    x = _split_halves(chains)
+    m, n = x.shape
+    W = float(x.var(axis=1, ddof=1).mean())
+    var_plus = (n - 1) / n * W + float(x.mean(axis=1).var(ddof=1))
+    if var_plus <= 0.0:
+        return float(m * n)
+    centred = x - x.mean(axis=1, keepdims=True)
+    size = 1 << int(2 * n - 1).bit_length()
+    f = np.fft.rfft(centred, size, axis=1)
+    acov = np.fft.irfft(f * np.conj(f), size, axis=1)[:, :n] / n  # (m, n), lag 0 = biased variance
+    rho = 1.0 - (W - acov.mean(axis=0) * n / (n - 1)) / var_plus
+    rho[0] = 1.0
+    total, prev, t = 0.0, math.inf, 0
+    while t + 1 < n:
+        pair = rho[t] + rho[t + 1]
+        if pair <= 0.0:
+            break
+        pair = min(pair, prev)  # initial monotone sequence
+        total += pair
+        prev = pair
+        t += 2
+    tau = max(2.0 * total - 1.0, 1.0 / math.log10(max(m * n, 10)))
+    return float(m * n / tau)
+
+
+def _split_halves(chains) -> np.ndarray:
+    x = np.asarray(chains, dtype=np.float64)
+    if x.ndim == 1:
+        x = x[None, :]
+    if x.ndim != 2 or x.shape[1] < 4:
+        raise ScontrastError(f"chains: expected (chains, draws) with at least 4 draws, got shape {x.shape}")
+    half = x.shape[1] // 2
+    return np.concatenate([x[:, :half], x[:, x.shape[1] - half:]], axis=0)
+
+
 class LinearGaussianIBP(BaseEstimator):
-    """Gibbs sampler for the linear-Gaussian IBP latent feature model.
+    """Gibbs sampler for the linear-Gaussian IBP latent feature model, several chains.
 
     Parameters
     ----------
     n_iter : int
-        Sweeps in total (burn-in included).
+        Sweeps per chain in total (burn-in included).
     burn_in : int
         Sweeps discarded before the first retained sample.
     thin : int
         Keep every ``thin``-th sweep after burn-in.
+    n_chains : int
+        Independent chains (each from its own seed, started empty); their
+        retained samples are pooled, and the split R-hat and effective sample
+        size of the log joint and of K are computed across them.
     alpha : float or None
         IBP concentration; None samples it (Gamma(``alpha_prior``) prior).
     sigma_x : float or None
         Noise standard deviation in the units of X; None samples sigma_x^2
         (inverse-gamma ``sigma_x_prior`` prior, in scaled units, see ``scale``).
     sigma_a : float or None
-        Loading standard deviation in the units of X; None samples it likewise.
+        Loading standard deviation in the units of X (default 1: one standard
+        deviation of a standardised gene, the size of shift a gene programme is
+        expected to make; a sampled sigma_a shrinks to the small values of the
+        genes a programme leaves alone, which makes features so cheap that the
+        posterior fills with features of a few cells); None samples it.
     max_features : int
         Cap on K: no new feature is proposed when K reaches it.
     max_new : int
@@ -550,36 +632,49 @@ class LinearGaussianIBP(BaseEstimator):
         unit-variance data whatever the units of the embedding.
     alpha_prior, sigma_x_prior, sigma_a_prior : (shape, rate)
         Gamma prior of alpha, inverse-gamma priors of the variances.
+    n_jobs : int or None
+        Threads running chains at once (-1 or None = one per core, at most
+        ``n_chains``); the result does not depend on it.
     random_state : None, int >= 0 or numpy Generator
-        Source of the hyperparameter and loading draws and of the int seed
-        of the compiled row sweep's generator.
+        Source of every chain's seed (hyperparameter and loading draws, and
+        the int seed of the compiled row sweep's generator).
 
     Attributes
     ----------
     samples_ : list of ndarray (N, K_b) uint8
-        Retained posterior samples of Z (no empty columns).
-    sample_sweeps_ : ndarray (B,)
-        Sweep index (0-based) of each retained sample.
-    log_joint_ : ndarray (n_iter,)
+        Retained posterior samples of Z (no empty columns), chain after chain.
+    sample_sweeps_, sample_chains_ : ndarray (B,)
+        Sweep index (0-based) and chain of each retained sample.
+    log_joint_ : ndarray (n_chains, n_iter)
         log p(X, [Z], hyperparameters) after each sweep, the loadings A
         integrated out (``collapsed_log_likelihood`` + ``ibp_log_prob`` +
         the log priors of the sampled hyperparameters; X in scaled units).
-    n_features_ : ndarray (n_iter,) ; alpha_, sigma_x_, sigma_a_ : ndarray (n_iter,)
+    n_features_, alpha_, sigma_x_, sigma_a_ : ndarray (n_chains, n_iter)
         Traces (standard deviations in the units of X).
+    rhat_log_joint_, rhat_K_ : float
+        Split R-hat of the log joint and of K over the sweeps after burn-in
+        (NaN with fewer than 4 such sweeps).
+    ess_log_joint_, ess_K_ : float
+        Their effective sample sizes (all chains, sweeps after burn-in).
     Z_ : ndarray (N, K) uint8 ; A_ : ndarray (K, D)
-        Final state (A in the units of X).
+        Final state of the first chain (A in the units of X).
     scale_ : float
     timings_ : dict
-        Seconds spent compiling/warming up and sampling.
+        Seconds spent compiling/warming up and sampling (wall clock, all chains).
+
+    A split R-hat above 1.1 or a retained sample whose K reaches
+    ``max_features`` is a ``ScontrastWarning`` from ``fit``.
     """
 
-    def __init__(self, n_iter: int = 1000, burn_in: int = 500, thin: int = 5, alpha: float | None = None,
-                 sigma_x: float | None = None, sigma_a: float | None = None, max_features: int = 30,
-                 max_new: int = 3, block_moves: int = 4, scale: bool = True, alpha_prior=(1.0, 1.0),
-                 sigma_x_prior=(1.0, 1.0), sigma_a_prior=(1.0, 1.0), random_state=None):
+    def __init__(self, n_iter: int = 1000, burn_in: int = 500, thin: int = 5, n_chains: int = 2,
+                 alpha: float | None = None, sigma_x: float | None = None, sigma_a: float | None = 1.0,
+                 max_features: int = 30, max_new: int = 3, block_moves: int = 4, scale: bool = True,
+                 alpha_prior=(1.0, 1.0), sigma_x_prior=(1.0, 1.0), sigma_a_prior=(1.0, 1.0), n_jobs: int | None = 1,
+                 random_state=None):
         self.n_iter = n_iter
         self.burn_in = burn_in
         self.thin = thin
+        self.n_chains = n_chains
         self.alpha = alpha
         self.sigma_x = sigma_x
         self.sigma_a = sigma_a
@@ -590,6 +685,7 @@ class LinearGaussianIBP(BaseEstimator):
         self.alpha_prior = alpha_prior
         self.sigma_x_prior = sigma_x_prior
         self.sigma_a_prior = sigma_a_prior
+        self.n_jobs = n_jobs
         self.random_state = random_state
 
     def _check_params(self) -> dict:
@@ -599,9 +695,14 @@ class LinearGaussianIBP(BaseEstimator):
         if burn_in >= n_iter:
             raise ScontrastError(f"burn_in: expected fewer than n_iter = {n_iter} sweeps, got {burn_in}")
         out = {"n_iter": n_iter, "burn_in": burn_in, "thin": check_int(self.thin, "thin", 1),
+               "n_chains": check_int(self.n_chains, "n_chains", 1),
                "max_features": check_int(self.max_features, "max_features", 1),
                "max_new": check_int(self.max_new, "max_new", 1),
                "block_moves": check_int(self.block_moves, "block_moves", 0)}
+        if self.n_jobs is None or self.n_jobs == -1:
+            out["n_jobs"] = os.cpu_count() or 1
+        else:
+            out["n_jobs"] = check_int(self.n_jobs, "n_jobs", 1)
         for name in ("alpha", "sigma_x", "sigma_a"):
             out[name] = check_real(getattr(self, name), name, 0.0, strict_min=True, allow_none=True)
         if not isinstance(self.scale, (bool, np.bool_)):
@@ -612,103 +713,151 @@ class LinearGaussianIBP(BaseEstimator):
 
     @one_blas_thread  # the K x K algebra is tiny: BLAS threads only cost time (a lot on busy cores)
     def fit(self, X, y=None):
-        """Run the sampler on X, shape (N cells, D dims), N >= 2; ``y`` is ignored. Returns self."""
+        """Run the chains on X, shape (N cells, D dims), N >= 2; ``y`` is ignored. Returns self."""
         p = self._check_params()
         X = check_matrix(X, "X", min_rows=2, accept_sparse=False)
         rng = check_random_state(self.random_state)
-        n_iter, burn_in, thin = p["n_iter"], p["burn_in"], p["thin"]
-        n, d = X.shape
         scale = float(X.std()) if self.scale else 1.0
         if not scale > 0:
             raise ScontrastError("X: is constant, there is nothing for latent features to explain")
         Xs = np.ascontiguousarray(X / scale)
-        ax, bx = p["sigma_x_prior"]
-        aa, ba = p["sigma_a_prior"]
-        a_alpha, b_alpha = p["alpha_prior"]
-        fixed_x = None if p["sigma_x"] is None else (p["sigma_x"] / scale) ** 2
-        fixed_a = None if p["sigma_a"] is None else (p["sigma_a"] / scale) ** 2
-        sample_alpha = p["alpha"] is None
-        alpha = 1.0 if sample_alpha else p["alpha"]
-        s2x = 0.5 if fixed_x is None else fixed_x
-        s2a = 1.0 if fixed_a is None else fixed_a
-        kcap = p["max_features"]
-        harmonic = float(np.sum(1.0 / np.arange(1, n + 1)))
-
-        Z = np.zeros((n, kcap), dtype=np.uint8)
-        A = np.zeros((kcap, d))
-        m = np.zeros(kcap, dtype=np.int64)
-        work_s = np.zeros((kcap, kcap))
-        work_h = np.zeros((kcap, d))
-        work_mu = np.zeros((kcap, d))
-        K = 0
-
+        seeds = [spawn_seed(rng) for _ in range(p["n_chains"])]
         t0 = time.perf_counter()
         _warm_up()
-        _seed_numba(spawn_seed(rng))
         t_compile = time.perf_counter() - t0
-
-        log_joint = np.empty(n_iter)
-        trace_k = np.empty(n_iter, dtype=np.int64)
-        trace_alpha = np.empty(n_iter)
-        trace_sx = np.empty(n_iter)
-        trace_sa = np.empty(n_iter)
-        samples, sweeps = [], []
         t1 = time.perf_counter()
-        for it in range(n_iter):
-            K = int(_sweep_rows(Xs, Z, m, K, float(s2x), float(s2a), float(alpha), kcap, p["max_new"],
-                                p["block_moves"], work_s, work_h, work_mu))
-            Zk = Z[:, :K].astype(np.float64)
-            if K:
-                # A | Z, X: each column N(mean, prec^-1), prec = Z'Z / s2x + I / s2a.
-                prec = Zk.T @ Zk / s2x + np.eye(K) / s2a
-                L = np.linalg.cholesky(prec)
-                mean = np.linalg.solve(prec, Zk.T @ Xs / s2x)
-                A[:K] = mean + np.linalg.solve(L.T, rng.standard_normal((K, d)))
-            R = Xs - Zk @ A[:K]
-            rss = float(np.sum(R * R))
-            ssa = float(np.sum(A[:K] ** 2))
-            if fixed_x is None:
-                s2x = _inv_gamma(rng, ax + 0.5 * n * d, bx + 0.5 * rss)
-            if fixed_a is None:
-                s2a = _inv_gamma(rng, aa + 0.5 * K * d, ba + 0.5 * ssa)
-            if sample_alpha:
-                alpha = rng.gamma(a_alpha + K, 1.0 / (b_alpha + harmonic))
-            # A integrated out, so that values are comparable across K.
-            lj = collapsed_log_likelihood(Xs, Z[:, :K], math.sqrt(s2x), math.sqrt(s2a)) + ibp_log_prob(Z[:, :K], alpha)
-            if fixed_x is None:
-                lj += _log_inv_gamma(s2x, ax, bx)
-            if fixed_a is None:
-                lj += _log_inv_gamma(s2a, aa, ba)
-            if sample_alpha:
-                lj += _log_gamma_pdf(alpha, a_alpha, b_alpha)
-            log_joint[it] = lj
-            trace_k[it] = K
-            trace_alpha[it] = alpha
-            trace_sx[it] = math.sqrt(s2x) * scale
-            trace_sa[it] = math.sqrt(s2a) * scale
-            if it >= burn_in and (it - burn_in) % thin == 0:
-                samples.append(Z[:, :K].copy())
-                sweeps.append(it)
+        jobs = min(p["n_jobs"], p["n_chains"])
+        if jobs > 1:
+            with ThreadPoolExecutor(jobs) as pool:
+                chains = list(pool.map(lambda s: _run_chain(Xs, scale, p, s), seeds))
+        else:
+            chains = [_run_chain(Xs, scale, p, s) for s in seeds]
         t2 = time.perf_counter()
 
-        self.samples_ = samples
-        self.sample_sweeps_ = np.asarray(sweeps, dtype=np.int64)
-        self.log_joint_ = log_joint
-        self.n_features_ = trace_k
-        self.alpha_ = trace_alpha
-        self.sigma_x_ = trace_sx
-        self.sigma_a_ = trace_sa
-        self.Z_ = Z[:, :K].copy()
-        self.A_ = A[:K].copy() * scale
+        self.samples_ = [z for c in chains for z in c["samples"]]
+        self.sample_sweeps_ = np.concatenate([c["sweeps"] for c in chains]).astype(np.int64)
+        self.sample_chains_ = np.concatenate([np.full(len(c["sweeps"]), i, dtype=np.int64)
+                                              for i, c in enumerate(chains)])
+        self.log_joint_ = np.stack([c["log_joint"] for c in chains])
+        self.n_features_ = np.stack([c["K"] for c in chains])
+        self.alpha_ = np.stack([c["alpha"] for c in chains])
+        self.sigma_x_ = np.stack([c["sigma_x"] for c in chains])
+        self.sigma_a_ = np.stack([c["sigma_a"] for c in chains])
+        self.Z_ = chains[0]["Z"]
+        self.A_ = chains[0]["A"]
         self.scale_ = scale
         self.timings_ = {"compile": t_compile, "sampling": t2 - t1}
+        kept = slice(p["burn_in"], None)
+        if p["n_iter"] - p["burn_in"] >= 4:
+            self.rhat_log_joint_ = split_rhat(self.log_joint_[:, kept])
+            self.rhat_K_ = split_rhat(self.n_features_[:, kept])
+            self.ess_log_joint_ = effective_sample_size(self.log_joint_[:, kept])
+            self.ess_K_ = effective_sample_size(self.n_features_[:, kept])
+        else:
+            self.rhat_log_joint_ = self.rhat_K_ = self.ess_log_joint_ = self.ess_K_ = float("nan")
+        self._warn(p)
         return self
 
+    def _warn(self, p) -> None:
+        for name, value in (("log joint", self.rhat_log_joint_), ("K", self.rhat_K_)):
+            if value > 1.1:
+                warnings.warn(f"split R-hat of the {name} is {value:.3g} > 1.1 over "
+                              f"{p['n_chains']} chains: the sampler has not converged (raise n_iter and burn_in)",
+                              ScontrastWarning, stacklevel=3)
+        k_max = max((s.shape[1] for s in self.samples_), default=0)
+        if k_max >= p["max_features"]:
+            warnings.warn(f"posterior samples reach the cap max_features = {p['max_features']} "
+                          "features: K is truncated (raise max_features or explain a smaller, standardised matrix)",
+                          ScontrastWarning, stacklevel=3)
+
     def traces(self) -> dict[str, np.ndarray]:
-        """The traces, keyed as in the samples file: (n_iter,) per sweep, ``sweeps`` (B,) of the samples."""
+        """The traces, keyed as in the samples file: (n_chains, n_iter) per sweep; ``sweeps``, ``chains`` (B,)."""
         check_is_fitted(self)
         return {"log_joint": self.log_joint_, "K": self.n_features_, "alpha": self.alpha_,
-                "sigma_x": self.sigma_x_, "sigma_a": self.sigma_a_, "sweeps": self.sample_sweeps_}
+                "sigma_x": self.sigma_x_, "sigma_a": self.sigma_a_, "sweeps": self.sample_sweeps_,
+                "chains": self.sample_chains_}
+
+    def diagnostics(self) -> dict[str, float]:
+        """Split R-hat and effective sample size of the log joint and of K (sweeps after burn-in)."""
+        check_is_fitted(self)
+        return {"rhat_log_joint": float(self.rhat_log_joint_), "rhat_K": float(self.rhat_K_),
+                "ess_log_joint": float(self.ess_log_joint_), "ess_K": float(self.ess_K_)}
+
+
+def _run_chain(Xs, scale, p, seed) -> dict:
+    """One chain from an empty Z on the scaled data; ``seed`` seeds its Generator and numba's stream.
+
+    numba's generator is per thread: it is seeded here, in the thread that runs the chain.
+    """
+    rng = np.random.default_rng(seed)
+    _seed_numba(spawn_seed(rng))
+    n_iter, burn_in, thin = p["n_iter"], p["burn_in"], p["thin"]
+    n, d = Xs.shape
+    ax, bx = p["sigma_x_prior"]
+    aa, ba = p["sigma_a_prior"]
+    a_alpha, b_alpha = p["alpha_prior"]
+    fixed_x = None if p["sigma_x"] is None else (p["sigma_x"] / scale) ** 2
+    fixed_a = None if p["sigma_a"] is None else (p["sigma_a"] / scale) ** 2
+    sample_alpha = p["alpha"] is None
+    alpha = 1.0 if sample_alpha else p["alpha"]
+    # Start at the model without features (noise = the data's variance, 1 after scaling): a
+    # smaller start makes every cell open features at once and the chain must then shed them.
+    s2x = float(np.mean(Xs * Xs)) if fixed_x is None else fixed_x
+    s2a = 1.0 if fixed_a is None else fixed_a
+    kcap = p["max_features"]
+    harmonic = float(np.sum(1.0 / np.arange(1, n + 1)))
+
+    Z = np.zeros((n, kcap), dtype=np.uint8)
+    A = np.zeros((kcap, d))
+    m = np.zeros(kcap, dtype=np.int64)
+    work_s = np.zeros((kcap, kcap))
+    work_h = np.zeros((kcap, d))
+    work_mu = np.zeros((kcap, d))
+    K = 0
+    log_joint = np.empty(n_iter)
+    trace_k = np.empty(n_iter, dtype=np.int64)
+    trace_alpha = np.empty(n_iter)
+    trace_sx = np.empty(n_iter)
+    trace_sa = np.empty(n_iter)
+    samples, sweeps = [], []
+    for it in range(n_iter):
+        K = int(_sweep_rows(Xs, Z, m, K, float(s2x), float(s2a), float(alpha), kcap, p["max_new"],
+                            p["block_moves"], work_s, work_h, work_mu))
+        Zk = Z[:, :K].astype(np.float64)
+        if K:
+            # A | Z, X: each column N(mean, prec^-1), prec = Z'Z / s2x + I / s2a.
+            prec = Zk.T @ Zk / s2x + np.eye(K) / s2a
+            L = np.linalg.cholesky(prec)
+            mean = np.linalg.solve(prec, Zk.T @ Xs / s2x)
+            A[:K] = mean + np.linalg.solve(L.T, rng.standard_normal((K, d)))
+        R = Xs - Zk @ A[:K]
+        rss = float(np.sum(R * R))
+        ssa = float(np.sum(A[:K] ** 2))
+        if fixed_x is None:
+            s2x = _inv_gamma(rng, ax + 0.5 * n * d, bx + 0.5 * rss)
+        if fixed_a is None:
+            s2a = _inv_gamma(rng, aa + 0.5 * K * d, ba + 0.5 * ssa)
+        if sample_alpha:
+            alpha = rng.gamma(a_alpha + K, 1.0 / (b_alpha + harmonic))
+        # A integrated out, so that values are comparable across K.
+        lj = collapsed_log_likelihood(Xs, Z[:, :K], math.sqrt(s2x), math.sqrt(s2a)) + ibp_log_prob(Z[:, :K], alpha)
+        if fixed_x is None:
+            lj += _log_inv_gamma(s2x, ax, bx)
+        if fixed_a is None:
+            lj += _log_inv_gamma(s2a, aa, ba)
+        if sample_alpha:
+            lj += _log_gamma_pdf(alpha, a_alpha, b_alpha)
+        log_joint[it] = lj
+        trace_k[it] = K
+        trace_alpha[it] = alpha
+        trace_sx[it] = math.sqrt(s2x) * scale
+        trace_sa[it] = math.sqrt(s2a) * scale
+        if it >= burn_in and (it - burn_in) % thin == 0:
+            samples.append(Z[:, :K].copy())
+            sweeps.append(it)
+    return {"samples": samples, "sweeps": np.asarray(sweeps, dtype=np.int64), "log_joint": log_joint,
+            "K": trace_k, "alpha": trace_alpha, "sigma_x": trace_sx, "sigma_a": trace_sa,
+            "Z": Z[:, :K].copy(), "A": A[:K].copy() * scale}
 
 
 # --------------------------------------------------------------------------- samples file

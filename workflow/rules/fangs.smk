@@ -1,7 +1,7 @@
 # FANGS: one feature allocation summarising posterior samples of binary latent features.
 
 # The samples FANGS summarises: a user file (config fangs.samples, '{dataset}' filled in) or rule
-# latent_features's output.
+# latent_features's delta (whose slots the fangs delta then carries into the merged file).
 _FANGS_USER_SAMPLES = config["fangs"]["samples"]
 
 
@@ -12,13 +12,14 @@ rule fangs:
         samples=(
             (lambda w: _FANGS_USER_SAMPLES.replace("{dataset}", w.dataset))
             if _FANGS_USER_SAMPLES
-            else rules.latent_features.output.npz
+            else rules.latent_features.output.h5ad
         ),
     output:
         h5ad="results/{dataset}/fangs.h5ad",
     params:
         # the samples path is the rule's input, not a parameter of tl.fangs
         cfg={k: v for k, v in model_params("fangs").items() if k != "samples"},
+        samples_file=bool(_FANGS_USER_SAMPLES),
         seed=config["seed"],
     log:
         "logs/{dataset}/fangs.log",

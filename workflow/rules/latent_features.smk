@@ -1,17 +1,24 @@
-# Binary latent features of the cells: linear-Gaussian IBP Gibbs sampler (samples for rule fangs).
+# Binary latent features of the cells: linear-Gaussian IBP Gibbs sampler, several chains (samples for
+# rule fangs). By default it explains the standardised log expression of the most variable genes.
 
 # The rule whose delta holds each embedding that config latent_features.use_rep may name (the
 # schema's enum); the embedding is an input chained by that rule's output.
 _FEATURE_EMBEDDINGS = {"X_cpca": rules.cpca.output.h5ad, "X_pcpca": rules.pcpca.output.h5ad}
+_LF = config["latent_features"]
 
 
 rule latent_features:
-    """Gibbs samples of binary latent features of every cell (linear-Gaussian IBP on an embedding)."""
+    """Gibbs samples of binary latent features of every cell (linear-Gaussian IBP on genes or an embedding)."""
     input:
         h5ad=rules.preprocess.output.h5ad,
-        embedding=_FEATURE_EMBEDDINGS[config["latent_features"]["use_rep"]],
+        # the embedding's delta with use_rep; SPARDA's delta (var['sparda_selected']) for SPARDA's genes
+        deps=(
+            [_FEATURE_EMBEDDINGS[_LF["use_rep"]]]
+            if _LF.get("use_rep")
+            else [rules.sparda.output.h5ad] if _LF.get("genes") == "sparda_selected" else []
+        ),
     output:
-        npz="results/{dataset}/feature_samples.npz",
+        h5ad="results/{dataset}/latent_features.h5ad",
     params:
         cfg=model_params("latent_features"),
         seed=config["seed"],
@@ -19,7 +26,7 @@ rule latent_features:
         "logs/{dataset}/latent_features.log",
     benchmark:
         "results/{dataset}/benchmarks/latent_features.tsv"
-    threads: 1
+    threads: 2  # the chains run in parallel (results do not depend on it)
     resources:
         mem_mb=mem_mb(per_input_mb=6),
         runtime=runtime_min(per_input_mb=0.2),

@@ -1,4 +1,4 @@
-"""Figure of the FANGS rule: the estimated features of every cell, target vs background."""
+"""Figure of the FANGS rule: the estimated features of every cell, target vs background, with their genes."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ import anndata as ad
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.colors import ListedColormap
-from matplotlib.patches import Patch
 
 from ..core import TARGET_KEY, ScontrastError
 
@@ -14,7 +13,7 @@ _GROUP_COLORS = ("tab:blue", "tab:orange")  # background, target
 
 
 def cell_order(features: np.ndarray, is_target: np.ndarray) -> np.ndarray:
-    """Row order for the heatmap: background then target, each sorted by feature pattern.
+    """Column order of the heatmap: background then target, each sorted by feature pattern.
 
     features (N, K) binary, is_target (N,) bool -> (N,) permutation. Within a
     group, cells holding feature 1 come first, then by feature 2, and so on.
@@ -23,52 +22,79 @@ def cell_order(features: np.ndarray, is_target: np.ndarray) -> np.ndarray:
     return np.lexsort(keys + [is_target.astype(int)])
 
 
-def _heatmap(ax, strip_ax, features, is_target, uns):
+def feature_labels(uns: dict, k: int, n_genes: int = 3) -> list[str]:
+    """Row labels: 'F<j>  T <prevalence> / B <prevalence> [q]' and the feature's first top genes."""
+    labels = []
+    for j in range(k):
+        text = f"F{j + 1}"
+        if "feature_prevalence_target" in uns:
+            pt, pb = float(uns["feature_prevalence_target"][j]), float(uns["feature_prevalence_background"][j])
+            q = float(uns["feature_qvalue"][j])
+            star = " *" if bool(np.asarray(uns["feature_enriched"])[j]) else ""
+            text += f"  T {pt:.2f} / B {pb:.2f}, q {q:.2g}{star}"
+        if "feature_top_genes" in uns:
+            text += "\n" + ", ".join(str(uns["feature_top_genes"][j]).split(", ")[:n_genes])
+        labels.append(text)
+    return labels
+
+
+def _heatmap(ax, features, is_target, uns):
     order = cell_order(features, is_target)
-    F = features[order]
-    groups = is_target[order].astype(int)
-    strip_ax.imshow(groups[:, None], aspect="auto", interpolation="nearest",
-                    cmap=ListedColormap(list(_GROUP_COLORS)), vmin=0, vmax=1)
-    strip_ax.set_xticks([])
-    strip_ax.set_ylabel(f"cells ({len(order)}), ordered by group and features")
-    strip_ax.set_yticks([])
-    k = F.shape[1]
+    F = features[order].T  # features x cells
+    n_b = int((~is_target).sum())
+    k = F.shape[0]
     if k == 0:
         ax.text(0.5, 0.5, "empty estimate (no feature)", ha="center", va="center", transform=ax.transAxes)
-        ax.set_xticks([])
+        ax.set_yticks([])
     else:
         ax.imshow(F, aspect="auto", interpolation="nearest", cmap=ListedColormap(["#f4f4f4", "#262626"]),
                   vmin=0, vmax=1)
-        n_t = F[groups == 1].sum(axis=0)
-        n_b = F[groups == 0].sum(axis=0)
-        labels = [f"F{j + 1}\n{n_t[j]} T\n{n_b[j]} B" for j in range(k)]
-        ax.set_xticks(np.arange(k), labels, fontsize="small" if k <= 12 else "x-small")
-    ax.set_yticks([])
-    ax.set_xlabel("features (cells holding each: T = target, B = background)")
+        ax.set_yticks(np.arange(k), feature_labels(uns, k), fontsize="small" if k <= 8 else "x-small")
+    # the groups: a coloured band above the cells and a line between them
+    n = F.shape[1]
+    for lo, hi, colour in ((0, n_b, _GROUP_COLORS[0]), (n_b, n, _GROUP_COLORS[1])):
+        if hi > lo:  # a coloured band under the cells of each group
+            ax.axvspan(lo - 0.5, hi - 0.5, ymin=-0.03, ymax=0.0, color=colour, clip_on=False)
+    if 0 < n_b < n:
+        ax.axvline(n_b - 0.5, color="tab:red", lw=1.5)
+    ax.set_xticks([])
+    ax.set_xlabel(f"cells: background ({n_b}, blue) | target ({n - n_b}, orange), each sorted by feature pattern "
+                  "(black = holds the feature)", labelpad=8)
     title = f"FANGS estimate: K = {k}"
     if uns:
         title += f", a = {uns.get('a', float('nan')):.3g}, E[FARO] = {uns.get('expected_loss', float('nan')):.4g}"
         d = uns.get("draws_expected_loss")
         if d is not None and np.isfinite(d):
             title += f" (draws {d:.4g})"
-    ax.set_title(title)
-    ax.legend(handles=[Patch(color=_GROUP_COLORS[1], label="target"),
-                       Patch(color=_GROUP_COLORS[0], label="background")],
-              loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small", title="left strip")
+    if "feature_qvalue" in uns:
+        title += "\n(T / B: prevalence in target / background; q: Fisher's exact, BH; * enriched)"
+    ax.set_title(title, fontsize="medium")
+
+
+def _trace(adata: ad.AnnData, uns: dict):
+    """(log joint (chains, sweeps) or None, burn-in or None, split R-hat or None)."""
+    lf = adata.uns.get("latent_features")
+    if isinstance(lf, dict) and "log_joint" in lf:
+        lj = np.atleast_2d(np.asarray(lf["log_joint"], dtype=float))
+        burn = lf.get("params", {}).get("burn_in")
+        return lj, burn, lf.get("rhat_log_joint")
+    if "log_joint" in uns:
+        return np.atleast_2d(np.asarray(uns["log_joint"], dtype=float)), None, None
+    return None, None, None
 
 
 def fangs(adata: ad.AnnData, *, key: str = TARGET_KEY, ax=None, figsize=(12, 6)) -> plt.Figure:
-    """Heatmap of ``obsm['fangs_features']`` (cells x features), target/background annotated.
+    """Heatmap of ``obsm['fangs_features']`` (features x cells), background and target side by side.
 
-    Cells are rows (background first, then target, each sorted by feature
-    pattern), features are columns labelled with their target/background
-    counts; a strip on the left marks the group of each cell. Without ``ax``
-    the figure adds the distribution of K over the posterior samples (the
-    estimate's K marked) and, when available, the sampler's log-joint trace.
+    Features are rows labelled with their prevalence in target (T) and background (B), the
+    BH q-value of their enrichment (* when enriched) and their top genes; cells are columns,
+    background then target, each sorted by feature pattern. Without ``ax`` the figure adds
+    the distribution of K over the posterior samples (the estimate's K marked) and, when
+    available, the log joint of every chain of the sampler (burn-in shaded, split R-hat).
 
-    Reads only ``obsm['fangs_features']``, ``uns['fangs']`` and ``obs[key]`` (no
-    ``X``), so it draws from the preprocessed annotations joined with the fangs
-    delta. ``figsize`` (inches) applies without ``ax``.
+    Reads only ``obsm['fangs_features']``, ``uns['fangs']``, ``uns['latent_features']`` (when
+    present) and ``obs[key]`` (no ``X``), so it draws from the preprocessed annotations joined
+    with the fangs delta. ``figsize`` (inches) applies without ``ax``.
     """
     if "fangs_features" not in adata.obsm:
         raise ScontrastError("adata: obsm['fangs_features'] is missing; run scontrast.tl.fangs first")
@@ -76,16 +102,12 @@ def fangs(adata: ad.AnnData, *, key: str = TARGET_KEY, ax=None, figsize=(12, 6))
     is_target = adata.obs[key].to_numpy(dtype=bool) if key in adata.obs else np.zeros(adata.n_obs, bool)
     uns = dict(adata.uns.get("fangs", {}))
     if ax is not None:
-        fig = ax.figure
-        strip_ax = ax.inset_axes([-0.05, 0.0, 0.03, 1.0])
-        _heatmap(ax, strip_ax, features, is_target, uns)
-        return fig
+        _heatmap(ax, features, is_target, uns)
+        return ax.figure
     fig = plt.figure(figsize=figsize, layout="constrained")
-    grid = fig.add_gridspec(2, 3, width_ratios=[0.4, 7, 3.6])
-    strip_ax = fig.add_subplot(grid[:, 0])
-    ax = fig.add_subplot(grid[:, 1])
-    _heatmap(ax, strip_ax, features, is_target, uns)
-    kax = fig.add_subplot(grid[0, 2])
+    grid = fig.add_gridspec(2, 2, width_ratios=[7, 3])
+    _heatmap(fig.add_subplot(grid[:, 0]), features, is_target, uns)
+    kax = fig.add_subplot(grid[0, 1])
     if "samples_K_values" in uns:
         kax.bar(np.asarray(uns["samples_K_values"]), np.asarray(uns["samples_K_counts"]), color="grey",
                 label="posterior samples")
@@ -94,13 +116,25 @@ def fangs(adata: ad.AnnData, *, key: str = TARGET_KEY, ax=None, figsize=(12, 6))
     kax.set_xlabel("number of features K")
     kax.set_ylabel("samples")
     kax.set_title("K over the posterior samples")
-    tax = fig.add_subplot(grid[1, 2])
-    if "log_joint" in uns:
-        lj = np.asarray(uns["log_joint"])
-        tax.plot(np.arange(1, lj.size + 1), lj, lw=0.8, color="black")
+    tax = fig.add_subplot(grid[1, 1])
+    lj, burn, rhat = _trace(adata, uns)
+    if lj is not None:
+        for c, row in enumerate(lj):
+            tax.plot(np.arange(1, row.size + 1), row, lw=0.7, label=f"chain {c + 1}")
+        if burn:
+            tax.axvspan(0, burn, color="grey", alpha=0.15, label="burn-in")
+            kept = lj[:, int(burn):]
+            if kept.size:  # the y range of the kept sweeps (the first sweeps would flatten them)
+                lo, hi = float(kept.min()), float(kept.max())
+                pad = 0.1 * (hi - lo) if hi > lo else 1.0
+                tax.set_ylim(lo - pad, hi + pad)
+        tax.legend(fontsize="x-small", ncol=2)
         tax.set_xlabel("sweep")
         tax.set_ylabel("log joint density")
-        tax.set_title("sampler trace")
+        title = "sampler trace"
+        if rhat is not None and np.isfinite(rhat):
+            title += f" (split R-hat {float(rhat):.3g})"
+        tax.set_title(title)
     else:
         tax.text(0.5, 0.5, "no sampler trace\n(samples supplied)", ha="center", va="center",
                  transform=tax.transAxes)
@@ -108,4 +142,4 @@ def fangs(adata: ad.AnnData, *, key: str = TARGET_KEY, ax=None, figsize=(12, 6))
     return fig
 
 
-__all__ = ["fangs", "cell_order"]
+__all__ = ["fangs", "cell_order", "feature_labels"]

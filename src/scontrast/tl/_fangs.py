@@ -12,10 +12,10 @@ import anndata as ad
 import numpy as np
 
 from .. import fangs as _fangs
-from ..core import TARGET_KEY, ScontrastError
+from ..core import TARGET_KEY, ScontrastError, check_int, check_real
 from ..latent_features import FeatureSamples, load_samples
 from ._common import fmt, record_params, result_warnings
-from ._latent_features import samples_from_adata
+from ._latent_features import INPUT_SUFFIX, samples_from_adata
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +82,8 @@ def fangs(
     samples=None,
     samples_key: str = "latent_features",
     draws: bool = True,
+    n_top_genes: int = 10,
+    fdr: float = 0.05,
     key: str = TARGET_KEY,
     random_state: int = 0,
     n_jobs: int | None = 1,
@@ -105,6 +107,12 @@ def fangs(
         used when ``samples`` is None.
     draws
         Also run the draws method (the best single sample) for comparison.
+    n_top_genes
+        Genes named per feature (largest posterior mean loadings), when the samples
+        come from ``tl.latent_features`` on genes (``obsm[samples_key + '_input']``).
+    fdr
+        Benjamini-Hochberg level at which a feature counts as enriched in one group
+        (``feature_enriched``).
     key
         Boolean obs column of the target/background split.
     random_state
@@ -130,12 +138,24 @@ def fangs(
     ``feature_n_cells``, ``feature_n_target``, ``feature_n_background`` (K,),
     ``initial_losses``, ``sweetened_losses``, ``accepted_flips``,
     ``timings`` (seconds: initialization, sweetening, total, draws),
-    ``source`` and, when the samples carry it, ``log_joint``.
+    ``source`` and, when the samples carry it, ``log_joint`` ((n_chains, n_iter) or
+    (n_iter,)). With ``obs[key]`` holding both groups, per feature (K,):
+    ``feature_prevalence_target``, ``feature_prevalence_background``,
+    ``feature_difference``, ``feature_odds_ratio``, ``feature_pvalue`` (two-sided
+    Fisher's exact test), ``feature_qvalue`` (Benjamini-Hochberg) and
+    ``feature_enriched`` (q <= ``fdr``); see :func:`scontrast.fangs.feature_enrichment`.
+    When the samples are ``tl.latent_features``'s (``samples`` None) and its input
+    matrix is stored: ``loadings`` (K, D), the posterior mean loadings given the
+    estimate (:func:`scontrast.fangs.feature_loadings` with the sampler's posterior
+    mean sigma_x, sigma_a), ``loading_names`` (D,) and ``feature_top_genes`` (K,),
+    the ``n_top_genes`` largest loadings of each feature, comma-separated.
     """
     model_params = _fangs_params(params)
     given = None if samples is None else str(samples) if isinstance(samples, (str, os.PathLike)) \
         else type(samples).__name__
-    front = dict(samples=given, samples_key=samples_key, draws=draws, key=key)
+    n_top_genes = check_int(n_top_genes, "n_top_genes", 1)
+    fdr = check_real(fdr, "fdr", 0.0, 1.0, strict_min=True)
+    front = dict(samples=given, samples_key=samples_key, draws=draws, n_top_genes=n_top_genes, fdr=fdr, key=key)
     adata = adata.copy() if copy else adata
     S, source, log_joint = _resolve_samples(adata, samples, samples_key)
     S = _fangs.check_samples(S)
@@ -160,6 +180,13 @@ def fangs(
         is_target = adata.obs[key].to_numpy(dtype=bool)
         extra = {"feature_n_target": est[is_target].sum(axis=0).astype(np.int64),
                  "feature_n_background": est[~is_target].sum(axis=0).astype(np.int64)}
+        if is_target.any() and not is_target.all():
+            enr = _fangs.feature_enrichment(est, is_target)
+            extra.update({f"feature_{name}": enr[name] for name in (
+                "prevalence_target", "prevalence_background", "difference", "odds_ratio", "pvalue", "qvalue")})
+            extra["feature_enriched"] = enr["qvalue"] <= fdr
+    if samples is None:
+        extra.update(_gene_programmes(adata, samples_key, est, n_top_genes))
     if log_joint is not None:
         extra["log_joint"] = np.asarray(log_joint, dtype=np.float64)
     log.info("fangs: K=%d, expected FARO loss %.4g (draws %.4g) from %d samples in %.1f s",
@@ -178,14 +205,45 @@ def fangs(
     return adata if copy else None
 
 
+def _gene_programmes(adata: ad.AnnData, samples_key: str, est: np.ndarray, n_top: int) -> dict:
+    """Loadings of the estimate's features on the sampler's input and each feature's top names."""
+    info = adata.uns[samples_key]
+    slot = samples_key + INPUT_SUFFIX
+    if slot not in adata.obsm or "input_names" not in info or "sigma_x_mean" not in info:
+        return {}
+    names = np.asarray(info["input_names"]).astype(str)
+    L = _fangs.feature_loadings(np.asarray(adata.obsm[slot]), est, float(info["sigma_x_mean"]),
+                                float(info["sigma_a_mean"]))
+    top = [", ".join(names[np.argsort(-row, kind="stable")[:n_top]]) for row in L]
+    return {"loadings": L, "loading_names": names, "feature_top_genes": np.array(top, dtype=object).astype(str)}
+
 
 def summary_rows(adata: ad.AnnData, n_top: int = 10) -> Iterator[tuple[str, str]]:
-    """(item, value) rows of the workflow's summary table for ``uns['fangs']``."""
+    """(item, value) rows of the workflow's summary table for ``uns['fangs']`` (and the sampler's diagnostics)."""
     f = adata.uns["fangs"]
+    lf = adata.uns.get("latent_features")
+    if lf is not None and "rhat_log_joint" in lf:
+        yield "sampler: chains x sweeps (burn-in)", (f"{np.asarray(lf['log_joint']).shape[0]} x "
+                                                     f"{lf['params'].get('n_iter')} ({lf['params'].get('burn_in')})")
+        rep = lf["params"].get("use_rep")
+        yield "sampler: input", f"{lf.get('n_dims_used')} " + (f"dims of obsm['{rep}']" if rep else "genes")
+        yield "sampler: split R-hat log joint / K", f"{fmt(lf.get('rhat_log_joint'))} / {fmt(lf.get('rhat_K'))}"
+        yield "sampler: ESS log joint / K", f"{fmt(lf.get('ess_log_joint'))} / {fmt(lf.get('ess_K'))}"
     yield "features K (estimate)", fmt(f.get("n_features"))
     ks, counts = np.asarray(f.get("samples_K_values", [])), np.asarray(f.get("samples_K_counts", []))
     if ks.size:
         yield "K over samples (K: count)", ", ".join(f"{k}: {c}" for k, c in zip(ks, counts))
     yield "expected FARO loss: FANGS vs draws", f"{fmt(f.get('expected_loss'))} vs {fmt(f.get('draws_expected_loss'))}"
+    if "feature_qvalue" in f:
+        genes = np.asarray(f.get("feature_top_genes", [""] * int(f["n_features"])), dtype=object)
+        for j in range(int(f["n_features"])):
+            pt, pb = float(f["feature_prevalence_target"][j]), float(f["feature_prevalence_background"][j])
+            q = float(f["feature_qvalue"][j])
+            where = ("enriched in target" if pt > pb else "enriched in background") if f["feature_enriched"][j] \
+                else "not enriched"
+            top = ", ".join(str(genes[j]).split(", ")[:n_top]) if str(genes[j]) else ""
+            yield (f"feature F{j + 1}", f"prevalence target {pt:.2f} / background {pb:.2f}, BH q = {fmt(q)} "
+                   f"({where})" + (f"; top genes: {top}" if top else ""))
+
 
 __all__ = ["fangs", "summary_rows"]

@@ -6,23 +6,62 @@ import logging
 
 import anndata as ad
 import numpy as np
+import scipy.sparse as sp
 
 from ..core import TARGET_KEY, ScontrastError, check_int
 from ..latent_features import LinearGaussianIBP, pack_samples, unpack_samples
-from ._common import build_estimator, fitted_params, record_params, result_warnings
+from ._common import build_estimator, expression, fitted_params, gene_mask, record_params, result_warnings
 
 log = logging.getLogger(__name__)
 
 SAMPLES_SUFFIX = "_samples"
+INPUT_SUFFIX = "_input"
+
+
+def gene_matrix(adata: ad.AnnData, genes: str = "highly_variable", n_genes: int = 50,
+                layer: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The standardised log expression of the ``n_genes`` most variable genes of ``genes``.
+
+    Returns ``(M (n_obs, n) float64, names (n,) str)``, n = min(n_genes, genes with
+    variance > 0), genes in decreasing order of variance. The ranking ignores the groups,
+    so the features (and the test of their enrichment in the target) are blind to them.
+    Each gene is standardised (z-score: centred at its mean, divided by its standard
+    deviation, so one unit = one standard deviation of the gene). Centring at the median
+    instead was measured worse: on random halves of pbmc68k's dendritic cells the chains then
+    stuck in different modes (split R-hat of the log joint 1.97 vs 1.05 with z-scores).
+    """
+    n_genes = check_int(n_genes, "n_genes", 1)
+    idx = np.flatnonzero(gene_mask(adata, genes))
+    M = expression(adata, layer, idx)
+    if sp.issparse(M):
+        mean = np.asarray(M.mean(axis=0)).ravel()
+        var = np.asarray(M.multiply(M).mean(axis=0)).ravel() - mean**2
+    else:
+        var = np.asarray(M, dtype=np.float64).var(axis=0)
+    order = np.argsort(-var, kind="stable")
+    order = order[var[order] > 1e-12 * max(float(var.max(initial=0.0)), 1e-300)][:n_genes]
+    if order.size == 0:
+        raise ScontrastError(f"genes: no gene of '{genes}' varies across the cells")
+    sub = M[:, order]
+    sub = sub.toarray() if sp.issparse(sub) else np.asarray(sub)
+    sub = sub.astype(np.float64)
+    if not np.isfinite(sub).all():
+        raise ScontrastError("X: the expression holds NaN or infinite values")
+    sub = (sub - sub.mean(axis=0)) / sub.std(axis=0)
+    return np.ascontiguousarray(sub), adata.var_names.to_numpy()[idx[order]].astype(str)
 
 
 def latent_features(
     adata: ad.AnnData,
     *,
-    use_rep: str = "X_cpca",
+    genes: str = "highly_variable",
+    n_genes: int = 50,
+    layer: str | None = None,
+    use_rep: str | None = None,
     n_dims: int | None = None,
     key_added: str = "latent_features",
     random_state: int = 0,
+    n_jobs: int | None = 1,
     copy: bool = False,
     **params,
 ):
@@ -30,65 +69,95 @@ def latent_features(
 
     Each cell may carry several overlapping features; the model is fitted on
     all cells of ``adata`` (target and background together, so that features
-    can be compared between the groups) from the embedding ``obsm[use_rep]``.
+    can be compared between the groups). By default it explains a gene matrix
+    (see :func:`gene_matrix`), so each feature's loadings are a gene programme;
+    ``use_rep`` explains an embedding instead.
 
     Parameters
     ----------
     adata
-        Cells x genes with the embedding in ``obsm[use_rep]``.
+        Cells x genes, log-normalised in ``X`` (or ``layer``).
+    genes
+        Candidate genes: ``'all'`` or a boolean ``var`` column (``'highly_variable'``,
+        ``'sparda_selected'``...).
+    n_genes
+        The model explains the standardised log expression of this many candidates,
+        the most variable over all cells.
+    layer
+        Read the expression from ``layers[layer]`` instead of ``X``.
     use_rep
-        The embedding (cells x dims), e.g. ``'X_cpca'`` or ``'X_pcpca'``.
+        Explain the embedding ``obsm[use_rep]`` (cells x dims) instead of genes
+        (then ``genes``, ``n_genes`` and ``layer`` are not used).
     n_dims
-        Use only its first ``n_dims`` columns (None = all).
+        With ``use_rep``: use only its first ``n_dims`` columns (None = all).
     key_added
-        Slot names: ``obsm[key_added + '_samples']`` and ``uns[key_added]``.
+        Slot names: ``obsm[key_added + '_samples']``, ``obsm[key_added + '_input']``
+        and ``uns[key_added]``.
     random_state
-        Seed of the sampler (None, an int >= 0 or a numpy Generator).
+        Seed of the chains (None, an int >= 0 or a numpy Generator).
+    n_jobs
+        Threads running chains at once (-1 = all cores); results do not depend on it.
     copy
         Work on (and return) a copy.
     **params
         Hyper-parameters of :class:`scontrast.latent_features.LinearGaussianIBP`
-        (their defaults are its own): ``n_iter``, ``burn_in``, ``thin``, ``alpha``,
-        ``sigma_x``, ``sigma_a``, ``max_features``, ``max_new``, ``block_moves``,
-        ``scale`` and the hyperpriors.
+        (their defaults are its own): ``n_iter``, ``burn_in``, ``thin``, ``n_chains``,
+        ``alpha``, ``sigma_x``, ``sigma_a``, ``max_features``, ``max_new``,
+        ``block_moves``, ``scale`` and the hyperpriors.
 
     Writes
     ------
     ``obsm[key_added + '_samples']`` (n_obs x sum K_b, uint8): the B kept
-    samples of Z side by side (sample b in the columns given by
-    ``uns[key_added]['n_features']``); ``uns[key_added]``: params, versions,
-    seed, ``n_features`` (B,), ``sweeps`` (B,), per-sweep traces
-    ``log_joint``, ``K``, ``alpha``, ``sigma_x``, ``sigma_a`` (n_iter,),
-    ``n_dims_used``, ``scale``, ``timings`` and, when ``obs['scontrast_target']``
-    is present, ``n_target`` and ``n_background``.
+    samples of Z side by side, chain after chain (sample b in the columns given by
+    ``uns[key_added]['n_features']``); ``obsm[key_added + '_input']`` (n_obs x D,
+    float32): the matrix explained; ``uns[key_added]``: params, versions, seed,
+    warnings, ``input_names`` (D,) (genes, or ``use_rep[j]``), ``n_features``,
+    ``sweeps``, ``chains`` (B,), per-sweep traces ``log_joint``, ``K``, ``alpha``,
+    ``sigma_x``, ``sigma_a`` (n_chains, n_iter), ``rhat_log_joint``, ``rhat_K``,
+    ``ess_log_joint``, ``ess_K``, ``sigma_x_mean``, ``sigma_a_mean`` (posterior
+    means after burn-in), ``n_dims_used``, ``scale``, ``timings`` and, when
+    ``obs['scontrast_target']`` is present, ``n_target`` and ``n_background``.
     """
-    model = build_estimator(LinearGaussianIBP, params, random_state=random_state)
-    if use_rep not in adata.obsm:
-        raise ScontrastError(f"use_rep: obsm['{use_rep}'] is missing (have: {list(adata.obsm.keys())})")
-    X = np.asarray(adata.obsm[use_rep], dtype=np.float64)
-    if X.ndim != 2:
-        raise ScontrastError(f"use_rep: obsm['{use_rep}'] must be a 2-D cells x dims array")
-    n_dims = check_int(n_dims, "n_dims", 1, allow_none=True)
-    if n_dims is not None:
-        if n_dims > X.shape[1]:
-            raise ScontrastError(f"n_dims: {n_dims} requested but obsm['{use_rep}'] has {X.shape[1]} columns")
-        X = X[:, :n_dims]
+    model = build_estimator(LinearGaussianIBP, params, random_state=random_state, n_jobs=n_jobs)
+    if use_rep is not None:
+        if use_rep not in adata.obsm:
+            raise ScontrastError(f"use_rep: obsm['{use_rep}'] is missing (have: {list(adata.obsm.keys())})")
+        X = np.asarray(adata.obsm[use_rep], dtype=np.float64)
+        if X.ndim != 2:
+            raise ScontrastError(f"use_rep: obsm['{use_rep}'] must be a 2-D cells x dims array")
+        n_dims = check_int(n_dims, "n_dims", 1, allow_none=True)
+        if n_dims is not None:
+            if n_dims > X.shape[1]:
+                raise ScontrastError(f"n_dims: {n_dims} requested but obsm['{use_rep}'] has {X.shape[1]} columns")
+            X = X[:, :n_dims]
+        names = np.array([f"{use_rep}[{j}]" for j in range(X.shape[1])])
+    else:
+        if n_dims is not None:
+            raise ScontrastError("n_dims: only applies with use_rep (an embedding); use n_genes for genes")
+        X, names = gene_matrix(adata, genes, n_genes, layer)
     adata = adata.copy() if copy else adata
     with result_warnings("latent_features") as warned:
         model.fit(X)
     Z, k = pack_samples(model.samples_)
-    log.info("latent_features: %d cells x %d dims, %d sweeps in %.1f s, %d samples, K from %d to %d",
-             X.shape[0], X.shape[1], model.n_iter, model.timings_["sampling"], k.size, k.min(), k.max())
+    diag = model.diagnostics()
+    log.info("latent_features: %d cells x %d %s, %d chains x %d sweeps in %.1f s, %d samples, K from %d to %d, "
+             "split R-hat log joint %.3g, K %.3g, ESS %.0f", X.shape[0], X.shape[1],
+             "dims" if use_rep else "genes", model.n_chains, model.n_iter, model.timings_["sampling"], k.size,
+             k.min(), k.max(), diag["rhat_log_joint"], diag["rhat_K"], diag["ess_log_joint"])
     adata.obsm[key_added + SAMPLES_SUFFIX] = Z
+    adata.obsm[key_added + INPUT_SUFFIX] = X.astype(np.float32)
     extra = {}
     if TARGET_KEY in adata.obs:
         is_target = adata.obs[TARGET_KEY].to_numpy(dtype=bool)
         extra = {"n_target": int(is_target.sum()), "n_background": int((~is_target).sum())}
-    model_params = fitted_params(model)
-    record_params(adata, key_added, dict(use_rep=use_rep, n_dims=n_dims, key_added=key_added, **model_params),
-                  random_state, warnings=warned, n_features=k, n_dims_used=int(X.shape[1]), scale=float(model.scale_),
-                  timings={key: float(v) for key, v in model.timings_.items()},
-                  **{key: np.asarray(v) for key, v in model.traces().items()}, **extra)
+    kept = slice(model.burn_in, None)
+    record_params(adata, key_added,
+                  dict(genes=genes, n_genes=n_genes, layer=layer, use_rep=use_rep, n_dims=n_dims, key_added=key_added,
+                       **fitted_params(model)),
+                  random_state, warnings=warned, n_features=k, n_dims_used=int(X.shape[1]), input_names=names,
+                  scale=float(model.scale_), timings={key: float(v) for key, v in model.timings_.items()},
+                  sigma_x_mean=float(model.sigma_x_[:, kept].mean()), sigma_a_mean=float(model.sigma_a_[:, kept].mean()),
+                  **diag, **{key: np.asarray(v) for key, v in model.traces().items()}, **extra)
     return adata if copy else None
 
 
@@ -101,4 +170,4 @@ def samples_from_adata(adata: ad.AnnData, key: str = "latent_features") -> list[
     return unpack_samples(np.asarray(adata.obsm[slot]), np.asarray(adata.uns[key]["n_features"]))
 
 
-__all__ = ["latent_features", "samples_from_adata"]
+__all__ = ["latent_features", "samples_from_adata", "gene_matrix"]

@@ -1,0 +1,219 @@
+"""Latent features + FANGS on real contrasts (issue 17): gene programmes, enrichment, convergence, time.
+
+Run (from the repository root):  .venv/bin/python -m benchmarks.bench_latent_real [--quick] [--shipped-only]
+[--planted-only]
+Output is printed; the committed copy of a full run is benchmarks/results/bench_latent_real.txt.
+
+Planted benchmark first (:func:`planted_programmes`): 3,000 cells x 60 genes, 4 overlapping
+gene programmes of 15 genes (gene sets 0-14, 10-24, 20-34, 30-44; 15 genes carry none), each
+raising its genes by ``effect`` (1.0) noise standard deviations; programmes 1 and 2 are enriched
+in the target (prevalence 0.5 vs 0.15 and 0.4 vs 0.1), 3 and 4 are not (0.3 in both). Goals:
+each programme recovered by a FANGS feature whose top genes (loading above half the feature's
+largest) have Jaccard >= 0.7 with its gene set, exactly the enriched ones flagged (BH q <= 0.05),
+split R-hat <= 1.1, at the defaults.
+
+Contrasts (each preprocessed by :func:`scontrast.preprocess`, as the workflow does: the two
+groups only, QC, log-normalisation, 2,000 highly variable genes within them), loaded with the
+SPARDA benchmark's loaders (``benchmarks.bench_sparda_real``):
+
+- ``/work/shared/data/pbmc3k_raw.h5ad`` (NOT shipped: read only when present, else skipped
+  with a message; k-means clusters named by marker genes): B vs CD14 monocytes (two distinct
+  types), random halves of the CD4 T cells (null), T cells vs all other cells (2,700 cells, the
+  timing case at the workflow's scale);
+- ``data/pbmc68k_reduced.h5ad`` (shipped): CD14+ Monocyte vs CD19+ B (distinct), random halves
+  of the Dendritic cells (null);
+- ``data/wu2020_tcells_200.h5ad`` (shipped): the workflow's tumour vs NAT contrast.
+
+Per contrast, at the library defaults (``tl.latent_features`` then ``tl.fangs``, threads = 2):
+chains x sweeps, split R-hat of the log joint and of K, ESS, the posterior K range against the
+cap, the FANGS K, and per feature its prevalence in target and background, BH q-value and top
+genes; the largest prevalence difference and the number of enriched features (FDR 0.05); wall
+time of each step with the machine load (``os.getloadavg()``). Goals (issue 17): distinct types
+-> a feature with prevalence difference >= 0.3 and q <= 0.05; random halves -> no feature with
+difference > 0.15 and none significant; K below the cap; R-hat <= 1.1; both steps <= 60 s on
+3,000 cells.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+import warnings
+
+import numpy as np
+
+from benchmarks.bench_sparda_real import PBMC3K, contrast, load, random_halves
+
+
+def _print(*args):
+    print(*args, flush=True)
+
+
+def run_one(name: str, adata, n_jobs: int = 2, n_genes: int | None = None, **params) -> dict:
+    """tl.latent_features + tl.fangs on one preprocessed contrast; prints and returns the numbers."""
+    from scontrast import tl
+
+    load0 = os.getloadavg()[0]
+    t0 = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tl.latent_features(adata, random_state=0, n_jobs=n_jobs, **({} if n_genes is None else {"n_genes": n_genes}),
+                           **params)
+        t1 = time.perf_counter()
+        tl.fangs(adata, random_state=0, n_jobs=n_jobs)
+    t2 = time.perf_counter()
+    lf, f = adata.uns["latent_features"], adata.uns["fangs"]
+    k = np.asarray(lf["n_features"])
+    diff = np.asarray(f.get("feature_difference", []), dtype=float)
+    q = np.asarray(f.get("feature_qvalue", []), dtype=float)
+    out = {"name": name, "cells": adata.n_obs, "t_latent": t1 - t0, "t_fangs": t2 - t1,
+           "rhat_lj": float(lf["rhat_log_joint"]), "rhat_K": float(lf["rhat_K"]), "ess": float(lf["ess_log_joint"]),
+           "k_min": int(k.min()), "k_max": int(k.max()), "cap": int(lf["params"]["max_features"]),
+           "K": int(f["n_features"]), "max_diff": float(np.max(np.abs(diff), initial=0.0)),
+           "n_sig": int(np.sum(q <= 0.05)),
+           "best": bool(np.any((np.abs(diff) >= 0.3) & (q <= 0.05)))}
+    _print(f"\n== {name}: {adata.n_obs} cells ({int(adata.obs['scontrast_target'].sum())} target), "
+           f"{lf['n_dims_used']} genes, {np.asarray(lf['log_joint']).shape[0]} chains x {lf['params']['n_iter']} "
+           f"sweeps (burn-in {lf['params']['burn_in']})")
+    _print(f"  split R-hat log joint {out['rhat_lj']:.3f}, K {out['rhat_K']:.3f}; ESS log joint {out['ess']:.0f}; "
+           f"posterior K {out['k_min']}-{out['k_max']} (cap {out['cap']}); FANGS K = {out['K']}")
+    _print(f"  time: latent_features {out['t_latent']:.1f} s + fangs {out['t_fangs']:.1f} s = "
+           f"{out['t_latent'] + out['t_fangs']:.1f} s (load {load0:.2f} -> {os.getloadavg()[0]:.2f})")
+    for w in list(lf["warnings"]) + list(f["warnings"]):
+        _print(f"  WARNING: {w}")
+    genes = np.asarray(f.get("feature_top_genes", [""] * out["K"]), dtype=object)
+    for j in range(out["K"]):
+        _print(f"  F{j + 1}: target {f['feature_prevalence_target'][j]:.2f} background "
+               f"{f['feature_prevalence_background'][j]:.2f} q {f['feature_qvalue'][j]:.2g}  "
+               f"{', '.join(str(genes[j]).split(', ')[:6])}")
+    _print(f"  largest |prevalence difference| {out['max_diff']:.2f}; features with q <= 0.05: {out['n_sig']}; "
+           f"a feature with |difference| >= 0.3 and q <= 0.05: {out['best']}")
+    return out
+
+
+def planted_programmes(n_cells: int = 3000, n_genes: int = 60, effect: float = 1.0, seed: int = 0):
+    """An AnnData of planted overlapping gene programmes (log-expression-like) and the truth.
+
+    Returns ``(adata, gene_sets (4 lists of gene indices), enriched (4,) bool)``: half the cells
+    are target (``obs['scontrast_target']``); ``var['highly_variable']`` is True for every gene;
+    X = Z A + N(0, 1) shifted to be positive, A[k, gene set k] = ``effect``. Needs n_genes >= 45.
+    """
+    import anndata as ad
+    import pandas as pd
+
+    rng = np.random.default_rng(seed)
+    t = np.arange(n_cells) < n_cells // 2
+    prev = [(0.5, 0.15), (0.4, 0.1), (0.3, 0.3), (0.3, 0.3)]
+    Z = np.column_stack([rng.random(n_cells) < np.where(t, pt, pb) for pt, pb in prev]).astype(np.uint8)
+    sets = [list(range(0, 15)), list(range(10, 25)), list(range(20, 35)), list(range(30, 45))]
+    A = np.zeros((4, n_genes))
+    for k, g in enumerate(sets):
+        A[k, g] = effect
+    X = Z @ A + rng.normal(size=(n_cells, n_genes)) + 5.0
+    adata = ad.AnnData(X=X.astype(np.float32),
+                       obs=pd.DataFrame({"scontrast_target": t}, index=[f"c{i}" for i in range(n_cells)]),
+                       var=pd.DataFrame({"highly_variable": np.ones(n_genes, bool)},
+                                        index=[f"g{j}" for j in range(n_genes)]))
+    return adata, sets, np.array([pt != pb for pt, pb in prev])
+
+
+def programme_recovery(adata, sets, enriched) -> dict:
+    """Match each planted programme to the FANGS feature of best gene-set Jaccard.
+
+    A feature's gene set: the genes whose loading exceeds half its largest loading. Returns
+    ``jaccard`` (4,), ``flagged`` (4,) (the matched feature has q <= 0.05), ``extra_flagged``
+    (enriched features matched to no enriched programme) and ``exact`` (every programme at
+    Jaccard >= 0.7 and the flagged ones = the enriched ones).
+    """
+    f = adata.uns["fangs"]
+    L = np.asarray(f.get("loadings", np.zeros((0, adata.n_vars))))
+    names = list(np.asarray(f.get("loading_names", [])).astype(str))
+    col = [names.index(f"g{j}") if f"g{j}" in names else None for j in range(adata.n_vars)]
+    feats = []
+    for row in L:
+        top = {j for j in range(adata.n_vars) if col[j] is not None and row[col[j]] > 0.5 * row.max()}
+        feats.append(top)
+    jac = np.zeros(len(sets))
+    match = np.full(len(sets), -1)
+    for k, g in enumerate(sets):
+        for j, s in enumerate(feats):
+            v = len(s & set(g)) / len(s | set(g)) if s else 0.0
+            if v > jac[k]:
+                jac[k], match[k] = v, j
+    q = np.asarray(f.get("feature_qvalue", np.ones(len(feats))))
+    flagged = np.array([m >= 0 and q[m] <= 0.05 for m in match])
+    enriched_matches = {int(m) for m, e in zip(match, enriched) if e and m >= 0}
+    extra = int(sum(1 for j in range(len(feats)) if q[j] <= 0.05 and j not in enriched_matches))
+    return {"jaccard": jac, "flagged": flagged, "extra_flagged": extra,
+            "exact": bool((jac >= 0.7).all() and np.array_equal(flagged, enriched) and extra == 0)}
+
+
+def planted_benchmark(n_cells: int = 3000, n_genes: int = 60, seeds=(0, 1, 2), **params) -> list[dict]:
+    """tl.latent_features + tl.fangs at the defaults on :func:`planted_programmes`, several seeds."""
+    out = []
+    for seed in seeds:
+        adata, sets, enriched = planted_programmes(n_cells, n_genes, seed=seed)
+        r = run_one(f"planted seed {seed}", adata, n_genes=n_genes, **params)
+        rec = programme_recovery(adata, sets, enriched)
+        _print(f"  planted: Jaccard per programme {np.round(rec['jaccard'], 2).tolist()}, flagged "
+               f"{rec['flagged'].tolist()} (truth {enriched.tolist()}), other features flagged "
+               f"{rec['extra_flagged']}; goal met: {rec['exact']}")
+        out.append({**r, **rec})
+    return out
+
+
+def contrasts(shipped_only: bool):
+    """(name, preprocessed AnnData, kind) with kind 'distinct', 'null' or 'other'."""
+    d68 = load("pbmc68k")
+    yield "pbmc68k CD14+ Mono vs CD19+ B", contrast(d68, "bulk_labels", ["CD14+ Monocyte"], ["CD19+ B"],
+                                                      "normalized"), "distinct"
+    h = random_halves(d68, "bulk_labels", "Dendritic", 0)
+    yield "pbmc68k Dendritic random halves", contrast(h, "half", ["a"], ["b"], "normalized"), "null"
+    wu = load("wu2020")
+    yield "wu2020 Tumor vs NAT", contrast(wu, "source", ["Tumor"], ["NAT"], "raw"), "other"
+    if shipped_only:
+        return
+    if not PBMC3K.exists():
+        _print(f"\n{PBMC3K} is not available (not shipped): the pbmc3k contrasts are skipped")
+        return
+    p3 = load("pbmc3k")
+    yield "pbmc3k B vs CD14 Mono", contrast(p3, "cell_type", ["B"], ["CD14 Mono"], "raw"), "distinct"
+    h = random_halves(p3, "cell_type", "CD4 T", 0)
+    yield "pbmc3k CD4 T random halves", contrast(h, "half", ["a"], ["b"], "raw"), "null"
+    p3.obs["is_t"] = np.where(p3.obs["cell_type"].isin(["CD4 T", "CD8 T"]), "T", "non-T")
+    yield "pbmc3k T vs all other cells", contrast(p3, "is_t", ["T"], ["non-T"], "raw"), "timing"
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--shipped-only", action="store_true", help="skip /work/shared/data/pbmc3k_raw.h5ad")
+    ap.add_argument("--quick", action="store_true", help="200 sweeps (100 burn-in): a smoke run, not the evidence")
+    ap.add_argument("--planted-only", action="store_true", help="only the planted benchmark")
+    args = ap.parse_args(argv)
+    params = {"n_iter": 200, "burn_in": 100} if args.quick else {}
+    _print(f"bench_latent_real: library defaults{' (QUICK: ' + str(params) + ')' if params else ''}; "
+           f"load {os.getloadavg()}, {os.cpu_count()} cores")
+    planted = planted_benchmark(**params)
+    _print(f"\n== planted: goal met in {sum(p['exact'] for p in planted)} of {len(planted)} seeds; split R-hat "
+           f"log joint {[round(p['rhat_lj'], 3) for p in planted]}, K {[round(p['rhat_K'], 3) for p in planted]}")
+    if args.planted_only:
+        return
+    results = [(kind, run_one(name, a, **params)) for name, a, kind in contrasts(args.shipped_only)]
+    _print("\n== goals")
+    for kind, r in results:
+        conv = r["rhat_lj"] <= 1.1 and r["rhat_K"] <= 1.1 and r["k_max"] < r["cap"]
+        line = f"  {r['name']}: R-hat <= 1.1 and K below cap: {conv}"
+        if kind == "distinct":
+            line += f"; feature with |diff| >= 0.3 and q <= 0.05: {r['best']}"
+        if kind == "null":
+            line += f"; max |diff| {r['max_diff']:.2f} <= 0.15 and none significant: " \
+                    f"{r['max_diff'] <= 0.15 and r['n_sig'] == 0}"
+        if kind == "timing":
+            tot = r["t_latent"] + r["t_fangs"]
+            line += f"; {r['cells']} cells in {tot:.1f} s <= 60 s: {tot <= 60}"
+        _print(line)
+
+
+if __name__ == "__main__":
+    main()
