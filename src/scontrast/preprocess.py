@@ -28,7 +28,6 @@ from collections.abc import Sequence
 import anndata as ad
 import numpy as np
 import pandas as pd
-import scanpy as sc
 import scipy.sparse as sp
 
 from .core import TARGET_KEY, ScontrastError, ScontrastWarning, package_versions
@@ -306,6 +305,8 @@ def _group_name(labels: list[str], role: str) -> str:
 
 def _preprocess(adata, *, groupby, target, background, counts, layer, min_genes, min_cells, max_pct_mito,
                 mito_prefix, n_top_genes, hvg_flavor, target_sum, min_cells_per_group) -> ad.AnnData:
+    import scanpy as sc  # here, not at module level: `import scontrast` stays light for every other job
+
     if counts not in ("raw", "tpm", "normalized"):
         raise ScontrastError(f"counts must be 'raw', 'tpm' or 'normalized', got {counts!r}")
     if layer is not None and layer not in adata.layers:
