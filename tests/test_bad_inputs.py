@@ -101,7 +101,55 @@ def _batches(n_b2: int):
     return fn
 
 
+def _with_hdf5(add: Callable[[h5py.File, Path], None]) -> Callable[[Path], None]:
+    """A valid input file to which ``add(file, folder)`` adds an object with h5py."""
+    def write(path: Path) -> None:
+        make_counts().write_h5ad(path)
+        with h5py.File(path, "a") as fh:
+            add(fh, path.parent)
+    return write
+
+
+def _external_storage(fh, folder):
+    secret = folder / "secret.txt"
+    secret.write_bytes(b"password=hunter2\n")
+    fh.create_dataset("uns/notes", shape=(17,), dtype="u1", external=[(str(secret), 0, 17)])
+
+
+def _external_link(fh, folder):
+    with h5py.File(folder / "elsewhere.h5", "w") as other:
+        other["x"] = np.arange(3)
+    fh["uns/linked"] = h5py.ExternalLink(str(folder / "elsewhere.h5"), "/x")
+
+
+def _virtual(fh, folder):
+    with h5py.File(folder / "source.h5", "w") as other:
+        other["x"] = np.arange(10.0)
+    layout = h5py.VirtualLayout(shape=(10,), dtype="f8")
+    layout[:] = h5py.VirtualSource(str(folder / "source.h5"), "x", shape=(10,))
+    fh.create_virtual_dataset("uns/virtual", layout)
+
+
+def _gzip_bomb(fh, folder):
+    """300 MiB of zeros in a few hundred KB: over io.BOMB_FLOOR_BYTES, ~1000x compressed."""
+    ds = fh.create_dataset("uns/bomb", shape=(75 * 2**20,), dtype="f4", chunks=(2**22,), compression="gzip")
+    zeros = np.zeros(2**22, dtype="f4")
+    for start in range(0, ds.shape[0], 2**22):
+        stop = min(start + 2**22, ds.shape[0])
+        ds[start:stop] = zeros[: stop - start]
+
+
 CASES = {
+    # preprocess: untrusted files (the message names the object; nothing of it is read)
+    "external_storage": Case("preprocess", _with_hdf5(_external_storage),
+                             ["external_storage.h5ad", "dataset /uns/notes keeps its data in the external file",
+                              "secret.txt", "refused"]),
+    "external_link": Case("preprocess", _with_hdf5(_external_link),
+                          ["external_link.h5ad", "/uns/linked is an external link to", "elsewhere.h5"]),
+    "virtual_dataset": Case("preprocess", _with_hdf5(_virtual),
+                            ["virtual_dataset.h5ad", "dataset /uns/virtual is a virtual dataset"]),
+    "gzip_bomb": Case("preprocess", _with_hdf5(_gzip_bomb),
+                      ["gzip_bomb.h5ad", "dataset /uns/bomb takes 300 MB once read", "decompression bomb"]),
     # preprocess: the input file and the groups
     "truncated": Case("preprocess", _truncated, ["truncated.h5ad", "not a readable AnnData", "truncated file"]),
     "not_anndata": Case("preprocess", _not_anndata, ["not_anndata.h5ad", "not a readable AnnData"]),
@@ -155,6 +203,24 @@ def _fangs_samples(path: Path, case: str) -> None:
              n_features=np.array([2, 1]))
 
 
+def _stale_input(path: Path) -> None:
+    """A finished scontrast.h5ad (cPCA with alpha=5) with stale slots of other methods, as a user may feed back in."""
+    from scontrast import tl
+    from scontrast.preprocess import preprocess
+
+    done = preprocess(make_counts(), **{k: v for k, v in GROUPS.items()}, **PRE)
+    tl.cpca(done, n_components=4, alpha=5.0, random_state=0)
+    done.obs["quadro_score"] = -1.0
+    done.var["sparda_weight"] = 99.0
+    done.uns["quadro"] = {"stale": True}
+    done.write_h5ad(path)
+
+
+# An orphan a killed preprocessing left (SIGKILL during write_h5ad): the next run removes it.
+ORPHAN = "results/cpca_components/.preprocessed.h5ad.k1ll3d_x.tmp"
+EXTRA_TARGETS = ["results/stale_input/scontrast.h5ad", "results/method_cannot_run/cpca.h5ad"]
+
+
 def _outputs(case: str, rule: str) -> list[str]:
     out = f"results/{case}/{rule}.h5ad" if rule != "preprocess" else f"results/{case}/preprocessed.h5ad"
     return [out]
@@ -170,10 +236,16 @@ def _config(inputs: Path) -> dict:
         datasets[name] = entry
     for name in ("fangs_rows", "fangs_not_binary"):
         _fangs_samples(inputs / f"{name}.npz", name)
+    # runs that must succeed: a finished result fed back in, and the data of the method-failure run
+    _stale_input(inputs / "stale_input.h5ad")
+    datasets["stale_input"] = {"path": str(inputs / "stale_input.h5ad"), **GROUPS, "layer": "counts",
+                               "preprocess": dict(PRE)}
+    make_counts().write_h5ad(inputs / "method_cannot_run.h5ad")
+    datasets["method_cannot_run"] = {"path": str(inputs / "method_cannot_run.h5ad"), **GROUPS, "preprocess": dict(PRE)}
     return {
         "datasets": datasets,
         "seed": 0,
-        "methods": [],
+        "methods": ["cpca"],
         "cpca": {"n_components": 4, "alpha": 1.0},
         "pcpca": {"gamma_prime": 0.999},
         "sparda": {"n_permutations": 0, "lam": 0.1},
@@ -196,22 +268,89 @@ def batch(tmp_path_factory):
     inputs = workdir / "inputs"
     inputs.mkdir()
     cfg = _config(inputs)
-    targets = [t for name, case in CASES.items() for t in _outputs(name, case.rule)]
+    (workdir / ORPHAN).parent.mkdir(parents=True)
+    (workdir / ORPHAN).write_bytes(b"\x89HDF half written")
+    targets = [t for name, case in CASES.items() for t in _outputs(name, case.rule)] + EXTRA_TARGETS
     proc = _run(workdir, cfg, "--keep-going", *targets)
     assert proc.returncode != 0
-    return workdir, proc.stdout + proc.stderr
+    return workdir, proc.stdout + proc.stderr, cfg
 
 
 def test_catalogue_is_large_enough():
     assert len(CASES) + len(CONFIG_CASES) + 1 >= 20  # + the missing input file
 
 
+def test_orphaned_temporary_file_removed_by_the_next_run(batch):
+    workdir, _, _ = batch
+    assert (workdir / "results/cpca_components/preprocessed.h5ad").exists()
+    assert not (workdir / ORPHAN).exists()
+    assert "left by a killed job" in (workdir / "logs/cpca_components/preprocess.log").read_text()
+
+
+def test_finished_result_fed_back_gives_fresh_results(batch):
+    """scontrast.h5ad (cPCA alpha=5, stale QUADRO/SPARDA slots) as input: only this run's results come out."""
+    workdir, output, _ = batch
+    assert "[dataset=stale_input]" not in output  # no job of it failed
+    out = ad.read_h5ad(workdir / "results/stale_input/scontrast.h5ad")
+    delta = ad.read_h5ad(workdir / "results/stale_input/cpca.h5ad")
+    assert out.uns["cpca"]["params"]["alpha"] == 1.0  # this run's config, not the input's 5.0
+    np.testing.assert_array_equal(out.obsm["X_cpca"], delta.obsm["X_cpca"])
+    stale = ad.read_h5ad(workdir / "inputs/stale_input.h5ad")
+    assert not np.allclose(out.obsm["X_cpca"], stale.obsm["X_cpca"][: out.n_obs])
+    # the slots of methods this run did not run are not carried over from the input
+    assert "quadro_score" not in out.obs and "sparda_weight" not in out.var and "quadro" not in out.uns
+    assert not [k for k in out.obsm if k.startswith("X_cpca_alpha") and k not in delta.obsm]
+
+
+@pytest.fixture(scope="module")
+def cannot_run(batch):
+    """A second run: SPARDA recorded that it could not run; QUADRO on SPARDA's genes; cPCA fine.
+
+    The recorded SPARDA delta stands for a method raising ``io.CannotRun`` (tests/test_run_rule.py
+    checks that step): it is written here, newer than the preprocessed data, so this run keeps it.
+    """
+    from scontrast import io
+
+    workdir, _, cfg = batch
+    base = workdir / "results/method_cannot_run/preprocessed.h5ad"
+    io.write_h5ad(io.failure_delta(base, "sparda", "divergence: the groups do not differ"),
+                  workdir / "results/method_cannot_run/sparda.h5ad")
+    cfg = {**cfg, "methods": ["sparda", "cpca", "quadro"], "quadro": {**cfg["quadro"], "genes": "sparda_selected"}}
+    proc = _run(workdir, cfg, "--keep-going", "results/method_cannot_run/scontrast.h5ad",
+                "results/method_cannot_run/summary.tsv", "results/method_cannot_run/figures/quadro.png")
+    return workdir, proc
+
+
+def test_method_that_cannot_run_costs_nothing_else(cannot_run):
+    workdir, proc = cannot_run
+    output = proc.stdout + proc.stderr
+    assert proc.returncode != 0  # the run reports it: the figure of a method that did not run fails
+    res = workdir / "results/method_cannot_run"
+    recorded = ("scontrast quadro [dataset=method_cannot_run]: did not run: 'results/method_cannot_run/sparda.h5ad' "
+                "records that sparda did not run on this dataset: divergence: the groups do not differ")
+    assert recorded in output
+    figure = ("scontrast quadro_figure [dataset=method_cannot_run]: 'results/method_cannot_run/quadro.h5ad' records "
+              "that quadro did not run on this dataset")
+    assert figure in output
+    assert not (res / "figures/quadro.png").exists()
+    assert not (workdir / "logs/method_cannot_run/sparda.log").exists()  # the recorded delta is kept, not rerun
+    out = ad.read_h5ad(res / "scontrast.h5ad")
+    assert "X_cpca" in out.obsm and "cpca" in out.uns  # the other method's results are kept
+    failed = dict(out.uns["scontrast"]["failed"])
+    assert failed["sparda"] == "divergence: the groups do not differ"
+    assert failed["quadro"].startswith("'results/method_cannot_run/sparda.h5ad' records that sparda did not run")
+    assert "quadro" not in out.uns and "sparda_selected" not in out.var
+    table = (res / "summary.tsv").read_text()
+    assert "cpca\talphas chosen" in table
+
+
 @pytest.mark.parametrize("name", list(CASES))
 def test_bad_input_one_line_and_no_output(batch, name):
-    workdir, output = batch
+    workdir, output, _ = batch
     case = CASES[name]
     prefix = f"scontrast {case.rule} [dataset={name}]: "
-    lines = [ln for ln in output.splitlines() if ln.startswith(prefix)]
+    # one line; the profile's show-failed-logs prints the job's log again, hence the same line twice
+    lines = sorted({ln for ln in output.splitlines() if ln.startswith(prefix)})
     assert len(lines) == 1, f"no one-line error for {name}:\n{output[-3000:]}"
     line = lines[0]
     for fragment in case.expect:
@@ -233,12 +372,15 @@ CONFIG_CASES = [
     (lambda c: c["preprocess"].update(n_top_genes=1), "config.preprocess.n_top_genes: 1 is less than the minimum"),
     (lambda c: c["cpca"].update(n_components="two"), "config.cpca.n_components: 'two' is not of type 'integer'"),
     (lambda c: c.update(seed="zero"), "config.seed: 'zero' is not of type 'integer'"),
-    (lambda c: c["datasets"]["wu2020"].update(counts="tpm"), "config.datasets.wu2020.counts: 'tpm' is not one of"),
+    (lambda c: c["datasets"]["wu2020"].update(counts="log2"), "config.datasets.wu2020.counts: 'log2' is not one of"),
     (lambda c: c["datasets"]["wu2020"].pop("groupby"), "config.datasets.wu2020: 'groupby' is a required property"),
     (lambda c: c["datasets"]["wu2020"]["preprocess"].update(min_gens=3),
      "config datasets.wu2020.preprocess: Additional properties are not allowed ('min_gens' was unexpected)"),
     (lambda c: c.update(methods=["sparda", "umap"]), "config.methods.1: 'umap' is not one of"),
     (lambda c: c["pcpca"].update(gamma_prime=1.5), "config.pcpca.gamma_prime: 1.5 is greater than or equal to"),
+    (lambda c: c.update(seed=2**63), "config.seed: 9223372036854775808 is greater than the maximum of 9223372036854775807"),
+    (lambda c: c["datasets"].update({2020: c["datasets"].pop("wu2020")}),
+     "config.datasets: dataset name 2020 is not a string (YAML reads it as int); quote it: '2020':"),
 ]
 
 
@@ -253,7 +395,7 @@ def _shipped_config() -> dict:
 def test_bad_config_fails_before_any_job(tmp_path, edit, message):
     cfg = _shipped_config()
     edit(cfg)
-    proc = _run(tmp_path, cfg)
+    proc = _run(tmp_path, cfg, "-n")  # a dry run: a case that stopped failing ends at once, not after every job
     assert proc.returncode != 0
     assert message in proc.stdout + proc.stderr
     assert not (tmp_path / "results").exists()
@@ -266,3 +408,12 @@ def test_missing_input_file(tmp_path):
     assert proc.returncode != 0
     assert "nowhere.h5ad" in proc.stdout + proc.stderr
     assert not (tmp_path / "results").exists()
+
+
+def test_largest_seed_passes_before_any_job(tmp_path):
+    """2**63 - 1 (int64, what uns stores; numpy's default_rng takes it) plans every job; 2**63 fails above."""
+    cfg = _shipped_config()
+    cfg["seed"] = 2**63 - 1
+    proc = _run(tmp_path, cfg, "-n")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "sparda" in proc.stdout and "quadro" in proc.stdout

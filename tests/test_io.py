@@ -1,5 +1,7 @@
 """scontrast.io: validated reading, atomic writing, deltas and merging."""
 
+from pathlib import Path
+
 import anndata as ad
 import numpy as np
 import pytest
@@ -96,15 +98,105 @@ def test_delta_holds_only_new_slots_and_merges_back(tmp_path):
     assert (merged.X != base.X).nnz == 0
 
 
-def test_merge_rejects_clashes_and_other_cells():
+def test_merge_replaces_stale_base_entries_and_refuses_clashes_between_deltas(caplog):
     base = make_counts()
+    base.obs["score"] = -1.0  # a stale result of an earlier run
     d = ad.AnnData(obs=base.obs[[]].copy(), var=base.var[[]].copy())
-    d.obs["condition"] = "x"
-    with pytest.raises(ScontrastError, match="already present"):
-        io.merge(base, d, names=["d"])
+    d.obs["score"] = np.arange(base.n_obs, dtype=float)
+    with caplog.at_level("WARNING", logger="scontrast.io"):
+        merged = io.merge(base, d, names=["'d.h5ad'"])
+    np.testing.assert_array_equal(merged.obs["score"], d.obs["score"])  # this run's result wins
+    assert "'d.h5ad' replaces obs['score'] of the preprocessed data" in caplog.text
+    assert (base.obs["score"] == -1.0).all()  # the base itself is not modified
+    with pytest.raises(ScontrastError, match=r"'e' writes obs\['score'\] which 'd' also writes"):
+        io.merge(base, d, d.copy(), names=["'d'", "'e'"])
     other = ad.AnnData(obs=base.obs[[]].iloc[:10].copy(), var=base.var[[]].copy())
     with pytest.raises(ScontrastError, match="cells and genes"):
         io.merge(base, other)
+
+
+def test_delta_keeps_entries_a_method_replaced(caplog):
+    """An input that already holds a method's slots: the method's new values go into the delta."""
+    a = make_counts()
+    a.obs["score"] = -1.0
+    a.var["weight"] = 99.0
+    a.obsm["X_m"] = np.zeros((a.n_obs, 2))
+    a.uns["m"] = {"stale": True}
+    a.obs["same"] = 3.0
+    before = io.slot_keys(a)
+    a.obs["score"] = np.arange(a.n_obs, dtype=float)  # what a method does: assign its slots anew
+    a.var["weight"] = np.linspace(0, 1, a.n_vars)
+    a.obsm["X_m"] = np.ones((a.n_obs, 2))
+    a.uns["m"] = {"fresh": True}
+    a.obs["same"] = 3.0  # rewritten with the same values: nothing to carry
+    with caplog.at_level("INFO", logger="scontrast.io"):
+        delta = io.extract_delta(a, before)
+    assert list(delta.obs.columns) == ["score"] and list(delta.var.columns) == ["weight"]
+    assert set(delta.obsm) == {"X_m"} and set(delta.uns) == {"m"}
+    assert "obs['score'] was in the input and is replaced" in caplog.text
+    stale = make_counts()
+    stale.obs["score"] = -1.0
+    stale.uns["m"] = {"stale": True}
+    merged = io.merge(stale, delta)
+    np.testing.assert_array_equal(merged.obs["score"], np.arange(a.n_obs))
+    assert dict(merged.uns["m"]) == {"fresh": True}
+    np.testing.assert_array_equal(merged.obsm["X_m"], 1.0)
+
+
+def test_failure_delta_refused_as_input_and_recorded_by_collect(tmp_path):
+    base = make_counts()
+    base.uns["scontrast"] = {"preprocess": {"n": 1}}
+    io.write_h5ad(base, tmp_path / "pre.h5ad")
+    io.write_h5ad(io.failure_delta(tmp_path / "pre.h5ad", "quadro", "moments: identical classes"),
+                  tmp_path / "quadro.h5ad")
+    good = ad.AnnData(obs=base.obs[[]].copy(), var=base.var[[]].copy(), obsm={"X_c": np.ones((base.n_obs, 2))})
+    io.write_h5ad(good, tmp_path / "cpca.h5ad")
+    with pytest.raises(io.MethodFailed, match="quadro.h5ad' records that quadro did not run on this dataset: "
+                                              "moments: identical classes"):
+        io.read_merged(tmp_path / "pre.h5ad", tmp_path / "cpca.h5ad", tmp_path / "quadro.h5ad")
+    with pytest.raises(io.MethodFailed, match="records that quadro did not run"):
+        io.read_for_figure(tmp_path / "pre.h5ad", tmp_path / "quadro.h5ad")
+    merged = io.read_merged(tmp_path / "pre.h5ad", tmp_path / "cpca.h5ad", tmp_path / "quadro.h5ad",
+                            failures="record")
+    np.testing.assert_array_equal(merged.obsm["X_c"], 1.0)  # the other method's result is kept
+    assert dict(merged.uns["scontrast"]["failed"]) == {"quadro": "moments: identical classes"}
+    assert merged.uns["scontrast"]["preprocess"]["n"] == 1
+    assert io.FAILURE_KEY not in merged.uns
+    io.write_h5ad(merged, tmp_path / "out.h5ad")  # storable
+    assert dict(io.read_h5ad(tmp_path / "out.h5ad").uns["scontrast"]["failed"]) == {"quadro": "moments: identical classes"}
+
+
+def test_remove_orphans_only_removes_a_writers_temporary_files(tmp_path):
+    out = tmp_path / "preprocessed.h5ad"
+    fig = tmp_path / "qc.png"
+    orphans = [tmp_path / ".preprocessed.h5ad.k2_x9a0b.tmp", tmp_path / ".qc.png.abcdefgh.png"]
+    keep = [tmp_path / ".preprocessed.h5ad.notes", tmp_path / ".other.h5ad.k2_x9a0b.tmp", out,
+            tmp_path / "preprocessed.h5ad.k2_x9a0b.tmp"]
+    for p in orphans + keep:
+        p.write_text("x")
+    assert sorted(io.remove_orphans(out) + io.remove_orphans(fig)) == sorted(orphans)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(p.name for p in keep)
+    assert io.remove_orphans(tmp_path / "nowhere" / "x.h5ad") == []
+
+
+def test_temporary_files_match_the_orphan_pattern(tmp_path, monkeypatch):
+    """What write_h5ad leaves when killed mid-write is what remove_orphans deletes."""
+    seen = []
+    real = io._temporary_beside
+    monkeypatch.setattr(io, "_temporary_beside", lambda path, suffix: seen.append(real(path, suffix)) or seen[-1])
+    monkeypatch.setattr(ad.AnnData, "write_h5ad", lambda self, path, **kw: (_ for _ in ()).throw(KeyboardInterrupt))
+    with pytest.raises(KeyboardInterrupt):
+        io.write_h5ad(make_counts(), tmp_path / "a.h5ad")
+    Path(seen[0]).write_text("partial")  # as if SIGKILL had stopped the cleanup
+    assert io.remove_orphans(tmp_path / "a.h5ad") == [Path(seen[0])]
+
+
+def test_hdf5_sizes_counts_uncompressed_bytes(tmp_path):
+    a = make_counts(n_cells=200, n_genes=100)
+    io.write_h5ad(a, tmp_path / "a.h5ad")
+    sizes = io.hdf5_sizes(tmp_path / "a.h5ad")
+    assert sizes["X"] == a.X.data.nbytes + a.X.indices.nbytes + a.X.indptr.nbytes
+    assert sizes["total"] > sizes["X"]
 
 
 def test_check_finite_sparse_and_dense():

@@ -336,6 +336,8 @@ def test_killed_run_resumes_to_identical_results(run, tmp_path):
     snakemake(tmp_path, cfg, "--unlock")
     snakemake(tmp_path, cfg, "--rerun-incomplete")
     assert _run_differences(ref, tmp_path) == []
+    # the temporary files of the killed jobs went with their rerun
+    assert not [p for p in (tmp_path / "results").rglob(".*") if p.is_file()]
     for name in cfg["datasets"]:  # the seed and the package versions are recorded with the results
         merged = ad.read_h5ad(tmp_path / f"results/{name}/scontrast.h5ad")
         for method in cfg["methods"]:

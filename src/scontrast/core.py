@@ -32,6 +32,7 @@ import scipy.sparse as sp
 __all__ = [
     "TARGET_KEY",
     "ScontrastError",
+    "CannotRun",
     "ScontrastWarning",
     "package_versions",
     "check_random_state",
@@ -56,6 +57,15 @@ _VERSIONED = ("scontrast", "numpy", "scipy", "scikit-learn", "anndata", "scanpy"
 
 class ScontrastError(ValueError):
     """A problem with the user's input or configuration; its message is one line."""
+
+
+class CannotRun(ScontrastError):
+    """The data passed a method's input checks but the method has nothing it can fit on them.
+
+    E.g. a background identical to the target. Not an input problem to fix: the workflow
+    records it in the method's delta (``io.failure_delta``), the dataset keeps the other
+    methods' results and ``collect`` lists it in ``uns['scontrast']['failed']`` and the summary.
+    """
 
 
 class ScontrastWarning(UserWarning):

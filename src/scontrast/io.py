@@ -8,16 +8,19 @@ any rule that needs another method's output do).
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 import tempfile
 from pathlib import Path
 
 import anndata as ad
 import h5py
 import numpy as np
+import pandas as pd
 import scipy.sparse as sp
 
-from .core import ScontrastError
+from .core import CannotRun, ScontrastError
 
 __all__ = [
     "ScontrastError",
@@ -30,17 +33,135 @@ __all__ = [
     "read_for_figure",
     "save_figure",
     "check_finite",
+    "check_hdf5_content",
+    "hdf5_sizes",
+    "failure_delta",
+    "CannotRun",
+    "MethodFailed",
+    "remove_orphans",
+    "MAX_COMPRESSION_RATIO",
+    "BOMB_FLOOR_BYTES",
 ]
 
 _SLOTS = ("obs", "var", "obsm", "varm", "obsp", "layers", "uns")
+_log = logging.getLogger("scontrast.io")
+
+#: An input whose data, once read, would take more than this many times its size on disk
+#: (and more than :data:`BOMB_FLOOR_BYTES`) is refused as a possible decompression bomb. Real
+#: count matrices compress 2-10x with gzip (a dense matrix of mostly zeros up to ~30x).
+MAX_COMPRESSION_RATIO = 100
+#: Inputs whose data take less than this once read (256 MiB) are never refused for their ratio.
+BOMB_FLOOR_BYTES = 256 * 2**20
+
+#: uns key of a delta that records a method that did not run on the dataset (see ``failure_delta``).
+FAILURE_KEY = "scontrast_failure"
+
+
+class MethodFailed(CannotRun):
+    """A delta read as input records that its method did not run on the dataset."""
+
+
+def _human(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if n < 1024 or unit == "TB":
+            return f"{n:.3g} {unit}"
+        n /= 1024
+    return f"{n:.3g} TB"  # pragma: no cover
+
+
+def _walk_hdf5(path: Path):
+    """Yield ``(name, dataset)`` for every dataset of the file; refuse external links.
+
+    Soft links are not followed (they point inside the file, at objects visited anyway);
+    hard links seen twice (a group linked into itself) are visited once.
+    """
+    with h5py.File(path, "r") as fh:
+        seen = set()
+        stack = [fh]
+        while stack:
+            group = stack.pop()
+            for key in group:
+                link = group.get(key, getlink=True)
+                name = f"{group.name.rstrip('/')}/{key}"
+                if isinstance(link, h5py.ExternalLink):
+                    raise ScontrastError(
+                        f"input '{path}': {name} is an external link to '{link.filename}' ({link.path}); "
+                        "refused: an .h5ad must hold its own data"
+                    )
+                if isinstance(link, h5py.SoftLink):
+                    continue
+                obj = group.get(key)
+                if obj is None or obj.id in seen:
+                    continue
+                seen.add(obj.id)
+                if isinstance(obj, h5py.Group):
+                    stack.append(obj)
+                elif isinstance(obj, h5py.Dataset):
+                    yield name, obj
+
+
+def _dataset_bytes(ds: h5py.Dataset) -> int:
+    """Bytes the dataset takes once read (variable-length entries counted by their pointers)."""
+    return int(ds.size) * int(ds.dtype.itemsize)
+
+
+def check_hdf5_content(path: str | os.PathLike) -> None:
+    """Refuse what an untrusted ``.h5ad`` could use to read other files or exhaust memory.
+
+    One line naming the object: external links, datasets with external storage (raw bytes of
+    another file) and virtual datasets (data mapped from other files); a dataset, or the whole
+    file, whose data once read exceed :data:`MAX_COMPRESSION_RATIO` times their size on disk
+    and :data:`BOMB_FLOOR_BYTES` (a gzip bomb, or chunks never written that read as fill value).
+    """
+    path = Path(path)
+    total, largest = 0, ("", 0)
+    for name, ds in _walk_hdf5(path):
+        if ds.external:
+            raise ScontrastError(
+                f"input '{path}': dataset {name} keeps its data in the external file '{ds.external[0][0]}'; "
+                "refused: an .h5ad must hold its own data"
+            )
+        if ds.is_virtual:
+            raise ScontrastError(
+                f"input '{path}': dataset {name} is a virtual dataset (data mapped from other files); "
+                "refused: an .h5ad must hold its own data"
+            )
+        size = _dataset_bytes(ds)
+        stored = ds.id.get_storage_size()
+        if size > BOMB_FLOOR_BYTES and size > MAX_COMPRESSION_RATIO * max(stored, 1):
+            raise ScontrastError(
+                f"input '{path}': dataset {name} takes {_human(size)} once read but {_human(stored)} on disk "
+                f"(more than {MAX_COMPRESSION_RATIO}x); refused as a possible decompression bomb"
+            )
+        total += size
+        if size > largest[1]:
+            largest = (name, size)
+    on_disk = path.stat().st_size
+    if total > BOMB_FLOOR_BYTES and total > MAX_COMPRESSION_RATIO * max(on_disk, 1):
+        raise ScontrastError(
+            f"input '{path}': its data take {_human(total)} once read but the file is {_human(on_disk)} "
+            f"(more than {MAX_COMPRESSION_RATIO}x; largest: {largest[0]}); refused as a possible decompression bomb"
+        )
+
+
+def hdf5_sizes(path: str | os.PathLike) -> dict[str, int]:
+    """Bytes an ``.h5ad`` file's data take once read: ``{"X": ..., "total": ...}`` (uncompressed)."""
+    out = {"X": 0, "total": 0}
+    for name, ds in _walk_hdf5(Path(path)):
+        size = _dataset_bytes(ds)
+        out["total"] += size
+        if name == "/X" or name.startswith("/X/"):
+            out["X"] += size
+    return out
 
 
 def read_h5ad(path: str | os.PathLike, backed: bool = False) -> ad.AnnData:
     """Read an ``.h5ad`` file, failing with a one-line message that names it.
 
     Checks that the file exists, is an HDF5 AnnData, and has unique cell and
-    gene names (duplicates make every later join ambiguous). ``backed``: open it
-    read-only without loading ``X`` (close it with ``adata.file.close()``).
+    gene names (duplicates make every later join ambiguous), and that it holds its own
+    data within a bounded compression ratio (:func:`check_hdf5_content`). ``backed``: open
+    it read-only without loading ``X`` (close it with ``adata.file.close()``).
     """
     path = Path(path)
     if not path.exists():
@@ -49,6 +170,12 @@ def read_h5ad(path: str | os.PathLike, backed: bool = False) -> ad.AnnData:
         raise ScontrastError(f"input '{path}' is not a file")
     if not h5py.is_hdf5(path):
         raise ScontrastError(f"input '{path}' is not an .h5ad file (not HDF5; truncated or another format?)")
+    try:
+        check_hdf5_content(path)
+    except ScontrastError:
+        raise
+    except Exception as exc:  # h5py's errors on a damaged file: anndata's reader names them below
+        _log.debug("content check of %s failed: %s", path, exc)
     try:
         adata = ad.read_h5ad(path, backed="r" if backed else None)
     except Exception as exc:  # anndata raises many types for broken files
@@ -104,27 +231,74 @@ def check_finite(X, name: str) -> None:
         raise ScontrastError(f"{name} contains {n_bad} NaN or infinite values")
 
 
-def slot_keys(adata: ad.AnnData) -> dict[str, set[str]]:
-    """The keys of every annotation slot, to diff against after a method ran."""
-    return {
-        "obs": set(adata.obs.columns),
-        "var": set(adata.var.columns),
-        "obsm": set(adata.obsm.keys()),
-        "varm": set(adata.varm.keys()),
-        "obsp": set(adata.obsp.keys()),
-        "layers": set(adata.layers.keys()),
-        "uns": set(adata.uns.keys()),
+class SlotKeys(dict):
+    """``{slot: set of keys}``, with what each key held (to tell a replaced entry from a kept one)."""
+
+    fingerprints: dict
+
+
+def _fingerprint(value):
+    """What tells a replaced entry: a hash of an obs/var column's values, the object itself otherwise."""
+    if isinstance(value, pd.Series):
+        try:
+            return ("series", str(value.dtype), pd.util.hash_pandas_object(value, index=False).to_numpy().tobytes())
+        except TypeError:  # unhashable entries (lists...): only a new key is seen as new
+            return None
+    return value
+
+
+def slot_keys(adata: ad.AnnData) -> SlotKeys:
+    """The keys of every annotation slot, to diff against after a method ran.
+
+    The result also remembers what each key held, so that :func:`extract_delta` keeps an entry
+    a method *replaced* (an input that already held the method's slots, e.g. a finished
+    ``scontrast.h5ad`` fed back in), not only the new ones.
+    """
+    out = SlotKeys(
+        obs=set(adata.obs.columns),
+        var=set(adata.var.columns),
+        obsm=set(adata.obsm.keys()),
+        varm=set(adata.varm.keys()),
+        obsp=set(adata.obsp.keys()),
+        layers=set(adata.layers.keys()),
+        uns=set(adata.uns.keys()),
+    )
+    out.fingerprints = {
+        (slot, key): _fingerprint(_entry(adata, slot, key)) for slot in _SLOTS for key in out[slot]
     }
+    return out
+
+
+def _entry(adata: ad.AnnData, slot: str, key: str):
+    return getattr(adata, slot)[key]
+
+
+def _replaced(adata: ad.AnnData, before: dict, slot: str, key: str) -> bool:
+    prints = getattr(before, "fingerprints", None)
+    if prints is None or (slot, key) not in prints:
+        return False
+    old, new = prints[(slot, key)], _fingerprint(_entry(adata, slot, key))
+    if isinstance(old, tuple) and isinstance(new, tuple):
+        return old != new
+    return old is not new and not (old is None and new is None)
 
 
 def extract_delta(adata: ad.AnnData, before: dict[str, set[str]]) -> ad.AnnData:
-    """The slots of ``adata`` added since ``before = slot_keys(adata)``.
+    """The slots of ``adata`` added or replaced since ``before = slot_keys(adata)``.
 
-    Returns an AnnData with ``adata``'s cell and gene index, ``X=None``, and
-    only the new obs/var columns, obsm/varm/obsp/layers entries and uns keys.
+    Returns an AnnData with ``adata``'s cell and gene index, ``X=None``, and only the new
+    or replaced obs/var columns, obsm/varm/obsp/layers entries and uns keys. A replaced
+    entry (the input already held it: a stale result of an earlier run) is logged; keeping
+    only new keys would let the stale value win at the merge.
     """
     now = slot_keys(adata)
-    new = {slot: sorted(now[slot] - before[slot]) for slot in _SLOTS}
+    new = {}
+    for slot in _SLOTS:
+        added = now[slot] - before[slot]
+        replaced = {k for k in now[slot] & before[slot] if _replaced(adata, before, slot, k)}
+        for key in sorted(replaced):
+            _log.info("%s['%s'] was in the input and is replaced by this run's result", slot, key)
+        new[slot] = sorted(added | replaced)
     return ad.AnnData(
         obs=adata.obs[new["obs"]].copy(),
         var=adata.var[new["var"]].copy(),
@@ -136,23 +310,57 @@ def extract_delta(adata: ad.AnnData, before: dict[str, set[str]]) -> ad.AnnData:
     )
 
 
-def merge(base: ad.AnnData, *deltas: ad.AnnData, names: list[str] | None = None) -> ad.AnnData:
+def failure_delta(base_path: str | os.PathLike, method: str, message: str) -> ad.AnnData:
+    """A delta recording that ``method`` did not run on the dataset of ``base_path``, and why.
+
+    It has the base's cells and genes and only ``uns['scontrast_failure'] = {'method',
+    'message'}``: :func:`read_merged` refuses it as an input (``MethodFailed``) unless asked
+    to record it, as the ``collect`` rule does.
+    """
+    b = read_h5ad(base_path, backed=True)
+    try:
+        obs, var = b.obs[[]].copy(), b.var[[]].copy()
+    finally:
+        b.file.close()
+    return ad.AnnData(obs=obs, var=var, uns={FAILURE_KEY: {"method": method, "message": message}})
+
+
+def merge(base: ad.AnnData, *deltas: ad.AnnData, names: list[str] | None = None,
+          failures: str = "raise") -> ad.AnnData:
     """Join deltas into a copy of ``base``.
 
-    Each delta must have exactly ``base``'s cells and genes in the same order,
-    and may not write a slot that ``base`` or an earlier delta already holds.
-    ``names`` (one per delta) only serve the error messages.
+    Each delta must have exactly ``base``'s cells and genes in the same order. A delta's
+    entry that ``base`` already holds replaces it, with a warning in the log (the base held
+    a stale result: the delta is this run's); two deltas writing the same entry are refused.
+    A delta recording a method that did not run (:func:`failure_delta`) raises
+    :class:`MethodFailed` (``failures="raise"``) or is skipped and listed in
+    ``uns['scontrast']['failed']`` as ``{method: message}`` (``failures="record"``).
+    ``names`` (one per delta) serve the messages.
     """
     out = base.copy()
     names = names or [f"delta {i}" for i in range(len(deltas))]
+    base_keys = slot_keys(out)
+    written: dict[tuple[str, str], str] = {}
+    failed: dict[str, str] = {}
     for name, delta in zip(names, deltas, strict=True):
         if not (delta.obs_names.equals(out.obs_names) and delta.var_names.equals(out.var_names)):
             raise ScontrastError(f"{name} does not have the cells and genes of the preprocessed data")
-        taken = slot_keys(out)
+        if FAILURE_KEY in delta.uns:
+            record = delta.uns[FAILURE_KEY]
+            method, message = str(record["method"]), str(record["message"])
+            if failures != "record":
+                raise MethodFailed(f"{name} records that {method} did not run on this dataset: {message}")
+            _log.warning("%s did not run on this dataset (%s): %s", method, name, message)
+            failed[method] = message
+            continue
         for slot, keys in slot_keys(delta).items():
-            clash = keys & taken[slot]
-            if clash:
-                raise ScontrastError(f"{name} writes {slot}{sorted(clash)} which is already present")
+            for key in sorted(keys):
+                if (slot, key) in written:
+                    raise ScontrastError(f"{name} writes {slot}['{key}'] which {written[(slot, key)]} also writes")
+                written[(slot, key)] = name
+                if key in base_keys[slot]:
+                    _log.warning("%s replaces %s['%s'] of the preprocessed data (a stale result of an earlier run)",
+                                 name, slot, key)
         for col in delta.obs.columns:
             out.obs[col] = delta.obs[col]
         for col in delta.var.columns:
@@ -160,21 +368,24 @@ def merge(base: ad.AnnData, *deltas: ad.AnnData, names: list[str] | None = None)
         for slot in ("obsm", "varm", "obsp", "layers"):
             getattr(out, slot).update(dict(getattr(delta, slot)))
         out.uns.update(delta.uns)
+    if failures == "record" and failed:
+        out.uns["scontrast"] = {**dict(out.uns.get("scontrast", {})), "failed": failed}
     return out
 
 
-def read_merged(base_path: str | os.PathLike, *delta_paths: str | os.PathLike) -> ad.AnnData:
-    """Read ``base_path`` and join the deltas read from ``delta_paths``."""
+def read_merged(base_path: str | os.PathLike, *delta_paths: str | os.PathLike, failures: str = "raise") -> ad.AnnData:
+    """Read ``base_path`` and join the deltas read from ``delta_paths`` (``failures``: see :func:`merge`)."""
     base = read_h5ad(base_path)
     deltas = [read_h5ad(p) for p in delta_paths]
-    return merge(base, *deltas, names=[f"'{p}'" for p in delta_paths])
+    return merge(base, *deltas, names=[f"'{p}'" for p in delta_paths], failures=failures)
 
 
 def read_for_figure(base_path: str | os.PathLike, *delta_paths: str | os.PathLike) -> ad.AnnData:
     """The annotations of ``base_path`` (obs, var, uns; ``X`` is not read) joined with the deltas.
 
     What a method's figure needs: its own slots and the cells' groups and labels. The
-    expression matrix of a large dataset is never loaded.
+    expression matrix of a large dataset is never loaded. A delta recording that its method
+    did not run raises :class:`MethodFailed` (there is nothing to draw).
     """
     b = read_h5ad(base_path, backed=True)
     try:
@@ -184,6 +395,26 @@ def read_for_figure(base_path: str | os.PathLike, *delta_paths: str | os.PathLik
         b.file.close()
     deltas = [read_h5ad(p) for p in delta_paths]
     return merge(base, *deltas, names=[f"'{p}'" for p in delta_paths])
+
+
+def remove_orphans(path: str | os.PathLike) -> list[Path]:
+    """Delete the temporary files a killed writer of ``path`` left beside it; return them.
+
+    The writers here (:func:`write_h5ad`, :func:`save_figure`) create ``.<name>.<8 random
+    characters><.tmp or the suffix>`` in ``path``'s folder and rename it to ``path``; a job
+    killed mid-write (SIGKILL, node failure) leaves that file. Call it only while no other
+    process writes ``path`` (a rule's job, under snakemake's lock).
+    """
+    path = Path(path)
+    if not path.parent.is_dir():
+        return []
+    pattern = re.compile(rf"^\.{re.escape(path.name)}\.[a-z0-9_]{{8}}(\.tmp|{re.escape(path.suffix)})$")
+    removed = []
+    for p in path.parent.iterdir():
+        if pattern.match(p.name) and p.is_file():
+            p.unlink(missing_ok=True)
+            removed.append(p)
+    return removed
 
 
 def save_figure(fig, path: str | os.PathLike, dpi: int = 120) -> None:

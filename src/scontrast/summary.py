@@ -30,9 +30,12 @@ def _rows(adata: ad.AnnData, n_top: int):
         yield "data", "cells (target / background)", f"{pre['n_cells_kept']['target']} / {pre['n_cells_kept']['background']}"
         yield "data", "genes kept (highly variable)", f"{pre['n_genes_kept']} ({pre['n_highly_variable']})"
     for method, rows in _SUMMARY_ROWS.items():
-        if isinstance(adata.uns.get(method), Mapping):
+        if isinstance(adata.uns.get(method), Mapping) and "failed" not in adata.uns[method]:
             for item, value in rows(adata, n_top):
                 yield method, item, value
+    failed = adata.uns.get("scontrast", {}).get("failed", {})
+    for method, reason in dict(failed if isinstance(failed, Mapping) else {}).items():
+        yield method, "did not run", str(reason)
 
 
 _METHODS = ("sparda", "cpca", "pcpca", "quadro", "latent_features", "fangs")

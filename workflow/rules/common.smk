@@ -1,6 +1,10 @@
-# Helpers shared by all rules: config validation, dataset lookup, per-rule parameters.
+# Helpers shared by all rules: config validation, dataset lookup, per-rule parameters, resources,
+# and the guard against two runs writing the same working directory.
 import copy
+import os
 import re
+import socket
+import time
 from pathlib import Path
 
 import yaml
@@ -47,6 +51,13 @@ def with_defaults(block, schema_file):
     return out
 
 
+# YAML reads `2020:` as an integer, which the schema's name pattern does not see (it checks strings).
+for _name in (config.get("datasets") or {}) if isinstance(config.get("datasets"), dict) else ():
+    if not isinstance(_name, str):
+        raise WorkflowError(
+            f"config.datasets: dataset name {_name!r} is not a string (YAML reads it as "
+            f"{type(_name).__name__}); quote it: '{_name}':"
+        )
 validated(config, "../schemas/config.schema.yaml")
 for _key, _spec in yaml.safe_load((SCHEMAS / "config.schema.yaml").read_text())["properties"].items():
     if "$ref" in _spec:
@@ -103,11 +114,39 @@ def figure_outputs():
     ]
 
 
+def _read_mb(path):
+    """(MB of X, MB of everything else) an input takes once read: uncompressed for an .h5ad.
+
+    Other files, and an .h5ad that cannot be inspected (its job then fails with its own
+    message), count their size on disk as X. A missing file raises FileNotFoundError, which
+    snakemake takes as "not known yet" and evaluates again when the job is ready to run.
+    """
+    on_disk = os.stat(path).st_size / 2**20
+    if not str(path).endswith(".h5ad"):
+        return on_disk, 0.0
+    try:
+        from scontrast.io import hdf5_sizes
+
+        sizes = hdf5_sizes(path)
+    except Exception:
+        return on_disk, 0.0
+    return sizes["X"] / 2**20, (sizes["total"] - sizes["X"]) / 2**20
+
+
 def mem_mb(per_input_mb=10, floor=2000):
-    """Memory request (MB) from the input size on disk, doubled on each retry (profiles set retries)."""
+    """Memory request (MB): ``per_input_mb`` per MB of X once read, plus the rest of the inputs read once.
+
+    Sized from the uncompressed data, not the size on disk: a well-compressed input (or one
+    crafted to decompress far beyond its size) would otherwise get a request far below what
+    reading it takes. Doubled on each retry (profiles set retries).
+    """
 
     def _mem(wildcards, input, attempt):
-        return int(max(floor, per_input_mb * input.size_mb) * 2 ** (attempt - 1))
+        x_mb = rest_mb = 0.0
+        for path in input:
+            x, rest = _read_mb(path)
+            x_mb, rest_mb = x_mb + x, rest_mb + rest
+        return int(max(floor, per_input_mb * x_mb + rest_mb) * 2 ** (attempt - 1))
 
     return _mem
 
@@ -119,3 +158,61 @@ def runtime_min(per_input_mb=0.1, floor=10):
         return int(max(floor, per_input_mb * input.size_mb) * attempt)
 
     return _runtime
+
+
+# --------------------------------------------------------------------------- one live run at a time
+# snakemake's lock stops a second run while the first is live, but `snakemake --unlock` removes
+# it whether or not that run is still going. The main snakemake process of a run therefore leaves
+# its pid here; a run that starts while that process is alive (same host) stops before any job.
+LIVE_RUN = Path(".snakemake") / "scontrast_live_run"
+
+
+def _live_run():
+    """The (pid, host, start) of another live snakemake run of this directory, or None."""
+    try:
+        pid_text, host, started = LIVE_RUN.read_text().strip().split("\t")[:3]
+        pid = int(pid_text)
+    except (OSError, ValueError):
+        return None
+    if pid == os.getpid():
+        return None
+    if host != socket.gethostname():
+        return (pid, host, started)  # cannot look at another host's processes: assume it may be live
+    proc = Path(os.sep, "proc", str(pid))  # Linux; elsewhere the run is taken as gone
+    try:
+        cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        cwd = os.path.realpath(proc / "cwd")
+    except OSError:
+        return None  # gone (killed runs leave the file behind)
+    if "snakemake" not in cmdline or cwd != os.path.realpath("."):
+        return None  # the pid was reused by another program
+    return (pid, host, started)
+
+
+onstart:
+    other = _live_run()
+    if other is not None:
+        pid, host, started = other
+        raise WorkflowError(
+            f"another snakemake run of this directory is live (pid {pid} on {host}, started {started}); "
+            "two runs would write the same files: wait for it or stop it, and never --unlock a live run "
+            f"(if it is truly gone, delete {LIVE_RUN})"
+        )
+    LIVE_RUN.parent.mkdir(exist_ok=True)
+    LIVE_RUN.write_text(f"{os.getpid()}\t{socket.gethostname()}\t{time.strftime('%Y-%m-%d %H:%M:%S')}\n")
+
+
+def _run_ended():
+    try:
+        if LIVE_RUN.read_text().split("\t")[0] == str(os.getpid()):
+            LIVE_RUN.unlink()
+    except OSError:
+        pass
+
+
+onsuccess:
+    _run_ended()
+
+
+onerror:
+    _run_ended()
