@@ -141,3 +141,14 @@ def test_startup_benchmark_covers_every_rule():
                            flags=re.M))
     named = {r for r in RULES if not r.startswith(("python", "<"))} | {r for r in rules if r.endswith("_figure")}
     assert rules <= named, rules - named
+
+
+def test_samples_file_honours_the_umask(tmp_path):
+    from scontrast.latent_features import save_samples
+
+    old = os.umask(0o022)
+    try:
+        save_samples(tmp_path / "s.npz", [np.ones((3, 1), dtype=np.uint8)])
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "s.npz").stat().st_mode) == 0o644

@@ -182,8 +182,8 @@ def test_remove_orphans_only_removes_a_writers_temporary_files(tmp_path):
 def test_temporary_files_match_the_orphan_pattern(tmp_path, monkeypatch):
     """What write_h5ad leaves when killed mid-write is what remove_orphans deletes."""
     seen = []
-    real = io._temporary_beside
-    monkeypatch.setattr(io, "_temporary_beside", lambda path, suffix: seen.append(real(path, suffix)) or seen[-1])
+    real = io.temporary_beside
+    monkeypatch.setattr(io, "temporary_beside", lambda path, suffix: seen.append(real(path, suffix)) or seen[-1])
     monkeypatch.setattr(ad.AnnData, "write_h5ad", lambda self, path, **kw: (_ for _ in ()).throw(KeyboardInterrupt))
     with pytest.raises(KeyboardInterrupt):
         io.write_h5ad(make_counts(), tmp_path / "a.h5ad")

@@ -21,9 +21,12 @@ import functools
 import importlib
 import logging
 import numbers
+import os
 import sys
+import tempfile
 import time
 from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 from typing import Any, Callable, Iterable
 
 import numpy as np
@@ -47,6 +50,7 @@ __all__ = [
     "dense",
     "lazy_attributes",
     "progress",
+    "temporary_beside",
 ]
 
 #: Boolean ``obs`` column of the target/background split (True = target), set by preprocessing.
@@ -327,3 +331,23 @@ def progress(iterable, *, total: int | None = None, desc: str, logger: str = "sc
     finally:
         if bar is not None:
             bar.close()
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def temporary_beside(path: str | os.PathLike, suffix: str = ".tmp") -> str:
+    """A new empty file next to ``path`` (``.<name>.XXXXXXXX<suffix>``), to write and then rename onto it.
+
+    Its mode is that of any file the user creates there: ``mkstemp`` alone makes it 0600 whatever
+    the umask, and results must be readable by whoever the user's umask lets read their files.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent)
+    os.close(fd)
+    os.chmod(tmp, 0o666 & ~_umask())
+    return tmp

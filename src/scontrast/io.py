@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import os
 import re
-import tempfile
 from pathlib import Path
 
 import anndata as ad
@@ -20,7 +19,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from .core import CannotRun, ScontrastError
+from .core import CannotRun, ScontrastError, temporary_beside
 
 __all__ = [
     "ScontrastError",
@@ -188,25 +187,6 @@ def read_h5ad(path: str | os.PathLike, backed: bool = False) -> ad.AnnData:
     return adata
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def _temporary_beside(path: Path, suffix: str) -> str:
-    """A new empty file next to ``path``, with the mode of any file the user creates there.
-
-    ``mkstemp`` makes it 0600 whatever the umask; results must be readable by whoever the
-    user's umask lets read their files (collaborators), like the figures and tables.
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent)
-    os.close(fd)
-    os.chmod(tmp, 0o666 & ~_umask())
-    return tmp
-
-
 def write_h5ad(adata: ad.AnnData, path: str | os.PathLike) -> None:
     """Write ``adata`` atomically: a temporary file in the same folder, then a rename.
 
@@ -214,7 +194,7 @@ def write_h5ad(adata: ad.AnnData, path: str | os.PathLike) -> None:
     final name.
     """
     path = Path(path)
-    tmp = _temporary_beside(path, ".tmp")
+    tmp = temporary_beside(path, ".tmp")
     try:
         adata.write_h5ad(tmp, compression="gzip")
         os.replace(tmp, path)
@@ -422,7 +402,7 @@ def save_figure(fig, path: str | os.PathLike, dpi: int = 120) -> None:
     import matplotlib.pyplot as plt
 
     path = Path(path)
-    tmp = _temporary_beside(path, path.suffix)
+    tmp = temporary_beside(path, path.suffix)
     try:
         fig.savefig(tmp, dpi=dpi)
         os.replace(tmp, path)

@@ -60,7 +60,6 @@ from __future__ import annotations
 
 import math
 import os
-import tempfile
 import time
 import warnings
 from collections import Counter
@@ -83,6 +82,7 @@ from .core import (
     check_real,
     one_blas_thread,
     spawn_seed,
+    temporary_beside,
 )
 
 __all__ = [
@@ -924,10 +924,9 @@ def save_samples(path, samples, *, cell_names=None, log_joint=None, **traces) ->
             raise ScontrastError(f"{key}: a trace must be numeric, got dtype {arr.dtype}")
         out[key] = arr
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp = temporary_beside(path)
     try:
-        with os.fdopen(fd, "wb") as fh:
+        with open(tmp, "wb") as fh:
             np.savez_compressed(fh, **out)
         os.replace(tmp, path)
     except BaseException:
