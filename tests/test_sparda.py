@@ -1,5 +1,7 @@
 """SPARDA: exact 1-D Wasserstein, gradients, relaxation pieces, recovery, test calibration."""
 
+import warnings
+
 import joblib
 import numpy as np
 import ot
@@ -7,11 +9,12 @@ import pytest
 import scipy.sparse as sp
 import scipy.stats
 
-from scontrast.core import ScontrastError
+from scontrast.core import ScontrastError, ScontrastWarning
 from scontrast.sparda import (
     SPARDA,
     _half_subsamples,
     _optimal_plan,
+    _permuted_w2,
     _project_relax,
     _quantile_grid,
     _simplex_eig,
@@ -235,10 +238,13 @@ def test_permutation_pvalue_small_for_difference():
     # null tail, so 150 cells per group are used for a sure rejection at P = 19
     rng = np.random.default_rng(10)
     X, Y = _planted(150, 140, 6, [0, 1], "cor", rng)
-    model = SPARDA(lam=0.02, n_permutations=19, relax_max_iter=20, random_state=0).fit(X, Y)
+    with pytest.warns(ScontrastWarning, match="p-value at its floor"):
+        model = SPARDA(lam=0.02, n_permutations=19, test="refit", relax_max_iter=20, random_state=0).fit(X, Y)
     assert model.pvalue_ == pytest.approx(0.05)  # the smallest attainable, 1/(P+1)
     assert model.null_divergences_.shape == (19,)
     assert np.all(model.null_divergences_ < model.divergence_)
+    assert model.test_["method"] == "refit" and model.test_["n_at_least"] == 0 and model.test_["bound"]
+    assert model.test_["statistic"] == pytest.approx(model.divergence_, rel=1e-12)
 
 
 def test_permutation_pvalue_not_small_under_null():
@@ -246,12 +252,156 @@ def test_permutation_pvalue_not_small_under_null():
     for seed in range(12):
         rng = np.random.default_rng(100 + seed)
         X, Y = rng.normal(size=(40, 5)), rng.normal(size=(45, 5))
-        model = SPARDA(lam=0.02, n_permutations=19, relax_max_iter=10, tighten_max_iter=50, random_state=seed)
+        model = SPARDA(lam=0.02, n_permutations=19, test="refit", relax_max_iter=10, tighten_max_iter=50,
+                       random_state=seed)
         pvals.append(model.fit(X, Y).pvalue_)
     pvals = np.array(pvals)
     # under H0 the p-value is uniform on {1/20, ..., 1}: mean 0.525
     assert 0.3 < pvals.mean() < 0.75
     assert np.sum(pvals <= 0.05) <= 2
+
+
+def test_permuted_w2_values_are_w2_of_splits_of_the_pool():
+    # every permuted statistic is W2^2 between some n of the pooled values and the others
+    z = np.array([0.3, -1.2, 2.5, 0.9, 4.0, -0.1])
+    import itertools
+
+    possible = {round(wasserstein2_1d(z[list(c)], np.delete(z, list(c))), 12)
+                for c in itertools.combinations(range(6), 2)}
+    null = _permuted_w2(z, 2, 500, np.random.default_rng(0), batch=64)
+    assert null.shape == (500,)
+    assert {round(v, 12) for v in null} <= possible
+    # a uniform permutation hits each of the 15 splits with probability 1/15: all appear
+    assert len({round(v, 12) for v in null}) == len(possible)
+
+
+def test_split_test_resolves_a_strong_difference_at_the_defaults():
+    # a mean shift of 1.5 sd in 3 of 12 genes, 150 cells per group: p must be resolved below
+    # 0.001 by the default test, and reported as its floor (a bound) with a warning
+    rng = np.random.default_rng(21)
+    X, Y = _planted(150, 150, 12, [0, 1, 2], "mean", rng, effect=1.5)
+    with pytest.warns(ScontrastWarning, match="p-value at its floor"):
+        model = SPARDA(random_state=0).fit(X, Y)
+    t = model.test_
+    assert model.n_permutations == 9999 and model.test == "split"
+    assert model.pvalue_ == pytest.approx(1e-4) and model.pvalue_ <= 0.001
+    assert t["method"] == "split" and t["n_permutations"] == 9999 and t["n_at_least"] == 0 and t["bound"] is True
+    assert t["n_learn"] == [75, 75] and t["n_test"] == [75, 75]
+    assert model.null_divergences_.shape == (9999,) and np.all(model.null_divergences_ < t["statistic"])
+
+
+def test_split_test_uniform_under_the_null():
+    # no difference: the split p-value is exact, uniform on {1/200, ..., 1} up to the grid
+    pvals = []
+    for seed in range(40):
+        rng = np.random.default_rng(500 + seed)
+        X, Y = rng.normal(size=(60, 6)), rng.normal(size=(50, 6))
+        model = SPARDA(lam=0.05, n_permutations=199, relax_max_iter=10, tighten_max_iter=50, random_state=seed)
+        pvals.append(model.fit(X, Y).pvalue_)
+        assert model.test_["bound"] == (model.test_["n_at_least"] == 0)
+    pvals = np.array(pvals)
+    # 40 uniform draws: mean 0.5 with sd 0.046; at most 6 of 40 below 0.05 has probability > 0.99
+    assert 0.36 < pvals.mean() < 0.64
+    assert np.sum(pvals <= 0.05) <= 6
+    assert scipy.stats.kstest(pvals, "uniform").pvalue > 0.001
+
+
+def test_split_test_needs_enough_cells_for_its_cv():
+    rng = np.random.default_rng(3)
+    X, Y = rng.normal(size=(10, 4)), rng.normal(size=(30, 4))
+    with pytest.raises(ScontrastError, match="^test: the split test"):
+        SPARDA(n_permutations=9, cv_folds=3, random_state=0).fit(X, Y)
+    # with a fixed penalty the halves need no cross-validation
+    assert SPARDA(lam=0.05, n_permutations=9, random_state=0).fit(X, Y).pvalue_ is not None
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_direction_oriented_to_the_target(seed):
+    # genes 0, 1 higher in the target, 2 lower: a positive weight means target side
+    rng = np.random.default_rng(seed)
+    X, Y = rng.normal(size=(120, 8)), rng.normal(size=(130, 8))
+    X[:, [0, 1]] += 1.0
+    X[:, 2] -= 1.5
+    for a, b in [(X, Y), (Y, X)]:
+        model = SPARDA(lam=0.05, n_directions=2, n_permutations=0, random_state=0).fit(a, b)
+        diff = a.mean(axis=0) - b.mean(axis=0)
+        for j in range(model.n_directions_):
+            w = model.components_[j]
+            assert (a @ w).mean() > (b @ w).mean(), (seed, j)
+        w = model.beta_[0]
+        # the planted genes carry the first direction, each with the sign of its mean difference
+        assert np.all(np.sign(w[[0, 1, 2]]) == np.sign(diff[[0, 1, 2]]))
+        assert np.abs(w[np.sign(w) == np.sign(diff)]).sum() / np.abs(w).sum() > 0.95
+    # the figure's convention: the same data with the roles swapped gives the opposite weights
+    fw = SPARDA(lam=0.05, n_permutations=0, random_state=0).fit(X, Y).beta_
+    bw = SPARDA(lam=0.05, n_permutations=0, random_state=0).fit(Y, X).beta_
+    assert np.sign(fw[0]) == -np.sign(bw[0])
+
+
+def test_orientation_of_a_pure_spread_change_is_the_largest_weight():
+    from scontrast.sparda import orient_to_target
+
+    beta = np.array([0.2, -0.9, 0.1])
+    assert np.array_equal(orient_to_target(beta, np.zeros(3)), -beta)
+    assert np.array_equal(orient_to_target(beta, np.array([0.0, -1.0, 0.0])), beta)
+    assert np.array_equal(orient_to_target(beta, np.array([1.0, 0.0, 0.0])), beta)
+    assert np.array_equal(orient_to_target(beta, np.array([-1.0, 0.0, 0.0])), -beta)
+
+
+@pytest.mark.parametrize("lam", [0.0, 0.05, 0.3])
+def test_eig_fraction_is_a_fraction(lam):
+    rng = np.random.default_rng(4)
+    X, Y = _planted(100, 100, 10, [0, 1, 2], "cor", rng)
+    mu = np.vstack([X, Y]).mean(0)
+    rel = relax(X - mu, Y - mu, lam, max_iter=30)
+    ev = np.linalg.eigvalsh(rel["B"])
+    assert 0 < rel["eig_fraction"] <= 1 + 1e-12
+    assert rel["eig_fraction"] == pytest.approx(ev[-1] / np.abs(ev).sum(), rel=1e-12)
+    if lam == 0:  # psd: the same as top eigenvalue over trace
+        assert rel["eig_fraction"] == pytest.approx(ev[-1] / np.trace(rel["B"]), rel=1e-9)
+
+
+def _many_small_shifts(seed, n=200, d=40, n_diff=30):
+    """Like real contrasts: many genes differ, by decreasing amounts (0.05-1.2 sd)."""
+    rng = np.random.default_rng(seed)
+    X, Y = rng.normal(size=(n, d)), rng.normal(size=(n, d))
+    X[:, :n_diff] += np.geomspace(1.2, 0.05, n_diff)
+    return X, Y
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_fraction_rule_is_sparse_where_max_takes_every_gene(seed):
+    X, Y = _many_small_shifts(seed)
+    kw = dict(n_permutations=0, relax_max_iter=15, random_state=0)
+    frac = SPARDA(**kw).fit(X, Y)
+    cv = frac.cv_results_
+    best = cv["best_index"]
+    # the rule: the largest lambda reaching cv_fraction of the unpenalised held-out divergence
+    assert frac.cv_fraction == 0.6
+    assert cv["score"][best] >= 0.6 * cv["reference_score"]
+    assert np.all(cv["score"][:best] < 0.6 * cv["reference_score"])
+    assert frac.lam_ == cv["lam"][best]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ScontrastWarning)
+        mx = SPARDA(cv_rule="max", **kw).fit(X, Y)
+    assert frac.k_ < mx.k_
+    # the genes kept are the most shifted ones
+    assert set(np.flatnonzero(frac.beta_)) <= set(range(30))
+    assert frac.k_ <= 15
+
+
+def test_choice_at_the_end_of_the_path_is_warned():
+    # one gene carries the whole difference: the rule takes the sparse end, and says so
+    rng = np.random.default_rng(9)
+    X, Y = _planted(150, 150, 10, [4], "mean", rng, effect=2.0)
+    with pytest.warns(ScontrastWarning, match="largest lambda of the path"):
+        model = SPARDA(n_permutations=0, random_state=0).fit(X, Y)
+    assert model.cv_results_["best_index"] == 0 and list(model.selected_) == [4]
+    # the dense end: 'max' on many small shifts takes the smallest lambda
+    X, Y = _many_small_shifts(0, d=30, n_diff=30)
+    with pytest.warns(ScontrastWarning, match="smallest lambda of the path"):
+        SPARDA(cv_rule="max", n_lambdas=4, lam_min_ratio=0.2, n_permutations=0, relax_max_iter=10,
+               random_state=0).fit(X, Y)
 
 
 def test_reproducible_with_random_state():

@@ -60,6 +60,16 @@ def test_front_end_writes_slots_and_finds_planted_genes(tmp_path):
                 "lambda_path", "screening", "relax", "tighten", "null_divergences", "pda_divergence"]:
         assert key in info, key
     assert 0 < info["pvalue"] <= 1 and info["pvalue"] == pytest.approx(0.1)  # 1/(9+1): a real difference
+    # the test's resolution and the floor warning are recorded
+    test = info["test"]
+    assert test["method"] == "split" and test["n_permutations"] == 9 and test["n_at_least"] == 0 and test["bound"]
+    assert any("p-value at its floor" in w for w in info["warnings"])
+    path = info["lambda_path"]
+    assert path["rule"] == "fraction" and path["chosen_lam"] == info["lam"]
+    assert path["reference_score"] > 0 and isinstance(path["at_edge"], bool)
+    # positive weights are target-side genes: the target projects higher
+    tgt = adata.obs["scontrast_target"].to_numpy(dtype=bool)
+    assert adata.obsm["X_sparda"][tgt, 0].mean() > adata.obsm["X_sparda"][~tgt, 0].mean()
     assert set(info["selected_genes"]) == set(var.index[var["sparda_selected"]])
     assert info["lam"] in info["lambda_path"]["lam"]
     assert info["screening"]["screened"] is False and info["screening"]["n_genes_in"] == 30
@@ -148,7 +158,9 @@ def test_figure():
     ax_w, ax_d = fig.axes[:2]
     assert len(ax_w.patches) == min(5, int(adata.var["sparda_selected"].sum()))
     assert ax_w.get_xlabel() and ax_d.get_xlabel() and ax_d.get_ylabel()
-    assert "p = 0.2" in ax_d.get_title()
+    # none of the 4 permutations reached the planted difference: p is its floor, shown as a bound
+    assert adata.uns["sparda"]["test"]["bound"] and "p <= 0.2 (4 permutations)" in ax_d.get_title()
+    assert ax_w.get_xlabel() == "weight (+ = target side)"
     labels = [t.get_text() for t in ax_d.get_legend().get_texts()]
     assert any("target" in t for t in labels) and any("background" in t for t in labels)
     with pytest.raises(ScontrastError, match="tl.sparda"):
@@ -169,7 +181,7 @@ def test_figure_from_annotations_and_delta_only(tmp_path):
     fig = plot_sparda(light, n_genes=3, figsize=[6.0, 3.0])
     assert len(fig.axes[0].patches) == 3
     np.testing.assert_allclose(fig.get_size_inches(), [6.0, 3.0])
-    assert "p = 0.2" in fig.axes[1].get_title()
+    assert "p <= 0.2" in fig.axes[1].get_title()
 
 
 def test_rule_scripts_write_the_delta_and_draw_it_without_x(tmp_path):

@@ -18,15 +18,18 @@ The fit follows the paper's "tighten after relax" scheme:
    from the RELAX direction, on all cells, with the sorted (quantile) matching
    giving the gradient ``2 W_M(beta) beta`` in O(n d + n log n).
 
-Significance is a permutation test whose statistic is re-optimised on every
-permutation; ``lam`` is chosen by cross-validated held-out divergence; several
-directions are found by deflation.
+Significance is a sample-splitting permutation test (direction learnt on half of
+the cells, the held-out projections' W2 permuted) or a permutation test whose
+statistic is re-optimised on every permutation; ``lam`` is chosen by a rule on the
+cross-validated held-out divergence; several directions are found by deflation.
+Directions are oriented so that the target cells project higher.
 """
 
 from __future__ import annotations
 
 import functools
 import math
+import warnings
 
 import numpy as np
 import ot
@@ -40,6 +43,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .core import (
     ScontrastError,
+    ScontrastWarning,
     blas_threads,
     check_int,
     check_matrix,
@@ -60,6 +64,7 @@ __all__ = [
     "relax_supergradient",
     "relax",
     "tighten",
+    "orient_to_target",
     "SPARDA",
     "stability_selection",
 ]
@@ -237,6 +242,37 @@ def marginal_wasserstein2(X, Y) -> np.ndarray:
     return out
 
 
+def _permuted_w2(z: np.ndarray, n: int, n_permutations: int, rng: np.random.Generator,
+                 batch: int = 256) -> np.ndarray:
+    """``W2^2`` between the first ``n`` and the other values of random permutations of ``z``.
+
+    Parameters
+    ----------
+    z : ndarray, shape (N,)
+        Pooled 1-D sample.
+    n : int
+        Size of the first group (``1 <= n < N``).
+    n_permutations : int
+    rng : numpy Generator
+    batch : int
+        Permutations sorted at once (memory ``batch * N`` floats).
+
+    Returns
+    -------
+    ndarray, shape (n_permutations,)
+    """
+    N = z.shape[0]
+    ia, ib, w = _quantile_grid(n, N - n)
+    out = np.empty(n_permutations)
+    for s in range(0, n_permutations, batch):
+        e = min(s + batch, n_permutations)
+        perm = rng.permuted(np.broadcast_to(np.arange(N), (e - s, N)), axis=1)
+        zp = z[perm]
+        diff = np.sort(zp[:, :n], axis=1)[:, ia] - np.sort(zp[:, n:], axis=1)[:, ib]
+        out[s:e] = (diff * diff) @ w
+    return out
+
+
 # --------------------------------------------------------------------------- #
 # RELAX: projected supergradient on the semidefinite relaxation
 # --------------------------------------------------------------------------- #
@@ -323,13 +359,39 @@ def _leading_direction(B: np.ndarray) -> np.ndarray:
 
 
 def _orient(beta: np.ndarray) -> np.ndarray:
-    """Fix the sign (``D(beta) = D(-beta)``): the largest-magnitude weight is positive.
+    """A deterministic sign for an intermediate direction: the largest-magnitude weight is positive.
 
-    The paper fixes ``beta_1 >= 0``; for genes the first coordinate is arbitrary, so
-    orienting on the dominant gene keeps signs comparable across fits.
+    ``D(beta) = D(-beta)``; the fitted directions are then oriented on the data by
+    :func:`orient_to_target`, this only keeps the intermediate results reproducible.
     """
     r = int(np.argmax(np.abs(beta)))
     return -beta if beta[r] < 0 else beta
+
+
+def orient_to_target(beta: np.ndarray, mean_difference: np.ndarray) -> np.ndarray:
+    """Sign of a direction such that the target cells project higher on average.
+
+    ``D(beta) = D(-beta)``, so the sign is a convention; this one makes a positive
+    weight mean "contributes to the target side": ``(mean(X) - mean(Y)) @ beta >= 0``
+    with ``X`` the target cells.  When the mean projections are equal (to rounding;
+    a pure change of spread or correlation), the largest-magnitude weight is made
+    positive instead.
+
+    Parameters
+    ----------
+    beta : ndarray, shape (d,)
+    mean_difference : ndarray, shape (d,)
+        Target mean minus background mean of every gene (in the coordinates of ``beta``).
+
+    Returns
+    -------
+    ndarray, shape (d,)
+    """
+    shift = float(mean_difference @ beta)
+    scale = float(np.abs(mean_difference) @ np.abs(beta))
+    if abs(shift) <= 1e-9 * scale or scale == 0.0:
+        return _orient(beta)
+    return -beta if shift < 0 else beta
 
 
 # Below this many cells per group the Jonker-Volgenant assignment solver beats the
@@ -465,8 +527,10 @@ def relax(
         ``B`` (d, d) best iterate, ``beta`` (d,) its leading eigenvector,
         ``objective`` (best ``f(B)/tr(B)``), ``bound`` (``min_M tr(W_M B)/tr(B)``
         at the best iterate: an upper bound on the PDA objective when ``lam = 0``),
-        ``n_iter``, ``eig_fraction`` (top eigenvalue / trace of the best ``B``:
-        1 means the relaxation is tight), ``history`` (objective per step).
+        ``n_iter``, ``eig_fraction`` (top eigenvalue over the sum of the absolute
+        eigenvalues of the best ``B``, in (0, 1]: 1 means rank one, the relaxation is
+        tight; the same as top eigenvalue over trace when ``B`` is psd),
+        ``history`` (objective per step).
     """
     n, d = X.shape
     m = Y.shape[0]
@@ -500,7 +564,10 @@ def relax(
         "objective": best,
         "bound": best_bound,
         "n_iter": t,
-        "eig_fraction": float(evals[-1] / np.trace(best_B)),
+        # the nuclear norm, not the trace: thresholding can leave B indefinite, and the top
+        # eigenvalue over the trace then exceeds 1; over sum |eigenvalues| it is in (0, 1]
+        # and equals top / trace for a psd B
+        "eig_fraction": float(evals[-1] / np.abs(evals).sum()),
         "history": np.asarray(history),
     }
 
@@ -648,10 +715,11 @@ class SPARDA(BaseEstimator):
         L1 penalty: ``lam ||B||_1`` in the relaxation and ``lam ||beta||_1^2`` (the same
         at ``B = beta beta'``) in the tightening, so the answer maximises
         ``D(beta) - lam ||beta||_1^2``; roughly, a gene joins when it adds more than
-        ``lam`` to the divergence.  ``None`` with ``k=None``: chosen by
-        cross-validation over ``n_lambdas`` values from the larger of the best
-        gene's marginal W2 and the PDA divergence down to ``lam_min_ratio`` times
-        that.  ``0``: PDA.
+        ``lam`` to the divergence.  ``None`` with ``k=None``: chosen by the
+        cross-validation rule ``cv_rule`` over ``n_lambdas`` values from the best
+        gene's marginal W2 or ``D / ||beta||_1^2`` of the unpenalised direction,
+        whichever is larger (the sparse end: one or a few genes) down to
+        ``lam_min_ratio`` times it.  ``0``: PDA.
     k : int, optional
         Cardinality bound enforced in the tightening (truncation to the ``k``
         largest weights).  With ``lam=None`` the relaxation is run with ``lam=0``.
@@ -662,29 +730,50 @@ class SPARDA(BaseEstimator):
         the maximiser over the unit ball is then ``beta = 0`` (no direction gains more
         divergence than its genes cost), and the remaining rows of ``components_``
         are zero.  The first direction is always returned.
-    n_permutations : int, default 49
-        Permutations of the group labels for the p-value of the first direction
-        (0: no test; the smallest attainable p-value is ``1 / (n_permutations + 1)``).
-        The whole fit (screening, RELAX, tightening) is repeated on every permutation
-        with the selected ``lam``/``k``.
+    n_permutations : int, default 9999
+        Permutations of the group labels for the p-value of ``target = background``
+        (0: no test).  ``p = (1 + b) / (1 + n_permutations)`` with ``b`` the permuted
+        statistics at least as large as the observed one; when ``b = 0`` the p-value
+        is its floor, an upper bound (a ``ScontrastWarning`` says so; ``test_``
+        records ``b``).
+    test : {'split', 'refit'}, default 'split'
+        ``'split'``: sample splitting; the whole procedure (screening, lambda rule,
+        RELAX, tightening) runs on a random half of each group, the other cells are
+        projected on its first direction and their ``W2^2`` is compared with label
+        permutations of those cells only (exact, and each permutation is a sort, so
+        thousands are cheap).  The reported direction is still the fit on all cells.
+        ``'refit'``: the statistic is the fitted divergence itself, the whole fit at
+        the chosen ``lam``/``k`` is repeated on every permutation (each permutation
+        costs a fit: use tens, not thousands, of permutations).
     cv_folds : int
         Folds (within each group) for choosing ``lam``: the divergence of the held-out
         cells along the direction fitted on the rest, averaged over folds.
-    n_lambdas : int, default 5
-        Length of the automatic lambda path.
-    lam_min_ratio : float
+    n_lambdas : int, default 12
+        Length of the automatic lambda path (a step of 0.7 between lambdas with the
+        default ``lam_min_ratio``: the 'fraction' rule needs a fine path).
+    lam_min_ratio : float, default 0.02
         Smallest lambda of the path relative to the largest.
-    cv_rule : {'max', '1se'}
+    cv_rule : {'fraction', '1se', 'max'}, default 'fraction'
+        ``'fraction'``: the largest lambda (fewest genes) whose mean held-out divergence
+        reaches ``cv_fraction`` of that of the unpenalised fit on all screened genes
+        (also cross-validated), the analogue of an explained-variance threshold: on
+        real contrasts the held-out divergence keeps growing as genes are added (many
+        genes differ a little), so ``'max'`` and ``'1se'`` choose (nearly) every gene.
         ``'max'``: the lambda of the largest mean held-out divergence (the paper);
         ``'1se'``: the largest lambda whose mean is within one standard error of
-        that maximum (sparser, fewer false positives).
+        that maximum.  A choice at either end of the path raises a ``ScontrastWarning``.
+    cv_fraction : float, default 0.6
+        Share of the unpenalised held-out divergence the ``'fraction'`` rule requires
+        (0.6: 15-45 genes on distinct and close cell types of real data, all of them
+        among the 100 top Wilcoxon genes; benchmarks/bench_sparda_real.py).
     max_genes : int, default 100
         Genes kept by marginal-W2 screening before RELAX when there are more
         (the relaxation needs a d x d eigendecomposition per step).
-    relax_max_cells : int
+    relax_max_cells : int, default 100
         Cells per group used by RELAX: both groups are subsampled at random to
         ``min(n, m, relax_max_cells)`` cells (each step solves an exact transport
-        problem between them, O(cells^3)).  The tightening, the reported divergence
+        problem between them, O(cells^3); the relaxation only provides starts of the
+        tightening, and 100 cells give the genes of 200 on real contrasts).  The tightening, the reported divergence
         and the permutation statistic always use every cell.
     relax_max_iter, relax_patience, relax_step : int, int, float, default 20, 15, 0.5
         RELAX iteration cap, patience and initial step (the multi-start tightening
@@ -715,7 +804,9 @@ class SPARDA(BaseEstimator):
     Attributes
     ----------
     beta_ : ndarray, shape (d,) or (n_directions, d)
-        Unit direction(s); zero outside the selected genes.
+        Unit direction(s); zero outside the selected genes.  Oriented so that the
+        target cells (``X``) project higher on average: a positive weight contributes
+        to the target side (see :func:`orient_to_target`).
     components_ : ndarray, shape (n_directions, d)
         Same as ``beta_``, always two-dimensional; rows after ``n_directions_`` are zero.
     n_directions_ : int
@@ -728,15 +819,23 @@ class SPARDA(BaseEstimator):
     selected_ : ndarray of int
         Genes with a nonzero weight in any direction.
     pvalue_ : float or None
-        Permutation p-value ``(1 + #{D_perm >= D_obs}) / (1 + P)``.
+        Permutation p-value ``(1 + #{T_perm >= T_obs}) / (1 + P)``.
+    test_ : dict or None
+        The test's resolution: ``method``, ``statistic``, ``n_permutations``,
+        ``n_at_least`` (permuted statistics >= the observed), ``bound`` (True when none
+        was: p is its floor, an upper bound), ``pvalue``; for ``'split'`` also the
+        cells of the learning and test halves, and the learning half's lambda and
+        number of genes.
     null_divergences_ : ndarray, shape (n_permutations,) or None
+        The permuted statistics.
     lam_ : float
         Penalty used (chosen by CV when ``lam=None`` and ``k=None``).
     k_ : int
         Number of nonzero weights of the first direction.
     cv_results_ : dict or None
         ``lam`` (path), ``score`` (mean held-out divergence), ``score_se``,
-        ``n_selected`` (mean nonzeros over folds).
+        ``n_selected`` (mean nonzeros over folds), ``best_index`` (the rule's choice),
+        ``reference_score`` / ``reference_n_selected`` (the unpenalised fit's).
     screened_ : ndarray of int
         Genes that entered RELAX (all genes when ``d <= max_genes``).
     marginal_w2_ : ndarray, shape (d,)
@@ -744,8 +843,8 @@ class SPARDA(BaseEstimator):
     relax_info_, tighten_info_ : list of dict
         Per direction searched (``n_directions_`` of them, plus the rejected one
         that stopped the deflation, if any): iterations, objectives, relaxation tightness
-        (``eig_fraction``: top eigenvalue over trace of the relaxed ``B``; 1 = tight;
-        it can exceed 1 when thresholding leaves ``B`` indefinite), the winning
+        (``eig_fraction``: top eigenvalue over the sum of absolute eigenvalues of the
+        relaxed ``B``, in (0, 1]; 1 = rank one, tight), the winning
         tightening start.
     pda_divergence_ : float or None
         Divergence of the unpenalised fit that scales the lambda path (CV only).
@@ -758,13 +857,15 @@ class SPARDA(BaseEstimator):
         lam=None,
         k=None,
         n_directions=1,
-        n_permutations=49,
+        n_permutations=9999,
+        test="split",
         cv_folds=3,
-        n_lambdas=5,
-        lam_min_ratio=0.01,
-        cv_rule="max",
+        n_lambdas=12,
+        lam_min_ratio=0.02,
+        cv_rule="fraction",
+        cv_fraction=0.6,
         max_genes=100,
-        relax_max_cells=200,
+        relax_max_cells=100,
         relax_max_iter=20,
         relax_patience=15,
         relax_step=0.5,
@@ -777,10 +878,12 @@ class SPARDA(BaseEstimator):
         self.k = k
         self.n_directions = n_directions
         self.n_permutations = n_permutations
+        self.test = test
         self.cv_folds = cv_folds
         self.n_lambdas = n_lambdas
         self.lam_min_ratio = lam_min_ratio
         self.cv_rule = cv_rule
+        self.cv_fraction = cv_fraction
         self.max_genes = max_genes
         self.relax_max_cells = relax_max_cells
         self.relax_max_iter = relax_max_iter
@@ -798,10 +901,12 @@ class SPARDA(BaseEstimator):
         check_int(self.k, "k", 1, allow_none=True)
         check_int(self.n_directions, "n_directions", 1)
         check_int(self.n_permutations, "n_permutations", 0)
+        check_option(self.test, "test", ("split", "refit"))
         check_int(self.cv_folds, "cv_folds", 2)
         check_int(self.n_lambdas, "n_lambdas", 1)
         check_real(self.lam_min_ratio, "lam_min_ratio", 0, 1, strict_min=True)
-        check_option(self.cv_rule, "cv_rule", ("max", "1se"))
+        check_option(self.cv_rule, "cv_rule", ("fraction", "1se", "max"))
+        check_real(self.cv_fraction, "cv_fraction", 0, 1, strict_min=True)
         check_int(self.max_genes, "max_genes", 1)
         check_int(self.relax_max_cells, "relax_max_cells", 2)
         check_int(self.relax_max_iter, "relax_max_iter", 1)
@@ -926,6 +1031,37 @@ class SPARDA(BaseEstimator):
             return np.zeros(1)
         return top * np.geomspace(1.0, self.lam_min_ratio, self.n_lambdas)
 
+    def _choose_lambda(self, X, Y, Xd, Yd, w2, screened, rng):
+        """The penalty of a fit: ``lam``, 0 with ``k``, else the CV rule on the path.
+
+        Returns
+        -------
+        lam : float
+        rel0 : dict or None
+            The unpenalised relaxation on ``Xd, Yd`` (reusable), when computed.
+        cv : dict or None
+            ``cv_results_`` (path, scores, rule's choice), when cross-validated.
+        pda_divergence : float or None
+        """
+        if self.lam is not None:
+            return float(self.lam), None, None, None
+        if self.k is not None:
+            return 0.0, None, None, None
+        # The path's top is the larger of the best single gene's marginal W2 (where that gene's
+        # J = D - lam ||beta||_1^2 is 0) and D / ||beta||_1^2 of the unpenalised direction (where
+        # its J is 0): above both, neither the best gene alone nor the dense direction pays, so
+        # the top is the sparse end (one or a few genes).  (The unpenalised divergence itself,
+        # a bound above which no direction pays, lies far above on real data, where it wastes
+        # most of the path on one-gene fits.)  It runs down to lam_min_ratio times the top.
+        _, _, tig0, rel0 = self._direction(Xd, Yd, 0.0, None, rng)
+        pda = tig0["divergence"]
+        top = max(float(w2[screened].max()), pda / float(np.abs(tig0["beta"]).sum()) ** 2)
+        lams = self._lambda_path(top)
+        if lams.size == 1:
+            return float(lams[0]), rel0, None, pda
+        cv = self._cross_validate(X, Y, lams, rng)
+        return float(lams[cv["best_index"]]), rel0, cv, pda
+
     @one_blas_thread
     def _cv_fold(self, X, Y, train_x, test_x, train_y, test_y, lams, seed):
         rng = np.random.default_rng(seed)
@@ -935,9 +1071,10 @@ class SPARDA(BaseEstimator):
         Yte = dense(Y[test_y][:, screened])
         if self.standardize:
             Xte, Yte = Xte / self.scale_[screened], Yte / self.scale_[screened]
-        scores, nnz = np.empty(len(lams)), np.empty(len(lams))
+        scores, nnz = np.empty(len(lams) + 1), np.empty(len(lams) + 1)
         rel0 = None
-        for i, lam in enumerate(lams):
+        # the path, then lam = 0 (all screened genes: the reference of cv_rule='fraction')
+        for i, lam in enumerate([*lams, 0.0]):
             beta, _, _, rel0 = self._direction(Xd, Yd, lam, None, rng, rel0)
             scores[i] = wasserstein2_1d(Xte @ beta, Yte @ beta)
             nnz[i] = np.count_nonzero(beta)
@@ -981,25 +1118,9 @@ class SPARDA(BaseEstimator):
         self.n_relax_cells_ = min(n, m, self.relax_max_cells)
 
         # ---- choose lam
-        self.cv_results_ = None
-        self.pda_divergence_ = None
-        rel0 = None
-        if self.lam is not None:
-            lam = float(self.lam)
-        elif self.k is not None:
-            lam = 0.0
-        else:
-            # Scale of the path: J = D - lam ||beta||_1^2 trades divergence against
-            # squared L1 norm (about 1 per gene), so at the top, lam = the larger of
-            # the best single gene's and the unpenalised (PDA) divergence, no
-            # direction gains from a second gene.
-            _, _, tig0, rel0 = self._direction(Xd, Yd, 0.0, None, rng)
-            self.pda_divergence_ = tig0["divergence"]
-            lams = self._lambda_path(max(float(w2[screened].max()), tig0["divergence"]))
-            if lams.size == 1:
-                lam = float(lams[0])
-            else:
-                lam = self._cross_validate(X, Y, lams, rng)
+        lam, rel0, self.cv_results_, self.pda_divergence_ = self._choose_lambda(X, Y, Xd, Yd, w2, screened, rng)
+        if self.cv_results_ is not None:
+            self._warn_path_edge(self.cv_results_)
         self.lam_ = lam
 
         # ---- directions by deflation
@@ -1008,6 +1129,7 @@ class SPARDA(BaseEstimator):
         self.relax_info_, self.tighten_info_ = [], []
         Xj, Yj = Xd, Yd
         P = np.eye(len(screened))
+        mean_difference = Xd.mean(axis=0) - Yd.mean(axis=0)
         self.n_directions_ = 0
         for j in range(self.n_directions):
             beta, rel, tig, _ = self._direction(Xj, Yj, lam, self.k, rng, rel0 if j == 0 else None)
@@ -1037,9 +1159,9 @@ class SPARDA(BaseEstimator):
             # accumulates the deflations; it is orthogonal to the earlier directions
             u = P @ beta
             nu = np.linalg.norm(u)
+            u[np.abs(u) < 1e-12 * max(nu, 1e-300)] = 0.0
             if nu > 0:
-                u = _orient(u / nu)
-            u[np.abs(u) < 1e-12] = 0.0
+                u = orient_to_target(u / nu, mean_difference)
             comps[j, screened] = u
             divs[j] = wasserstein2_1d(Xd @ u, Yd @ u)
             if j + 1 < self.n_directions:
@@ -1053,19 +1175,84 @@ class SPARDA(BaseEstimator):
         self.selected_ = np.flatnonzero(np.any(comps != 0, axis=0))
         self.k_ = int(np.count_nonzero(comps[0]))
 
-        # ---- permutation test (first direction)
+        # ---- test of target = background
         self.pvalue_ = None
         self.null_divergences_ = None
+        self.test_ = None
         if self.n_permutations > 0:
-            self.null_divergences_ = self._permutation_null(X, Y, lam, rng)
-            # the observed statistic is the first direction's tightened divergence,
-            # computed by the same procedure (_direction with the same lam and k) as
-            # every null value
-            obs = self.tighten_info_[0]["divergence"]
-            self.pvalue_ = float((1 + np.sum(self.null_divergences_ >= obs)) / (1 + self.n_permutations))
+            if self.test == "split":
+                obs, null, info = self._split_test(X, Y, rng)
+            else:
+                null = self._permutation_null(X, Y, lam, rng)
+                # the observed statistic is the first direction's tightened divergence,
+                # computed by the same procedure (_direction with the same lam and k) as
+                # every null value
+                obs, info = self.tighten_info_[0]["divergence"], {}
+            at_least = int(np.sum(null >= obs))
+            self.null_divergences_ = null
+            self.pvalue_ = float((1 + at_least) / (1 + self.n_permutations))
+            self.test_ = {
+                "method": self.test,
+                "statistic": float(obs),
+                "n_permutations": int(self.n_permutations),
+                "n_at_least": at_least,
+                # no permuted statistic reached the observed one: the p-value is the floor
+                # 1 / (n_permutations + 1), an upper bound of what more permutations would give
+                "bound": at_least == 0,
+                "pvalue": self.pvalue_,
+                **info,
+            }
+            if at_least == 0:
+                warnings.warn(
+                    f"p-value at its floor: none of the {self.n_permutations} permutations reached the "
+                    f"observed statistic, so p <= {self.pvalue_:.2g} is a bound (raise n_permutations to resolve it)",
+                    ScontrastWarning, stacklevel=3)
         return self
 
-    def _cross_validate(self, X, Y, lams, rng) -> float:
+    def _split_test(self, X, Y, rng):
+        """Sample-splitting test: direction learnt on half of the cells, tested on the others.
+
+        Each group is split at random into a learning half (``n // 2`` and ``m // 2``
+        cells) and a test half.  The whole procedure (screening, the lambda rule, RELAX,
+        tightening; ``scale_`` is label-free) is run on the learning half; the test cells
+        are projected on its first direction and the statistic is ``W2^2`` between the
+        projected test target and background cells, compared with ``n_permutations``
+        permutations of the test cells' labels.  The direction does not depend on the
+        test cells, so under ``target = background`` their labels are exchangeable given
+        it and the p-value is exact (uniform up to the permutation grid) whatever the
+        selection; each permutation costs a sort of ``n + m`` numbers, not a fit.
+
+        Returns
+        -------
+        statistic : float
+        null : ndarray, shape (n_permutations,)
+        info : dict
+            Cells of each half and the learning half's lambda and genes.
+        """
+        n, m = X.shape[0], Y.shape[0]
+        px, py = rng.permutation(n), rng.permutation(m)
+        lx, tx = np.sort(px[: n // 2]), np.sort(px[n // 2:])
+        ly, ty = np.sort(py[: m // 2]), np.sort(py[m // 2:])
+        XL, YL = X[lx], Y[ly]
+        if self.lam is None and self.k is None and min(lx.size, ly.size) < 2 * self.cv_folds:
+            raise ScontrastError(
+                f"test: the split test chooses lambda by {self.cv_folds}-fold CV on half of each group, which needs "
+                f"at least {4 * self.cv_folds} cells per group, got {n} and {m}; set lam or k, or test='refit'")
+        Xd, Yd, screened, w2 = self._scale_screen_centre(XL, YL)
+        lam, rel0, _, _ = self._choose_lambda(XL, YL, Xd, Yd, w2, screened, rng)
+        beta = self._direction(Xd, Yd, lam, self.k, rng, rel0)[0]
+        w = beta / self.scale_[screened] if self.standardize else beta
+        keep = w != 0
+        cols = screened[keep]
+        a = np.asarray(dense(X[tx][:, cols]) @ w[keep]).ravel()
+        b = np.asarray(dense(Y[ty][:, cols]) @ w[keep]).ravel()
+        null = _permuted_w2(np.concatenate([a, b]), a.size, self.n_permutations, rng)
+        info = {"n_learn": [int(lx.size), int(ly.size)], "n_test": [int(tx.size), int(ty.size)],
+                "learn_lam": float(lam), "learn_n_genes": int(cols.size)}
+        return float(wasserstein2_1d(a, b)), null, info
+
+    def _cross_validate(self, X, Y, lams, rng) -> dict:
+        """Held-out divergence along the path and the rule's choice (the ``cv_results_`` dict)."""
         n, m = X.shape[0], Y.shape[0]
         folds = self.cv_folds
         if min(n, m) < 2 * folds:
@@ -1083,20 +1270,42 @@ class SPARDA(BaseEstimator):
         res = Parallel(n_jobs=self.n_jobs)(jobs)
         scores = np.array([r[0] for r in res])
         nnz = np.array([r[1] for r in res])
-        mean = scores.mean(axis=0)
-        se = scores.std(axis=0, ddof=1) / np.sqrt(folds) if folds > 1 else np.zeros_like(mean)
+        full_mean = scores.mean(axis=0)
+        full_se = scores.std(axis=0, ddof=1) / np.sqrt(folds)
+        mean, se, reference = full_mean[:-1], full_se[:-1], float(full_mean[-1])
         best = int(np.argmax(mean))
         if self.cv_rule == "1se":
             # the path is decreasing, so the first index within one SE is the largest lambda
             best = int(np.flatnonzero(mean >= mean[best] - se[best])[0])
-        self.cv_results_ = {
+        elif self.cv_rule == "fraction":
+            reached = np.flatnonzero(mean >= self.cv_fraction * reference)
+            best = int(reached[0]) if reached.size else len(lams) - 1
+        return {
             "lam": lams,
             "score": mean,
             "score_se": se,
-            "n_selected": nnz.mean(axis=0),
+            "n_selected": nnz[:, :-1].mean(axis=0),
             "best_index": best,
+            "reference_score": reference,
+            "reference_n_selected": float(nnz[:, -1].mean()),
         }
-        return float(lams[best])
+
+    def _warn_path_edge(self, cv: dict) -> None:
+        """``ScontrastWarning`` when the rule's choice is an end of the lambda path."""
+        lams, best = cv["lam"], cv["best_index"]
+        if lams.size < 2:
+            return
+        size = cv["n_selected"][best]
+        if best == lams.size - 1:
+            warnings.warn(
+                f"cv_rule={self.cv_rule!r} chose the smallest lambda of the path ({lams[best]:.3g}, "
+                f"{size:.0f} genes), its dense end; lower lam_min_ratio or raise n_lambdas to see whether a "
+                "smaller one is better", ScontrastWarning, stacklevel=4)
+        elif best == 0:
+            warnings.warn(
+                f"cv_rule={self.cv_rule!r} chose the largest lambda of the path ({lams[best]:.3g}, "
+                f"{size:.0f} gene(s)), its sparse end: the best single genes carry the difference",
+                ScontrastWarning, stacklevel=4)
 
     def _permutation_null(self, X, Y, lam, rng) -> np.ndarray:
         n = X.shape[0]

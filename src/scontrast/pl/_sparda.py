@@ -27,7 +27,7 @@ def _weights_panel(ax, adata: ad.AnnData, n_genes: int) -> None:
     ax.set_yticklabels(adata.var_names[order], fontsize=8 if order.size <= 25 else 6)
     ax.axvline(0, color="k", lw=0.6)
     n_sel = int(adata.var["sparda_selected"].sum())
-    ax.set_xlabel("weight in the first direction")
+    ax.set_xlabel("weight (+ = target side)")
     ax.set_title(f"top {order.size} of {n_sel} selected genes")
 
 
@@ -60,10 +60,11 @@ def sparda(
     ``obs[key]``; ``X`` is not read.
 
     Left: the ``n_genes`` largest weights (by magnitude) of the first direction
-    (red positive, blue negative; the sign is fixed so that the largest weight is
-    positive).  Right: histograms of the projections
+    (red positive = the gene contributes to the target side, blue negative = to the
+    background side; the direction is oriented so that the target cells project
+    higher on average).  Right: histograms of the projections
     ``obsm['X_sparda'][:, 0]`` of target and background cells, titled with the
-    Wasserstein divergence and the permutation p-value.  With ``ax`` (a sequence of
+    Wasserstein divergence and the p-value (``<=`` when it is its permutation floor).  With ``ax`` (a sequence of
     two Axes) the panels are drawn there; ``figsize`` (width, height in inches) is
     used otherwise.
     """
@@ -87,7 +88,13 @@ def sparda(
     proj = np.asarray(adata.obsm["X_sparda"])[:, 0]
     is_target = adata.obs[key].to_numpy(dtype=bool)
     p = float(info.get("pvalue", np.nan))
-    ptxt = "no permutation test" if not np.isfinite(p) else f"permutation p = {p:.3g}"
+    test = info.get("test")
+    if not np.isfinite(p):
+        ptxt = "no permutation test"
+    elif test is not None and bool(test["bound"]):
+        ptxt = f"p <= {p:.2g} ({int(test['n_permutations'])} permutations)"
+    else:
+        ptxt = f"p = {p:.3g}"
     lam = float(info.get("lam", np.nan))
     title = f"W2$^2$ = {float(info['divergence']):.3g}, {ptxt}\n(lambda = {lam:.3g})"
     _density_panel(axes[1], proj, is_target, title)

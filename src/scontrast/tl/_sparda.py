@@ -30,7 +30,9 @@ def sparda(
     Finds the sparse unit direction along which the projected target and background
     cells differ most in squared 2-Wasserstein distance (any kind of difference:
     mean, spread, correlation), with a permutation p-value; see
-    :class:`scontrast.sparda.SPARDA` for the algorithm.
+    :class:`scontrast.sparda.SPARDA` for the algorithm.  The direction is oriented so
+    that the target cells project higher on average: a positive weight means the gene
+    contributes to the target side.
 
     Parameters
     ----------
@@ -50,23 +52,26 @@ def sparda(
         Work on (and return) a copy.
     **params
         Hyper-parameters of :class:`scontrast.sparda.SPARDA` (their defaults are its
-        own): ``lam`` (L1 penalty; None with ``k=None`` = cross-validated), ``k``,
-        ``n_directions``, ``n_permutations``, ``cv_folds``, ``n_lambdas``,
-        ``lam_min_ratio``, ``cv_rule``, ``max_genes`` (marginal-W2 screening, recorded
+        own): ``lam`` (L1 penalty; None with ``k=None`` = chosen by ``cv_rule``), ``k``,
+        ``n_directions``, ``n_permutations``, ``test``, ``cv_folds``, ``n_lambdas``,
+        ``lam_min_ratio``, ``cv_rule``, ``cv_fraction``, ``max_genes`` (marginal-W2 screening, recorded
         in ``uns['sparda']['screening']``), ``relax_max_cells``, ``relax_max_iter``,
         ``relax_patience``, ``relax_step``, ``tighten_max_iter``, ``standardize``.
 
     Writes
     ------
     ``var['sparda_weight']`` weight of every gene in the first direction (0 outside the
-    gene set or not selected); ``var['sparda_selected']`` (bool) nonzero in any
+    gene set or not selected; positive = contributes to the target side, the target
+    cells project higher on every direction); ``var['sparda_selected']`` (bool) nonzero in any
     direction; ``var['sparda_marginal_w2']`` marginal squared W2 of each gene (the
     screening score; NaN outside the gene set); ``varm['sparda_directions']``
     (n_vars x n_directions; the columns of directions the deflation did not find are
     zero, ``uns['sparda']['n_directions_found']``); ``obsm['X_sparda']`` projection of
     every cell on the directions; ``uns['sparda']``: params, versions, seed,
-    divergence(s), pvalue (NaN without permutations), selected genes, lambda (and the
-    CV path when chosen by CV), screening and iteration diagnostics.
+    divergence(s), pvalue (NaN without permutations) and ``test`` (its resolution:
+    method, n_permutations, n_at_least, bound = p is its floor), selected genes,
+    lambda (and ``lambda_path`` when chosen by CV: path, held-out scores, sizes, rule,
+    chosen index and size, at_edge), screening and iteration diagnostics, warnings.
     """
     model = build_estimator(SPARDA, params, random_state=random_state, n_jobs=n_jobs)
     adata = adata.copy() if copy else adata
@@ -127,10 +132,19 @@ def sparda(
             "n_selected": np.asarray(cv["n_selected"], dtype=float),
             "best_index": int(cv["best_index"]),
             "rule": model.cv_rule,
+            # the chosen lambda's place on the path and its size
+            "chosen_lam": float(cv["lam"][cv["best_index"]]),
+            "chosen_n_selected": float(cv["n_selected"][cv["best_index"]]),
+            "at_edge": bool(cv["lam"].size > 1 and cv["best_index"] in (0, cv["lam"].size - 1)),
+            # the unpenalised fit on all screened genes (the reference of cv_rule='fraction')
+            "reference_score": float(cv["reference_score"]),
+            "reference_n_selected": float(cv["reference_n_selected"]),
         }
         extra["pda_divergence"] = float(model.pda_divergence_)
     if model.null_divergences_ is not None:
         extra["null_divergences"] = np.asarray(model.null_divergences_, dtype=float)
+    if model.test_ is not None:
+        extra["test"] = {key_: (np.asarray(v) if isinstance(v, list) else v) for key_, v in model.test_.items()}
     selected = names[model.selected_].astype(str)
     model_params = fitted_params(model)
     record_params(
@@ -159,9 +173,21 @@ def sparda(
 def summary_rows(adata: ad.AnnData, n_top: int = 10) -> Iterator[tuple[str, str]]:
     """(item, value) rows of the workflow's summary table for ``uns['sparda']``."""
     s = adata.uns["sparda"]
-    yield "permutation p-value", fmt(s.get("pvalue", float("nan")))
+    test = s.get("test")
+    if test is not None and int(test["n_at_least"]) == 0:
+        p = f"<= {fmt(s.get('pvalue'))} (none of {int(test['n_permutations'])} permutations as large)"
+    elif test is not None:
+        p = f"{fmt(s.get('pvalue'))} ({int(test['n_at_least'])} of {int(test['n_permutations'])} permutations as large)"
+    else:
+        p = fmt(s.get("pvalue", float("nan")))
+    yield f"p-value ({test['method']} test)" if test is not None else "permutation p-value", p
     yield "divergence (W2^2 along beta)", fmt(s.get("divergence"))
     yield "genes selected", fmt(s.get("n_selected"))
+    path = s.get("lambda_path")
+    if path is not None:
+        yield "lambda (rule, place on the path)", (
+            f"{fmt(s.get('lam'))} ({path['rule']}, {int(path['best_index']) + 1} of {len(path['lam'])}"
+            f"{', at its edge' if path.get('at_edge') else ''})")
     if "sparda_weight" in adata.var:
         w = adata.var["sparda_weight"].to_numpy(dtype=float)
         order = np.argsort(-np.abs(w), kind="stable")[:n_top]
