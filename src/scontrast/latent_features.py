@@ -81,6 +81,7 @@ from .core import (
     check_random_state,
     check_real,
     one_blas_thread,
+    progress,
     spawn_seed,
     temporary_beside,
 )
@@ -820,7 +821,8 @@ def _run_chain(Xs, scale, p, seed) -> dict:
     trace_sx = np.empty(n_iter)
     trace_sa = np.empty(n_iter)
     samples, sweeps = [], []
-    for it in range(n_iter):
+    for it in progress(range(n_iter), desc=f"latent_features: sweeps of chain {seed % 10**6}",
+                       logger="scontrast.latent_features"):
         K = int(_sweep_rows(Xs, Z, m, K, float(s2x), float(s2a), float(alpha), kcap, p["max_new"],
                             p["block_moves"], work_s, work_h, work_mu))
         Zk = Z[:, :K].astype(np.float64)

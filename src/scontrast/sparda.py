@@ -53,6 +53,7 @@ from .core import (
     check_real,
     dense,
     one_blas_thread,
+    progress,
     spawn_seed,
 )
 
@@ -1267,7 +1268,8 @@ class SPARDA(BaseEstimator):
             delayed(self._cv_fold)(X, Y, trx, tex, try_, tey, lams, seeds[f])
             for f, ((trx, tex), (try_, tey)) in enumerate(zip(kx, ky))
         ]
-        res = Parallel(n_jobs=self.n_jobs)(jobs)
+        res = list(progress(Parallel(n_jobs=self.n_jobs, return_as="generator")(jobs), total=folds,
+                            desc="sparda: cross-validation folds", logger="scontrast.sparda"))
         scores = np.array([r[0] for r in res])
         nnz = np.array([r[1] for r in res])
         full_mean = scores.mean(axis=0)
@@ -1318,7 +1320,9 @@ class SPARDA(BaseEstimator):
             perm = r.permutation(Z.shape[0])
             return self._fit_first(Z[perm[:n]], Z[perm[n:]], lam, self.k, r)
 
-        return np.asarray(Parallel(n_jobs=self.n_jobs)(delayed(one)(s) for s in seeds))
+        fits = Parallel(n_jobs=self.n_jobs, return_as="generator")(delayed(one)(s) for s in seeds)
+        return np.asarray(list(progress(fits, total=len(seeds), desc="sparda: permutation refits",
+                                        logger="scontrast.sparda")))
 
     # -------------------------------------------------------------- transform
     def transform(self, X) -> np.ndarray:
