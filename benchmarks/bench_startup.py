@@ -21,7 +21,7 @@ import time
 RULES = {
     "python (no import)": "pass",
     "preprocess": ("import scontrast._workflow; from scontrast import io, pl; "
-                   "from scontrast.preprocess import preprocess; pl.preprocess"),
+                   "from scontrast.preprocess import preprocess; pl.preprocess; import scanpy"),  # scanpy loads when it runs
     "sparda": "import scontrast._workflow; from scontrast import io, tl; tl.sparda",
     "cpca": "import scontrast._workflow; from scontrast import io, tl; tl.cpca",
     "pcpca": "import scontrast._workflow; from scontrast import io, tl; tl.pcpca",
