@@ -152,3 +152,14 @@ def test_samples_file_honours_the_umask(tmp_path):
     finally:
         os.umask(old)
     assert stat.S_IMODE((tmp_path / "s.npz").stat().st_mode) == 0o644
+
+
+def test_check_pair_matches_dataframes_by_gene_name():
+    import pandas as pd
+
+    X = pd.DataFrame([[1.0, 2.0, 3.0]], columns=["a", "b", "c"])
+    Y = pd.DataFrame([[30.0, 10.0, 20.0]], columns=["c", "a", "b"])
+    _, Yc = core.check_pair(X, Y)
+    np.testing.assert_array_equal(Yc, [[10.0, 20.0, 30.0]])  # put in X's gene order, not taken by position
+    with pytest.raises(ScontrastError, match=r"^Y: its genes \(columns\) are not X's, e.g. \['d'\]"):
+        core.check_pair(X, pd.DataFrame([[1.0, 2.0, 3.0]], columns=["a", "b", "d"]))

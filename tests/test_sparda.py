@@ -620,3 +620,18 @@ def test_stability_selection_bad_parameters(kwargs, match):
         stability_selection(X, X + 1, **kwargs)
     with pytest.raises(ScontrastError, match="^X: needs at least 4 cells"):
         stability_selection(X[:3], X, lam=0.1)
+
+
+def test_identical_groups_select_no_gene():
+    """A background that copies the target: divergence 0 along every direction, so no gene is selected
+    (and the user is told), whatever the search ended on."""
+    from scontrast.core import ScontrastWarning
+
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(60, 8))
+    with pytest.warns(ScontrastWarning, match="no difference between the groups"):
+        model = SPARDA(lam=0.05, n_permutations=19, test="refit", relax_max_iter=5, random_state=0).fit(X, X.copy())
+    assert model.selected_.size == 0 and model.divergence_ == 0.0 and np.all(model.components_ == 0)
+    assert model.pvalue_ == 1.0
+    with pytest.raises(ValueError, match="^X: needs at least 1 genes"):
+        SPARDA().fit(np.ones((5, 0)), np.ones((5, 0)))

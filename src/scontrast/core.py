@@ -205,10 +205,20 @@ def check_matrix(A, name: str = "X", *, min_rows: int = 1, min_cols: int = 1, ac
 def check_pair(X, Y, names: tuple[str, str] = ("X", "Y"), **kwargs):
     """:func:`check_matrix` on both groups, and the same genes in both.
 
+    Two pandas DataFrames are matched by column name (``Y``'s columns put in ``X``'s order;
+    different gene sets are refused), never by position alone.
+
     Returns
     -------
     X : shape (n, d); Y : shape (m, d)
     """
+    if hasattr(X, "columns") and hasattr(Y, "columns"):
+        cx, cy = list(X.columns), list(Y.columns)
+        if cx != cy:
+            if set(cx) != set(cy) or len(set(cx)) != len(cx):
+                extra = sorted(map(str, set(cy) - set(cx)))[:3] or sorted(map(str, set(cx) - set(cy)))[:3]
+                raise ScontrastError(f"{names[1]}: its genes (columns) are not {names[0]}'s, e.g. {extra}")
+            Y = Y[cx]
     X = check_matrix(X, names[0], **kwargs)
     Y = check_matrix(Y, names[1], **kwargs)
     if X.shape[1] != Y.shape[1]:

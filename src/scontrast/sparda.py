@@ -1169,6 +1169,14 @@ class SPARDA(BaseEstimator):
                 Xj = Xj - np.outer(Xj @ beta, beta)
                 Yj = Yj - np.outer(Yj @ beta, beta)
                 P = P - np.outer(P @ beta, beta)
+        spread = float(np.var(np.vstack([Xd, Yd]), axis=0).sum())
+        if not divs[0] > 1e-12 * spread:
+            # identical groups (e.g. a background that copies the target): every direction has
+            # divergence 0, so whichever genes the search ended on carry nothing
+            comps[:] = 0.0
+            divs[:] = 0.0
+            warnings.warn("no difference between the groups along any direction (divergence 0, e.g. a background "
+                          "identical to the target): no gene is selected", ScontrastWarning, stacklevel=3)
         self.components_ = comps
         self.beta_ = comps[0] if self.n_directions == 1 else comps
         self.divergences_ = divs
