@@ -8,8 +8,9 @@ import numpy as np
 from matplotlib.colors import ListedColormap
 
 from ..core import TARGET_KEY, ScontrastError
+from ._style import BACKGROUND_COLOUR, TARGET_COLOUR, group_labels, titled
 
-_GROUP_COLORS = ("tab:blue", "tab:orange")  # background, target
+_GROUP_COLORS = (BACKGROUND_COLOUR, TARGET_COLOUR)  # background, target: as in every figure
 
 
 def cell_order(features: np.ndarray, is_target: np.ndarray) -> np.ndarray:
@@ -38,7 +39,7 @@ def feature_labels(uns: dict, k: int, n_genes: int = 3) -> list[str]:
     return labels
 
 
-def _heatmap(ax, features, is_target, uns):
+def _heatmap(ax, features, is_target, uns, labels=("target", "background")):
     order = cell_order(features, is_target)
     F = features[order].T  # features x cells
     n_b = int((~is_target).sum())
@@ -56,10 +57,10 @@ def _heatmap(ax, features, is_target, uns):
         if hi > lo:  # a coloured band under the cells of each group
             ax.axvspan(lo - 0.5, hi - 0.5, ymin=-0.03, ymax=0.0, color=colour, clip_on=False)
     if 0 < n_b < n:
-        ax.axvline(n_b - 0.5, color="tab:red", lw=1.5)
+        ax.axvline(n_b - 0.5, color="black", lw=1.5)
     ax.set_xticks([])
-    ax.set_xlabel(f"cells: background ({n_b}, blue) | target ({n - n_b}, orange), each sorted by feature pattern "
-                  "(black = holds the feature)", labelpad=8)
+    ax.set_xlabel(f"cells: {labels[1]} ({n_b}, blue) | {labels[0]} ({n - n_b}, red), each sorted by feature "
+                  "pattern (black = holds the feature)", labelpad=8)
     title = f"FANGS estimate: K = {k}"
     if uns:
         title += f", a = {uns.get('a', float('nan')):.3g}, E[FARO] = {uns.get('expected_loss', float('nan')):.4g}"
@@ -101,12 +102,14 @@ def fangs(adata: ad.AnnData, *, key: str = TARGET_KEY, ax=None, figsize=(12, 6))
     features = np.asarray(adata.obsm["fangs_features"]).astype(np.uint8)
     is_target = adata.obs[key].to_numpy(dtype=bool) if key in adata.obs else np.zeros(adata.n_obs, bool)
     uns = dict(adata.uns.get("fangs", {}))
+    labels = group_labels(adata)
     if ax is not None:
-        _heatmap(ax, features, is_target, uns)
+        _heatmap(ax, features, is_target, uns, labels)
         return ax.figure
     fig = plt.figure(figsize=figsize, layout="constrained")
+    fig.suptitle(titled(f"binary features of the cells: {labels[0]} vs {labels[1]}", adata))
     grid = fig.add_gridspec(2, 2, width_ratios=[7, 3])
-    _heatmap(fig.add_subplot(grid[:, 0]), features, is_target, uns)
+    _heatmap(fig.add_subplot(grid[:, 0]), features, is_target, uns, labels)
     kax = fig.add_subplot(grid[0, 1])
     if "samples_K_values" in uns:
         kax.bar(np.asarray(uns["samples_K_values"]), np.asarray(uns["samples_K_counts"]), color="grey",

@@ -7,9 +7,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from ..core import TARGET_KEY, ScontrastError, check_int
-
-_TARGET_COLOUR = "#d62728"
-_BACKGROUND_COLOUR = "#1f77b4"
+from ._style import BACKGROUND_COLOUR as _BACKGROUND_COLOUR
+from ._style import TARGET_COLOUR as _TARGET_COLOUR
+from ._style import group_labels, titled
 
 
 def _weights_panel(ax, adata: ad.AnnData, n_genes: int) -> None:
@@ -31,14 +31,14 @@ def _weights_panel(ax, adata: ad.AnnData, n_genes: int) -> None:
     ax.set_title(f"top {order.size} of {n_sel} selected genes")
 
 
-def _density_panel(ax, proj: np.ndarray, is_target: np.ndarray, title: str) -> None:
+def _density_panel(ax, proj: np.ndarray, is_target: np.ndarray, title: str, labels: tuple[str, str]) -> None:
     lo, hi = np.percentile(proj, [0.5, 99.5])
     pad = 0.05 * (hi - lo if hi > lo else 1.0)
     bins = np.linspace(lo - pad, hi + pad, 40)
     ax.hist(proj[~is_target], bins=bins, density=True, alpha=0.55, color=_BACKGROUND_COLOUR,
-            label=f"background (n={int((~is_target).sum())})")
+            label=f"{labels[1]} (n={int((~is_target).sum())})")
     ax.hist(proj[is_target], bins=bins, density=True, alpha=0.55, color=_TARGET_COLOUR,
-            label=f"target (n={int(is_target.sum())})")
+            label=f"{labels[0]} (n={int(is_target.sum())})")
     ax.set_xlabel("projection on the SPARDA direction")
     ax.set_ylabel("density")
     ax.set_title(title)
@@ -97,8 +97,10 @@ def sparda(
         ptxt = f"p = {p:.3g}"
     lam = float(info.get("lam", np.nan))
     title = f"W2$^2$ = {float(info['divergence']):.3g}, {ptxt}\n(lambda = {lam:.3g})"
-    _density_panel(axes[1], proj, is_target, title)
-    fig.suptitle("SPARDA: sparse direction of largest Wasserstein difference (target vs background)")
+    target_label, background_label = group_labels(adata)
+    _density_panel(axes[1], proj, is_target, title, (target_label, background_label))
+    fig.suptitle(titled(f"SPARDA: the sparse direction of largest Wasserstein difference, {target_label} vs "
+                        f"{background_label}", adata))
     fig.tight_layout()
     return fig
 
