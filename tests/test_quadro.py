@@ -1,29 +1,36 @@
 """QUADRO: moment formulas, robust estimators, the solver and the classifier."""
 
+import warnings
+
 import numba
 import numpy as np
 import pytest
-from scipy.optimize import minimize
+from scipy.optimize import minimize, minimize_scalar
 from scipy.stats import kendalltau, multivariate_normal, multivariate_t
 from sklearn.base import clone
 from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import StratifiedKFold
 from sklearn.utils.estimator_checks import check_estimator
 
-from scontrast.core import ScontrastError, check_random_state, spawn_seed
+from scontrast.core import ScontrastError, ScontrastWarning, check_random_state, spawn_seed
 from scontrast.quadro import (
     QUADRO,
     Moments,
     RayleighProblem,
+    RayleighScreen,
+    _auc,
     _finite_cut,
     _prox_l1_affine,
+    balanced_error,
     catoni_mean,
+    coexpression_change,
     cross_validated_scores,
     error_threshold,
     estimate_moments,
     kendall_correlation,
     kendall_tau_matrix,
     kurtosis_parameter,
+    marginal_rayleigh,
     nearest_psd,
     quadratic_mean,
     quadratic_variance,
@@ -531,3 +538,185 @@ def test_cross_validated_scores_not_nested_and_errors():
         cross_validated_scores(est, X, y, 1)
     with pytest.raises(ScontrastError, match=r"^nested: expected one of"):
         cross_validated_scores(est, X, y, nested="yes")
+
+
+# ----------------------------------------------------------------------------- issue 16: imbalance, screening, path
+
+
+def test_error_threshold_balanced_known_answer():
+    s = np.arange(10.0)
+    two = np.zeros(10, dtype=bool)
+    two[[5, 8, 9]] = True
+    # raw: cutting at 7.5 costs one error (5), at 4.5 two (6, 7)
+    assert error_threshold(s, two) == 7.5
+    # balanced: 7.5 costs 1/3 of class 2 (mean 1/6), 4.5 costs 2/7 of class 1 (mean 1/7)
+    assert error_threshold(s, two, balanced=True) == 4.5
+    # explicit weights: a class-2 sample costing 3 class-1 samples moves the cut down too
+    assert error_threshold(s, two, class_weights=(1.0, 3.0)) == 4.5
+    assert balanced_error(two, s > 4.5) == pytest.approx(0.5 * 2 / 7)
+
+
+def _imbalanced(n1, n2, d, rng):
+    """Class 1 N(0, I); class 2 (rare) with variances 4 on genes 0-1 and mean 1 on gene 2."""
+    X1 = rng.standard_normal((n1, d))
+    X2 = rng.standard_normal((n2, d))
+    X2[:, :2] *= 2.0
+    X2[:, 2] += 1.0
+    return np.vstack([X1, X2]), np.r_[np.zeros(n1, dtype=int), np.ones(n2, dtype=int)]
+
+
+def test_balanced_class_weight_on_a_planted_imbalanced_problem():
+    """1:15 groups: the balanced model finds the rare class; the prior-weighted one mostly calls it background."""
+    d = 8
+    s2 = np.r_[4.0, 4.0, np.ones(d - 2)]
+    mu2 = np.r_[0.0, 0.0, 1.0, np.zeros(d - 3)]
+    gains, recalls = [], []
+    for seed in range(3):
+        rng = np.random.default_rng(100 + seed)
+        X, y = _imbalanced(600, 40, d, rng)
+        Xt, yt = _imbalanced(15000, 1000, d, rng)
+        bal = QUADRO(estimator="sample", cv=3, lambda_grid=[1.0, 0.1, 0.01], random_state=seed).fit(X, y)
+        raw = QUADRO(estimator="sample", cv=3, lambda_grid=[1.0, 0.1, 0.01], random_state=seed,
+                     class_weight=None).fit(X, y)
+        assert bal.pi_ == 0.5 and raw.pi_ == pytest.approx(600 / 640)
+        # the threshold minimises the balanced error of the out-of-fold scores
+        oof = bal.oof_decision_
+        best = balanced_error(y == 1, oof > 0)
+        for t in np.quantile(oof, np.linspace(0.01, 0.99, 60)):
+            assert best <= balanced_error(y == 1, oof > t) + 1e-12
+        # the balanced Bayes rule: the true log-likelihood ratio cut at 0
+        llr = (multivariate_normal(mu2, np.diag(s2)).logpdf(Xt) - multivariate_normal(np.zeros(d), np.eye(d)).logpdf(Xt))
+        bayes = balanced_error(yt == 1, llr > 0)
+        be_bal = balanced_error(yt == 1, bal.predict(Xt) == 1)
+        be_raw = balanced_error(yt == 1, raw.predict(Xt) == 1)
+        assert be_bal < bayes + 0.08, (seed, be_bal, bayes)
+        gains.append(be_raw - be_bal)
+        recalls.append(np.mean(bal.predict(Xt)[yt == 1] == 1))
+    # the prior-weighted cut trades the rare class away: its balanced error is clearly worse on average
+    assert np.mean(gains) > 0.05, gains
+    assert min(recalls) > 0.6, recalls
+
+
+def test_class_weight_dict_and_errors():
+    rng = np.random.default_rng(30)
+    X, y = _imbalanced(200, 40, 4, rng)
+    m = QUADRO(lambda1=0.1, lambda2=0.1, cv=None, estimator="sample", class_weight={0: 1.0, 1: 5.0}).fit(X, y)
+    assert m.pi_ == pytest.approx(200 / (200 + 5 * 40))
+    with pytest.raises(ScontrastError, match=r"^class_weight: expected one of"):
+        QUADRO(class_weight="equal").fit(X, y)
+    with pytest.raises(ScontrastError, match=r"^class_weight: expected"):
+        QUADRO(class_weight={0: -1.0}).fit(X, y)
+
+
+def test_marginal_rayleigh_is_the_one_gene_quadro_optimum():
+    rng = np.random.default_rng(31)
+    X1 = rng.standard_normal((300, 3)) * [1.0, 1.0, 1.0] + [0.0, 0.0, 2.0]
+    X2 = rng.standard_normal((200, 3)) * [1.0, 2.0, 0.5] + [0.5, 1.0, 2.0]
+    for gamma, pi in ((0.0, 0.5), (0.7, 0.6)):
+        stat = marginal_rayleigh(X1, X2, gamma=gamma, pi=pi)
+        for j in range(3):
+            m1, m2 = X1[:, j].mean(), X2[:, j].mean()
+            v1, v2 = X1[:, j].var(ddof=1), X2[:, j].var(ddof=1)
+
+            args = (np.array([m1]), np.array([[v1]]), np.array([m2]), np.array([[v2]]), gamma, pi)
+            # the quotient is scale free: maximise over the direction (cos t, sin t) of (w, b)
+            grid = np.linspace(0, np.pi, 2001)
+            vals = [rayleigh_quotient(np.array([[np.cos(t)]]), np.array([np.sin(t)]), *args) for t in grid]
+            t0 = grid[int(np.argmax(vals))]
+            fine = minimize_scalar(lambda t, a=args: -rayleigh_quotient(np.array([[np.cos(t)]]), np.array([np.sin(t)]), *a),
+                                   bounds=(t0 - 2e-3, t0 + 2e-3), method="bounded", options={"xatol": 1e-12})
+            best = -fine.fun
+            assert stat[j] == pytest.approx(best, rel=1e-6), (gamma, j)
+    # ranks a variance change and a mean shift above a gene that does not change
+    rng = np.random.default_rng(32)
+    A = rng.standard_normal((400, 3))
+    B = rng.standard_normal((400, 3)) * [1.0, 1.8, 1.0] + [0.6, 0.0, 0.0]
+    s = marginal_rayleigh(A, B)
+    assert s[0] > 5 * s[2] and s[1] > 5 * s[2]
+
+
+def test_fold_only_gene_ranking_keeps_the_error_honest():
+    """Pure noise, random labels, 3,000 ranked genes: fold-only ranking ~0.5; ranking on all cells leaks."""
+    honest, leaky = [], []
+    for seed in range(3):
+        rng = np.random.default_rng(200 + seed)
+        X = rng.standard_normal((100, 3000))
+        y = rng.permutation(np.r_[np.zeros(50, dtype=int), np.ones(50, dtype=int)])
+        est = QUADRO(estimator="sample", n_features=10, cv=3, lambda_grid=[1.0, 0.1], random_state=seed)
+        res = cross_validated_scores(est, X, y, 5, random_state=seed)
+        honest.append(balanced_error(y == 1, res.predicted == 1))
+        # every outer model ranked the genes on its own training cells
+        assert all(f.size == 10 for f in res.fold_features)
+        # the same ranking done once on all cells (the leak the fold-wise ranking avoids)
+        keep = RayleighScreen(k=10).fit(X, y).support_
+        res_leak = cross_validated_scores(est.set_params(n_features=None), X[:, keep], y, 5, random_state=seed)
+        est.set_params(n_features=10)
+        leaky.append(balanced_error(y == 1, res_leak.predicted == 1))
+    # 300 noise predictions: the balanced error's sd is about 0.5 / sqrt(300) = 0.029
+    assert np.mean(honest) > 0.5 - 3 * 0.029, honest
+    assert np.mean(leaky) < np.mean(honest) - 0.1, (leaky, honest)
+
+
+def test_screen_is_fitted_on_the_training_cells():
+    rng = np.random.default_rng(33)
+    X, y = _imbalanced(120, 60, 30, rng)
+    m = QUADRO(lambda1=0.1, lambda2=0.1, cv=None, estimator="sample", n_features=5).fit(X, y)
+    screen = RayleighScreen(k=5).fit(X, y)
+    np.testing.assert_array_equal(m.features_, np.flatnonzero(screen.support_))
+    np.testing.assert_array_equal(m.screen_scores_, screen.scores_)
+    assert {0, 1, 2} <= set(m.features_)  # the planted genes
+    assert m.Omega_.shape == (5, 5) and m.decision_function(X).shape == (180,)
+    pairs, linear = m.interactions([f"g{i}" for i in range(30)])
+    assert {p[0] for p in pairs} | {g for g, _ in linear} <= {f"g{i}" for i in m.features_}
+    assert screen.transform(X).shape == (180, 5)
+
+
+def test_lambda1_path_starts_where_omega_is_zero():
+    rng = np.random.default_rng(34)
+    X, y, _ = _quadratic_problem(150, rng)
+    X = X + np.r_[0.4, 0.0, 0.0, 0.0] * (y == "b")[:, None]  # a linear part too
+    problem = RayleighProblem(estimate_moments(X[y == "a"], X[y == "b"], estimator="sample"))
+    top = problem.omega_zero_level()
+    assert problem.reference_scale()[0] >= top  # the zero level, or the sparsest-point scale above it
+    at = solve_rayleigh(problem, 1.001 * top, 0.0, tol=1e-10, max_iter=50000)
+    assert not np.any(at.Omega)  # the linear rule exactly
+    assert not np.any(solve_rayleigh(problem, 1.001 * problem.reference_scale()[0], 0.0, tol=1e-10, max_iter=50000).Omega)
+    below = solve_rayleigh(problem, 0.8 * top, 0.0, tol=1e-10, max_iter=50000)
+    assert np.count_nonzero(below.Omega) > 0
+
+
+def test_choice_at_the_end_of_the_path_warns():
+    rng = np.random.default_rng(35)
+    X, y, _ = _quadratic_problem(150, rng)
+    with pytest.warns(ScontrastWarning, match=r"lambda1 chosen at the least penalised end of its path"):
+        m = QUADRO(estimator="sample", cv=3, lambda_grid=[1.0, 0.99, 0.01], lambda2=1.0, cv_rule="best",
+                   random_state=0).fit(X, y)
+    assert m.lambda1_ == 0.01
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ScontrastWarning)
+        QUADRO(estimator="sample", lambda1=0.01, lambda2=1.0, cv=3, random_state=0).fit(X, y)  # nothing chosen
+
+
+def test_fast_auc_matches_scikit_learn_with_ties():
+    rng = np.random.default_rng(36)
+    y = rng.random(300) < 0.2
+    s = np.round(rng.standard_normal(300) + y, 1)  # many ties
+    assert _auc(y, s) == pytest.approx(roc_auc_score(y, s), rel=1e-12)
+
+
+def test_screen_keeps_genes_that_differ_only_in_coexpression():
+    rng = np.random.default_rng(37)
+    n, d = 300, 40
+    A = rng.standard_normal((n, d))
+    B = rng.standard_normal((n, d))
+    B[:, 1] = 0.8 * B[:, 0] + 0.6 * B[:, 1]  # same marginals, correlation 0 -> 0.8
+    X, y = np.vstack([A, B]), np.r_[np.zeros(n, dtype=int), np.ones(n, dtype=int)]
+    z = coexpression_change(A, B)
+    assert z[0, 1] == z[1, 0] and z[0, 1] > 10
+    off = z[np.triu_indices(d, 1)]
+    off = off[off < 10]
+    # no change elsewhere: |N(0, 1)| has mean sqrt(2/pi) = 0.80 (780 pairs: se about 0.02, pairs share genes)
+    assert abs(off.mean() - np.sqrt(2 / np.pi)) < 0.1
+    assert set(np.flatnonzero(RayleighScreen(k=2).fit(X, y).support_)) == {0, 1}
+    # marginal changes alone cannot see them
+    assert not {0, 1} <= set(np.flatnonzero(RayleighScreen(k=2, n_pair_genes=0).fit(X, y).support_))

@@ -12,7 +12,8 @@ from scontrast import io
 from scontrast.core import ScontrastError
 from scontrast.pl._quadro import quadro as plot_quadro
 from scontrast.quadro import QUADRO
-from scontrast.tl._quadro import quadro, select_genes
+from scontrast.tl._common import fmt
+from scontrast.tl._quadro import quadro, select_genes, summary_rows
 
 
 def _adata(n=160, n_genes=12, seed=0, sparse=False):
@@ -76,10 +77,15 @@ def test_front_end_writes_cross_validated_results():
     assert len(u["fold_lambda1"]) == 3 and set(u["fold_lambda2"]) == {1.0}
     assert u["rayleigh_quotient"] > 0 and u["converged"]
     assert abs(u["constraint_residual"]) < 1e-6
-    inter = u["interactions"]
-    assert len(inter["gene_i"]) == len(inter["weight"]) > 0
-    # the strongest interaction involves the genes that carry the difference
-    assert {inter["gene_i"][0], inter["gene_j"][0]} <= {"g0", "g1", "g2"}
+    inter, squared = u["interactions"], u["squared"]
+    assert len(inter["gene_i"]) == len(inter["weight"]) and len(squared["gene"]) == len(squared["weight"])
+    # gene pairs and squared terms apart, together every nonzero entry of Omega's upper triangle
+    assert all(i != j for i, j in zip(inter["gene_i"], inter["gene_j"]))
+    assert len(inter["gene_i"]) + len(squared["gene"]) == np.count_nonzero(np.triu(u["Omega"])) > 0
+    # the strongest term involves the genes that carry the difference
+    terms = [(abs(w), {i, j}) for i, j, w in zip(inter["gene_i"], inter["gene_j"], inter["weight"])]
+    terms += [(abs(w), {g}) for g, w in zip(squared["gene"], squared["weight"])]
+    assert max(terms, key=lambda t: t[0])[1] <= {"g0", "g1", "g2"}
     assert u["Omega"].shape == (5, 5)
 
 
@@ -191,3 +197,45 @@ def test_front_end_one_class_of_another_column_is_refused():
         quadro(a, groupby="nope", **FAST)
     with pytest.raises(ScontrastError, match="^labels: needs groupby"):
         quadro(a, labels=["b1", "b2"], **FAST)
+
+
+def test_front_end_reports_balanced_error_recall_baseline_and_fold_genes():
+    """Imbalanced groups (1:5): balanced error, AUC, recalls and the majority baseline lead the summary."""
+    a = _adata(n=800, seed=3)
+    target = a.obs["scontrast_target"].to_numpy().copy()
+    keep = ~target | (np.cumsum(target) <= 80)  # 80 target vs 400 background cells
+    a = a[keep].copy()
+    target = a.obs["scontrast_target"].to_numpy()
+    quadro(a, **{**FAST, "n_genes": None, "n_features": 4})
+    u = a.uns["quadro"]
+    pred = a.obs["quadro_pred"].to_numpy()
+    rec_t, rec_b = float(np.mean(pred[target])), float(np.mean(~pred[~target]))
+    assert u["recall"] == {"target": pytest.approx(rec_t), "background": pytest.approx(rec_b)}
+    assert u["balanced_error"] == pytest.approx(1 - (rec_t + rec_b) / 2)
+    assert u["auc"] == u["cv_auc"]
+    assert u["majority_baseline"]["label"] == "background"
+    assert u["majority_baseline"]["error"] == pytest.approx(80 / 480)
+    assert u["balanced_error"] < 0.35 and rec_t > 0.5  # the rare group is found
+    # each outer model kept 4 of the 8 candidates on its own training cells; the final model's genes listed
+    assert u["n_candidates"] == 8 and len(u["genes"]) == 4
+    folds = u["gene_folds"]
+    assert int(np.sum(folds["n_folds"])) == 3 * 4
+    assert set(u["genes"]) == set(np.asarray(folds["gene"])[np.asarray(folds["final"])])
+    assert {"g0", "g1", "g2"} <= set(u["genes"])  # the genes carrying the difference
+    rows = list(summary_rows(a))
+    assert rows[0] == ("cross-validated balanced error (chance 0.5)", fmt(u["balanced_error"]))
+    assert rows[1] == ("cross-validated AUC (chance 0.5)", fmt(u["auc"]))
+    assert any(label.startswith("cross-validated error (all called background") for label, _ in rows)
+    fig = plot_quadro(a)
+    assert fig.axes[0].get_title().startswith(f"QUADRO out of fold: balanced error {u['balanced_error']:.3f}, AUC")
+
+
+def test_front_end_records_a_choice_at_the_end_of_the_path():
+    """A path too short for the data (a linear rule, then an almost free Omega): logged in uns."""
+    a = _adata()
+    quadro(a, **{**FAST, "lambda_grid": [100.0, 1e-3]})
+    u = a.uns["quadro"]
+    assert u["lambda1"] == 1e-3 and set(u["fold_lambda1"]) == {1e-3}
+    assert any(w.startswith("QUADRO: lambda1 chosen at the least penalised end of its path") for w in u["warnings"])
+    assert any("lambda1 chosen at the least penalised end" in value for _, value in summary_rows(a)) or \
+        len(u["warnings"]) > 0

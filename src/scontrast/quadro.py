@@ -23,6 +23,15 @@ solved here by an accelerated proximal gradient method whose proximal step
 constraint. Means, variances and correlations are estimated robustly
 (Catoni's M-estimator, Kendall's tau) or by the sample moments.
 
+For real data (scontrast issue 16): ``class_weight='balanced'`` gives both
+classes the weight 1/2 (``pi``, the threshold and the calibration), so that a
+small group is not traded away; :class:`RayleighScreen` keeps the genes whose
+own distribution (:func:`marginal_rayleigh`) or co-expression
+(:func:`coexpression_change`) changes most, fitted on the training samples of
+every fold; lambda1's path starts where the optimality conditions make
+``Omega = 0`` (``RayleighProblem.omega_zero_level``) and a choice at the path's
+least penalised end is a :class:`scontrast.core.ScontrastWarning`.
+
 The module is numpy/scipy in, numpy out; ``scontrast.tl.quadro`` is the
 AnnData front end.
 """
@@ -40,10 +49,10 @@ import numpy as np
 from scipy.optimize import minimize_scalar
 from scipy.sparse.linalg import LinearOperator, eigsh
 from scipy.special import expit
-from scipy.stats import rankdata
+from scipy.stats import chi2, rankdata
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
+from sklearn.feature_selection import SelectorMixin
 from sklearn.linear_model import LogisticRegression
-from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import StratifiedKFold, cross_validate
 from sklearn.utils import _safe_indexing
 from sklearn.utils.multiclass import check_classification_targets, type_of_target
@@ -51,6 +60,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .core import (
     ScontrastError,
+    ScontrastWarning,
     blas_threads,
     check_int,
     check_matrix,
@@ -78,6 +88,10 @@ __all__ = [
     "RayleighSolution",
     "solve_rayleigh",
     "error_threshold",
+    "balanced_error",
+    "marginal_rayleigh",
+    "coexpression_change",
+    "RayleighScreen",
     "QUADRO",
     "OutOfFold",
     "cross_validated_scores",
@@ -567,7 +581,7 @@ class Moments:
 
 
 def estimate_moments(X1, X2, estimator: str = "robust", gamma: float | None = None, psd_norm: str = "max",
-                     standardize: bool = True) -> Moments:
+                     standardize: bool = True, pi: float | None = None) -> Moments:
     """Means and covariances of both classes (robust or sample) and gamma.
 
     ``'robust'``: Catoni means, ``robust_variance`` variances, Kendall
@@ -582,6 +596,8 @@ def estimate_moments(X1, X2, estimator: str = "robust", gamma: float | None = No
     ----------
     X1 : (n1, d) array of class 1, X2 : (n2, d) array of class 2.
     gamma : None = ``kurtosis_parameter(X1, X2)``.
+    pi : weight of class 1 in the objective and the centring; None = its share
+        ``n1 / (n1 + n2)`` of the samples, 0.5 = both classes alike (balanced).
     """
     check_option(estimator, "estimator", ["robust", "sample"])
     X1 = _matrix(X1, "X1", min_rows=2)
@@ -600,7 +616,10 @@ def estimate_moments(X1, X2, estimator: str = "robust", gamma: float | None = No
             S = nearest_psd(sd[:, None] * kendall_correlation(X) * sd[None, :], norm=psd_norm)
         out.append((mu, S))
     (mu1, S1), (mu2, S2) = out
-    pi = X1.shape[0] / (X1.shape[0] + X2.shape[0])
+    if pi is None:
+        pi = X1.shape[0] / (X1.shape[0] + X2.shape[0])
+    elif not 0.0 < pi < 1.0:
+        raise ScontrastError(f"pi: expected a number in (0, 1), got {pi!r}")
     if gamma is None:
         gamma = kurtosis_parameter(X1, X2)
     elif gamma < -2.0 / (d + 2):
@@ -695,17 +714,47 @@ class RayleighProblem:
             self._lipschitz = max(lam, np.finfo(float).tiny)
         return self._lipschitz
 
+    def omega_zero_level(self) -> float | None:
+        """The smallest lambda1 at which ``Omega = 0`` solves the problem with ``lambda2 = 0``.
+
+        With ``Omega = 0`` the problem is ``min 4 delta' S delta`` s.t.
+        ``-2 (mu2 - mu1)' delta = 1`` (``S`` the prior-weighted covariance), solved by
+        ``delta = S^-1 b / (b' S^-1 b)`` with multiplier ``nu = -8 / (b' S^-1 b)``;
+        the optimality conditions keep ``Omega`` at zero exactly while
+        ``lambda1 >= max_ij |grad_Omega f + nu a_Omega|_ij``. None when no linear
+        rule is feasible (equal means).
+        """
+        d, d2 = self.d, self.d * self.d
+        b = self.a[d2:]
+        if not np.any(b):
+            return None
+        S = np.einsum("k,kij->ij", self._w, self._S)
+        ridge = 1e-10 * max(float(np.trace(S)) / d, np.finfo(float).tiny)
+        u = np.linalg.lstsq(S + ridge * np.eye(d), b, rcond=None)[0]
+        den = float(b @ u)
+        if not den > 0:
+            return None
+        x = np.zeros(self.size)
+        x[d2:] = u / den
+        g = self.gradient(x)
+        nu = -float(g[d2:] @ b) / float(b @ b)
+        level = float(np.abs(g[:d2] + nu * self.a[:d2]).max())
+        return level if level > 0 else None
+
     def reference_scale(self) -> tuple[float, float]:
         """Scale of the penalties, the analogue of the lasso's ``lambda_max``.
 
-        At the sparsest feasible point ``x_s`` (the minimum-L1 point of
+        lambda1: ``omega_zero_level`` (the path of lambda1 multiples starts at 1,
+        where the rule is linear, ``Omega = 0``), or the sparsest-point scale below
+        when that is larger (then Omega is zero at 1 too). lambda2: at the sparsest feasible point ``x_s`` (the minimum-L1 point of
         ``<a, x> = 1``: one symmetric pair of Omega or one entry of delta, where
         ``|a|`` is largest) the penalties must exceed the constraint-corrected
         smooth gradient ``|grad f(x_s) + nu a|`` to keep the answer that sparse.
         Returns, per block (Omega, delta), the largest entry of that gradient
-        with ``nu`` minimising its overall maximum. lambda1 and lambda2 are
-        multiples of these: 1 gives (nearly) the sparsest answer, small
-        multiples approach the unpenalised one.
+        with ``nu`` minimising its overall maximum (for lambda1 only when
+        ``omega_zero_level`` is None). lambda1 and lambda2 are multiples of
+        these: 1 gives ``Omega = 0`` (lambda1) and (nearly) the sparsest delta
+        (lambda2); small multiples approach the unpenalised answer.
         """
         d2 = self.d * self.d
         i = int(np.argmax(np.abs(self.a)))
@@ -723,6 +772,12 @@ class RayleighProblem:
                               method="bounded", options={"xatol": 1e-10 * bound})
         h = np.abs(g + res.x * a)
         ref1, ref2 = float(h[:d2].max()), float(h[d2:].max())
+        zero = self.omega_zero_level()
+        if zero is not None:
+            # at least the zero level; where the linear problem is degenerate (d > n: a singular
+            # covariance separates the classes with f ~ 0) the zero level is ~0 and the
+            # sparsest-point scale keeps the path meaningful
+            ref1 = max(zero, ref1)
         top = max(ref1, ref2, np.finfo(float).tiny)
         return (ref1 if ref1 > 0 else top, ref2 if ref2 > 0 else top)
 
@@ -740,16 +795,18 @@ def _prox_l1_affine(v: np.ndarray, a: np.ndarray, tau: np.ndarray, theta0: float
     """
     nz = a != 0
     a_nz = a[nz]
-    full_slope = -float(a_nz @ a_nz)
+    a2 = a_nz * a_nz
+    full_slope = -float(a2.sum())
     base = np.sign(v) * np.maximum(np.abs(v) - tau, 0.0)  # coordinates with a_i = 0 do not move
     fixed = float(a[~nz] @ base[~nz]) if (~nz).any() else 0.0
     v_nz, tau_nz = v[nz], tau[nz]
 
     def phi(theta):
         u = v_nz - theta * a_nz
-        z = np.sign(u) * np.maximum(np.abs(u) - tau_nz, 0.0)
-        act = np.abs(u) > tau_nz
-        return fixed + float(a_nz @ z) - 1.0, -float(a_nz[act] @ a_nz[act]), z
+        au = np.abs(u) - tau_nz
+        act = au > 0
+        z = np.copysign(np.where(act, au, 0.0), u)
+        return fixed + float(a_nz @ z) - 1.0, -float(a2 @ act), z
 
     lo, hi = -np.inf, np.inf
     theta = theta0
@@ -862,7 +919,8 @@ def _quad_scores(X: np.ndarray, Omega: np.ndarray, delta: np.ndarray, center: np
     return np.einsum("ij,ij->i", Z @ Omega, Z) - 2.0 * (Z @ delta)
 
 
-def error_threshold(scores: np.ndarray, is_two: np.ndarray) -> float:
+def error_threshold(scores: np.ndarray, is_two: np.ndarray, balanced: bool = False,
+                    class_weights: tuple[float, float] | None = None) -> float:
     """Threshold t minimising the errors of "class 2 iff score > t".
 
     Candidates are the midpoints between consecutive distinct scores and +-inf;
@@ -871,14 +929,25 @@ def error_threshold(scores: np.ndarray, is_two: np.ndarray) -> float:
     Parameters
     ----------
     scores : (n,) array, is_two : (n,) bool array (True = class 2).
+    balanced : minimise the balanced error (the mean of the two classes' error
+        rates: each sample weighs ``1 / n_class``) instead of the error count.
+    class_weights : (weight of a class-1 sample, of a class-2 sample) for a
+        weighted error count (overrides ``balanced``).
     """
     order = np.argsort(scores, kind="stable")
     s = scores[order]
     two = is_two[order].astype(float)
+    one = 1.0 - two
+    if class_weights is not None:
+        one, two = one * float(class_weights[0]), two * float(class_weights[1])
+    elif balanced:
+        two = two / max(two.sum(), 1.0)
+        one = one / max(one.sum(), 1.0)
     # cutting after position i (0..n): class 2 at or below the cut + class 1 above it
     below_two = np.concatenate([[0.0], np.cumsum(two)])
-    above_one = np.concatenate([[0.0], np.cumsum((1.0 - two)[::-1])])[::-1]
+    above_one = np.concatenate([[0.0], np.cumsum(one[::-1])])[::-1]
     errors = below_two + above_one
+    errors = np.where(errors <= errors.min() + 1e-12 * max(errors.max(), 1.0), errors.min(), errors)
     distinct = np.concatenate([[True], s[1:] > s[:-1], [True]])  # cuts between equal scores are not cuts
     errors = np.where(distinct, errors, np.inf)
     best = np.flatnonzero(errors == errors.min())
@@ -888,6 +957,187 @@ def error_threshold(scores: np.ndarray, is_two: np.ndarray) -> float:
     if i == len(s):
         return np.inf
     return 0.5 * (s[i - 1] + s[i])
+
+
+def balanced_error(is_two: np.ndarray, predicted_two: np.ndarray) -> float:
+    """Mean of the two classes' error rates (1 - balanced accuracy); (n,) bool arrays."""
+    is_two = np.asarray(is_two, dtype=bool)
+    predicted_two = np.asarray(predicted_two, dtype=bool)
+    rates = [float(np.mean(predicted_two[m] != is_two[m])) for m in (~is_two, is_two) if m.any()]
+    return float(np.mean(rates))
+
+
+def marginal_rayleigh(X1, X2, gamma: float | None = None, pi: float | None = None) -> np.ndarray:
+    """QUADRO's Rayleigh quotient of each gene alone: the screening statistic.
+
+    For one column the best quadratic ``Q(x) = w x^2 - 2 b x`` has Rayleigh quotient
+    ``pi (1-pi) a' H^-1 a`` with ``a = (v2 + m2^2 - v1 - m1^2, -2 (m2 - m1))`` and
+    ``H = sum_k pi_k [[(2 + 3 g) v_k^2 + 4 v_k m_k^2, -4 v_k m_k], [-4 v_k m_k, 4 v_k]]``
+    (means ``m_k``, variances ``v_k``, kurtosis parameter ``g``), so it grows with
+    a mean shift (LDA's ``Delta^2 / v`` when the variances agree) and with a
+    variance change alike, discounted for heavy tails through ``g``. It is what
+    QUADRO maximises restricted to one gene (the analogue of sure independence
+    screening for the lasso); a gene that matters only through its co-expression
+    with others is invisible to it, as to every marginal statistic.
+
+    Parameters
+    ----------
+    X1 : (n1, d) array of class 1, X2 : (n2, d) array of class 2 (sample moments).
+    gamma : None = each gene's pooled marginal kurtosis / 3 - 1 (at least -2/3, the
+        one-dimensional elliptical bound); else this value for every gene.
+    pi : weight of class 1; None = its share of the samples.
+
+    Returns
+    -------
+    (d,) array >= 0 (0 for a gene constant in both classes).
+    """
+    X1 = _matrix(X1, "X1", min_rows=2)
+    X2 = _matrix(X2, "X2", min_rows=2)
+    if X1.shape[1] != X2.shape[1]:
+        raise ScontrastError(f"X2: has {X2.shape[1]} columns, X1 has {X1.shape[1]}")
+    n1, n2 = X1.shape[0], X2.shape[0]
+    pi = n1 / (n1 + n2) if pi is None else float(pi)
+    w = np.array([pi, 1.0 - pi])
+    m = np.stack([X1.mean(axis=0), X2.mean(axis=0)])
+    v = np.stack([X1.var(axis=0, ddof=1), X2.var(axis=0, ddof=1)])
+    center = w @ m
+    pooled = w @ v
+    ok = pooled > 1e-12 * max(float(pooled.max()), np.finfo(float).tiny)
+    sc = np.sqrt(np.where(ok, pooled, 1.0))
+    m = (m - center) / sc
+    v = v / sc**2
+    if gamma is None:
+        k4 = np.zeros(X1.shape[1])
+        for X in (X1, X2):
+            C = (X - X.mean(axis=0)) / sc
+            m2 = (C**2).mean(axis=0)
+            k4 += X.shape[0] * np.where(m2 > 0, (C**4).mean(axis=0) / np.where(m2 > 0, m2, 1.0) ** 2, 3.0)
+        g = np.maximum(k4 / (n1 + n2) / 3.0 - 1.0, -2.0 / 3.0)
+    else:
+        g = np.full(X1.shape[1], float(gamma))
+    h11 = np.einsum("k,kj->j", w, (2.0 + 3.0 * g) * v**2 + 4.0 * v * m**2)
+    h12 = np.einsum("k,kj->j", w, -4.0 * v * m)
+    h22 = np.einsum("k,kj->j", w, 4.0 * v)
+    ridge = 1e-9 * (h11 + h22)
+    h11, h22 = h11 + ridge, h22 + ridge
+    a1 = v[1] + m[1] ** 2 - v[0] - m[0] ** 2
+    a2 = -2.0 * (m[1] - m[0])
+    det = h11 * h22 - h12**2
+    quad = (h22 * a1**2 - 2.0 * h12 * a1 * a2 + h11 * a2**2) / np.where(det > 0, det, 1.0)
+    return np.where(ok & (det > 0), pi * (1.0 - pi) * np.maximum(quad, 0.0), 0.0)
+
+
+def coexpression_change(X1, X2) -> np.ndarray:
+    """Standardised change of every pairwise correlation between the classes; (d, d) array.
+
+    ``|atanh r2_ij - atanh r1_ij| / sqrt(1/(n1-3) + 1/(n2-3))`` with Pearson
+    correlations ``r_k`` (Fisher's z test of equal correlations: about |N(0, 1)|
+    when they are equal); 0 on the diagonal and for a gene constant in a class.
+
+    Parameters
+    ----------
+    X1 : (n1, d) array of class 1, X2 : (n2, d) array of class 2 (n1, n2 >= 4).
+    """
+    z = []
+    for X in (X1, X2):
+        C = X - X.mean(axis=0)
+        sd = np.sqrt((C * C).sum(axis=0))
+        ok = sd > 1e-12 * max(float(sd.max()), np.finfo(float).tiny)
+        C = C / np.where(ok, sd, 1.0)
+        R = np.clip(C.T @ C, -1 + 1e-9, 1 - 1e-9)
+        R[~ok] = 0.0
+        R[:, ~ok] = 0.0
+        z.append(np.arctanh(R))
+    out = np.abs(z[1] - z[0]) / math.sqrt(1.0 / (X1.shape[0] - 3) + 1.0 / (X2.shape[0] - 3))
+    np.fill_diagonal(out, 0.0)
+    return out
+
+
+class RayleighScreen(SelectorMixin, BaseEstimator):
+    """Keep the ``k`` features whose distribution or co-expression changes most (a scikit-learn selector).
+
+    Features are ranked by their own change (mean and spread): :func:`marginal_rayleigh`
+    scaled as a test statistic (``RQ / (pi (1-pi) (1/n1 + 1/n2))``, Student's t^2 for a
+    pure mean shift) and referred to chi^2 with 2 degrees of freedom. Up to
+    ``max(2, k // 5)`` of the ``k`` places go first to the genes of the pairs whose
+    correlation changes most (:func:`coexpression_change` among the ``n_pair_genes``
+    marginally strongest features, significant after Bonferroni over all their pairs
+    at 5 %), so that genes differing only in co-expression (what Omega's off-diagonal
+    captures) are kept too; places no such pair takes go back to the marginal ranking.
+    Fitted on training samples only (QUADRO fits one per training fold), so the choice
+    never sees held-out labels.
+
+    Parameters
+    ----------
+    k : int >= 1 or None; None = every feature.
+    gamma : kurtosis parameter of :func:`marginal_rayleigh` (None = per gene).
+    class_weight : ``'balanced'`` (both classes weigh 1/2) or None (their shares).
+    n_pair_genes : int >= 0, the features (marginally strongest first) whose pairwise
+        correlation changes are scored; 0 = marginal changes only.
+
+    Attributes
+    ----------
+    scores_ : (d,) ``-log10`` of each feature's marginal p-value (larger = kept first);
+    marginal_ : (d,) :func:`marginal_rayleigh`; pairs_ : list of ``(i, j, z)``, the
+    co-expression pairs kept; support_ : (d,) bool, the kept ones (ties broken by
+    column order).
+    """
+
+    def __init__(self, k=50, gamma=None, class_weight="balanced", n_pair_genes=500):
+        self.k = k
+        self.gamma = gamma
+        self.class_weight = class_weight
+        self.n_pair_genes = n_pair_genes
+
+    def fit(self, X, y, pi=None):
+        """Rank the columns of X (n, d) for the binary labels y (n,); returns self.
+
+        ``pi`` (weight of the first class) overrides ``class_weight``.
+        """
+        k = check_int(self.k, "k", 1, allow_none=True)
+        n_pair = check_int(self.n_pair_genes, "n_pair_genes", 0)
+        check_option(self.class_weight, "class_weight", ["balanced", None])
+        check_real(self.gamma, "gamma", -2.0 / 3.0, allow_none=True)
+        X, y = validate_data(self, X, y, dtype=np.float64)
+        classes = np.unique(y)
+        if classes.size != 2:
+            raise ScontrastError(f"y: expected two classes, got {classes.size}")
+        two = y == classes[1]
+        n1, n2 = int((~two).sum()), int(two.sum())
+        if pi is None:
+            pi = 0.5 if self.class_weight == "balanced" else n1 / (n1 + n2)
+        self.marginal_ = marginal_rayleigh(X[~two], X[two], gamma=self.gamma, pi=pi)
+        stat = self.marginal_ / (pi * (1.0 - pi) * (1.0 / n1 + 1.0 / n2))
+        self.scores_ = -chi2.logsf(stat, 2) / math.log(10.0)
+        d = X.shape[1]
+        keep = d if k is None else min(k, d)
+        order = np.argsort(-self.scores_, kind="stable")
+        self.support_ = np.zeros(d, dtype=bool)
+        self.pairs_ = []
+        m = min(n_pair, d)
+        slots = max(2, keep // 5) if keep < d else 0
+        if slots and m >= 2 and min(n1, n2) >= 4:
+            top = order[:m]
+            z = coexpression_change(X[np.ix_(~two, top)], X[np.ix_(two, top)])
+            iu, ju = np.triu_indices(m, 1)
+            zz = z[iu, ju]
+            # pairs whose correlation change survives Bonferroni over all m (m - 1) / 2 pairs at 5 %
+            sig = np.flatnonzero(chi2.logsf(zz**2, 1) + math.log(iu.size) < math.log(0.05))
+            chosen = []
+            for p in sig[np.argsort(-zz[sig], kind="stable")]:
+                new = [g for g in (top[iu[p]], top[ju[p]]) if g not in chosen]
+                if len(chosen) + len(new) > slots:
+                    break
+                chosen += new
+                self.pairs_.append((int(top[iu[p]]), int(top[ju[p]]), float(zz[p])))
+            self.support_[chosen] = True
+        rest = [g for g in order if not self.support_[g]][: keep - int(self.support_.sum())]
+        self.support_[rest] = True
+        return self
+
+    def _get_support_mask(self):
+        check_is_fitted(self)
+        return self.support_
 
 
 def _finite_cut(t: float, scores: np.ndarray) -> float:
@@ -951,8 +1201,14 @@ class QUADRO(ClassifierMixin, BaseEstimator):
         must then be given; threshold and calibration use the training scores).
     random_state : None, int >= 0 or numpy Generator; seeds the folds.
     lambda_grid : sequence of floats >= 0 or None
-        Candidate multiples for each lambda left None (default
-        ``geomspace(3, 1e-3, 6)``); with both None the 36-point product grid is searched.
+        Candidate multiples for each lambda left None, walked from the largest
+        down (default ``geomspace(3, 1e-3, 6)``, a factor ~5 apart: lambda1's
+        reference 1 is where the optimality conditions make ``Omega = 0`` at
+        ``lambda2 = 0``, so the path starts beyond it, at a linear rule even for
+        ``lambda2 > 0``; 3 also keeps the sparsest answers that d > n needs);
+        with both None the 36-point product grid is searched. A lambda
+        chosen at the least penalised end of its path raises a
+        :class:`scontrast.core.ScontrastWarning` (the path may be too short).
     cv_scoring : ``'auc'`` (rank based, threshold free) or ``'error'``
         (held-out error at a threshold chosen on the training fold).
     cv_rule : ``'1se'`` — the most penalised lambdas (largest
@@ -981,12 +1237,28 @@ class QUADRO(ClassifierMixin, BaseEstimator):
     n_jobs : int >= 1 or None
         Threads of the Kendall's tau computation (numba) and of the BLAS during
         ``fit``; None = leave both as they are.
+    n_features : int >= 1 or None
+        Keep the ``n_features`` columns of largest :func:`marginal_rayleigh` (each
+        gene's own Rayleigh quotient: mean and spread differences), chosen on the
+        training samples of every fold and of the final fit, so that held-out
+        scores never see the labels that chose the genes. None = every column.
+    class_weight : ``'balanced'``, None or a dict ``{label: weight > 0}``
+        ``'balanced'``: both classes weigh 1/2 whatever their sizes: ``pi = 1/2``
+        in the objective and the centring, the threshold minimises the balanced
+        error (mean of the two classes' error rates), ``cv_scoring='error'`` is
+        the balanced error and the calibration is class-weighted (probabilities
+        for equal priors). None: the classes weigh their shares of the samples
+        (the paper's ``pi``; the threshold minimises the raw error, which on
+        imbalanced groups may call every sample the larger class). A dict
+        weighs each sample of a class by its value (missing labels weigh 1).
 
     Attributes
     ----------
-    classes_ : (2,) labels; Omega_ : (d, d); delta_ : (d,); center_, scale_ : (d,)
+    classes_ : (2,) labels; features_ : (k,) indices of the kept columns (ascending);
+    screen_scores_ : (d,) their :func:`marginal_rayleigh` (None when all are kept)
+    Omega_ : (k, k); delta_ : (k,); center_, scale_ : (k,) (of the kept columns)
     n_features_in_ : d (and ``feature_names_in_`` for a DataFrame)
-    threshold_ : float (cut on Q); gamma_ : float; pi_ : float (share of ``classes_[0]``)
+    threshold_ : float (cut on Q); gamma_ : float; pi_ : float (weight of ``classes_[0]``)
     rayleigh_quotient_ : plug-in Rayleigh quotient of the fitted Q (training moments)
     lambda1_, lambda2_ : chosen multiples; penalties_ : (2,) absolute penalties
     lambda_reference_ : (2,) reference scales; multiplier_ : constraint multiplier
@@ -1001,7 +1273,10 @@ class QUADRO(ClassifierMixin, BaseEstimator):
 
     def __init__(self, lambda1=None, lambda2=None, estimator="robust", gamma=None, cv=5, random_state=None,
                  lambda_grid=None, cv_scoring="auc", cv_rule="1se", patience=2, psd_norm="fro",
-                 standardize=True, threshold="error", tol=1e-6, cv_tol=1e-4, max_iter=5000, n_jobs=None):
+                 standardize=True, threshold="error", tol=1e-6, cv_tol=1e-4, max_iter=5000, n_jobs=None,
+                 n_features=50, class_weight="balanced"):
+        self.n_features = n_features
+        self.class_weight = class_weight
         self.lambda1 = lambda1
         self.lambda2 = lambda2
         self.estimator = estimator
@@ -1044,6 +1319,12 @@ class QUADRO(ClassifierMixin, BaseEstimator):
         check_real(self.cv_tol, "cv_tol", 0.0, strict_min=True)
         check_int(self.max_iter, "max_iter", 1)
         check_int(self.n_jobs, "n_jobs", 1, allow_none=True)
+        check_int(self.n_features, "n_features", 1, allow_none=True)
+        if isinstance(self.class_weight, dict):
+            for v in self.class_weight.values():
+                check_real(v, "class_weight", 0.0, strict_min=True)
+        else:
+            check_option(self.class_weight, "class_weight", ["balanced", None])
         if self.lambda_grid is None:
             grid = np.geomspace(3.0, 1e-3, 6)
         else:
@@ -1075,9 +1356,44 @@ class QUADRO(ClassifierMixin, BaseEstimator):
             text = " ".join(str(exc).split())
             raise ScontrastError(f"{'X' if isinstance(y, str) and y == 'no_validation' else 'X, y'}: {text}") from exc
 
-    def _moments(self, X1, X2):
-        return estimate_moments(X1, X2, estimator=self.estimator, gamma=self.gamma, psd_norm=self.psd_norm,
-                                standardize=self.standardize)
+    def _class_weights(self, is_two) -> tuple[float, float] | None:
+        """Weight of a ``classes_[0]`` and of a ``classes_[1]`` sample among these ones; None = unweighted."""
+        cw = self.class_weight
+        if cw is None:
+            return None
+        if isinstance(cw, str):  # 'balanced': both classes total n / 2
+            n, n2 = is_two.size, int(is_two.sum())
+            return n / (2.0 * max(n - n2, 1)), n / (2.0 * max(n2, 1))
+        return float(cw.get(self.classes_[0], 1.0)), float(cw.get(self.classes_[1], 1.0))
+
+    def _sample_weight(self, is_two) -> np.ndarray | None:
+        w = self._class_weights(is_two)
+        return None if w is None else np.where(is_two, w[1], w[0])
+
+    def _pi(self, is_two) -> float | None:
+        """Weight of class 1 in the objective: its share of the (weighted) samples."""
+        w = self._class_weights(is_two)
+        if w is None:
+            return None
+        n2 = int(is_two.sum())
+        return w[0] * (is_two.size - n2) / (w[0] * (is_two.size - n2) + w[1] * n2)
+
+    def _moments(self, X, is_two):
+        return estimate_moments(X[~is_two], X[is_two], estimator=self.estimator, gamma=self.gamma,
+                                psd_norm=self.psd_norm, standardize=self.standardize, pi=self._pi(is_two))
+
+    def _screen(self, X, is_two) -> RayleighScreen | None:
+        """The feature screen fitted on these (training) samples; None when every column is kept."""
+        if self.n_features is None or self.n_features >= X.shape[1]:
+            return None
+        gamma = None if self.gamma is None else max(float(self.gamma), -2.0 / 3.0)
+        screen = RayleighScreen(k=int(self.n_features), gamma=gamma, class_weight=None)
+        return screen.fit(X, is_two, pi=self._pi(is_two))
+
+    def _features(self, X, is_two) -> np.ndarray:
+        """Indices (ascending) of the columns kept for these (training) samples."""
+        screen = self._screen(X, is_two)
+        return np.arange(X.shape[1]) if screen is None else np.flatnonzero(screen.support_)
 
     def _solve_path(self, moments, path, stop):
         """Solve along ``path[:stop + 1]`` with warm starts; only the last point at full accuracy."""
@@ -1094,10 +1410,12 @@ class QUADRO(ClassifierMixin, BaseEstimator):
     def _threshold_of(self, scores, is_two) -> float:
         """The cut on Q of the calibration ``scores`` (n,), finite."""
         if self.threshold == "error":
-            t = error_threshold(scores, is_two)
+            t = error_threshold(scores, is_two, class_weights=self._class_weights(is_two))
         else:
-            slope, intercept = _logistic_1d(scores, is_two)
-            t = -intercept / slope if slope > 0 else (np.inf if is_two.mean() < 0.5 else -np.inf)
+            slope, intercept = _logistic_1d(scores, is_two, self._sample_weight(is_two))
+            pi = self._pi(is_two)
+            prior = is_two.mean() if pi is None else 1.0 - pi
+            t = -intercept / slope if slope > 0 else (np.inf if prior < 0.5 else -np.inf)
         return _finite_cut(t, scores)
 
     def _cross_validate_path(self, X, is_two, path, cv: int, seed: int):
@@ -1111,9 +1429,10 @@ class QUADRO(ClassifierMixin, BaseEstimator):
         scores = np.full((len(path), cv), np.nan)
         folds = []
         for tr, va in StratifiedKFold(n_splits=cv, shuffle=True, random_state=seed).split(X, is_two):
-            mom = self._moments(X[tr][~is_two[tr]], X[tr][is_two[tr]])
+            feat = self._features(X[tr], is_two[tr])  # chosen on the training part of the fold only
+            mom = self._moments(X[np.ix_(tr, feat)], is_two[tr])
             problem = RayleighProblem(mom)
-            folds.append({"tr": tr, "va": va, "mom": mom, "problem": problem,
+            folds.append({"tr": tr, "va": va, "feat": feat, "mom": mom, "problem": problem,
                           "ref": problem.reference_scale(), "x": None, "nu": 0.0})
         oof = np.full((X.shape[0], len(path)), np.nan)
         worse_rows = 0
@@ -1122,16 +1441,17 @@ class QUADRO(ClassifierMixin, BaseEstimator):
                 sol = solve_rayleigh(st["problem"], c1 * st["ref"][0], c2 * st["ref"][1], x0=st["x"],
                                      nu0=st["nu"], tol=max(self.tol, self.cv_tol), max_iter=int(self.max_iter))
                 st["x"], st["nu"] = sol.x, sol.multiplier  # warm start of the next grid point
-                mom, va = st["mom"], st["va"]
-                s_va = _quad_scores(X[va], sol.Omega, sol.delta, mom.center, mom.scale)
+                mom, va, feat = st["mom"], st["va"], st["feat"]
+                s_va = _quad_scores(X[np.ix_(va, feat)], sol.Omega, sol.delta, mom.center, mom.scale)
                 oof[va, g] = s_va
                 if self.cv_scoring == "auc":
-                    scores[g, f] = roc_auc_score(is_two[va], s_va)
+                    scores[g, f] = _auc(is_two[va], s_va)
                 else:
                     tr = st["tr"]
-                    t = self._threshold_of(_quad_scores(X[tr], sol.Omega, sol.delta, mom.center, mom.scale),
-                                           is_two[tr])
-                    scores[g, f] = -np.mean((s_va > t) != is_two[va])
+                    t = self._threshold_of(_quad_scores(X[np.ix_(tr, feat)], sol.Omega, sol.delta, mom.center,
+                                                        mom.scale), is_two[tr])
+                    wrong = (s_va > t) != is_two[va]
+                    scores[g, f] = -float(np.average(wrong, weights=self._sample_weight(is_two[va])))
             if self.patience is None or (g + 1 < len(path) and path[g + 1][0] == c1):
                 continue
             # end of a lambda1 row: stop descending once rows keep falling clearly behind
@@ -1190,8 +1510,13 @@ class QUADRO(ClassifierMixin, BaseEstimator):
             "mean_score": scores.mean(axis=1), "std_score": scores.std(axis=1), "scoring": self.cv_scoring,
         }
         self.lambda1_, self.lambda2_ = path[best]
+        self._warn_at_path_end(path)
 
-        mom = self._moments(X[~is_two], X[is_two])
+        screen = self._screen(X, is_two)
+        self.features_ = np.arange(X.shape[1]) if screen is None else np.flatnonzero(screen.support_)
+        self.screen_scores_ = None if screen is None else screen.scores_
+        X = X[:, self.features_]
+        mom = self._moments(X, is_two)
         problem, ref, sol = self._solve_path(mom, path, stop=best)
         self.Omega_, self.delta_ = sol.Omega, sol.delta
         self.center_, self.scale_ = mom.center, mom.scale
@@ -1210,7 +1535,7 @@ class QUADRO(ClassifierMixin, BaseEstimator):
         # threshold and calibration from scores of models that did not see the sample (training scores without CV)
         cal = oof[:, best] if oof is not None else _quad_scores(X, sol.Omega, sol.delta, mom.center, mom.scale)
         self.threshold_ = self._threshold_of(cal, is_two)
-        slope = _logistic_slope(cal - self.threshold_, is_two)
+        slope = _logistic_slope(cal - self.threshold_, is_two, self._sample_weight(is_two))
         self.calibration_ = np.array([slope, -slope * self.threshold_])
         self.oof_decision_ = None if oof is None else cal - self.threshold_
 
@@ -1218,7 +1543,16 @@ class QUADRO(ClassifierMixin, BaseEstimator):
         """Q at each row of X (n, d): the quadratic score itself; larger means ``classes_[1]``."""
         check_is_fitted(self)
         X = self._validated(X, reset=False)
-        return _quad_scores(X, self.Omega_, self.delta_, self.center_, self.scale_)
+        return _quad_scores(X[:, self.features_], self.Omega_, self.delta_, self.center_, self.scale_)
+
+    def _warn_at_path_end(self, path):
+        """ScontrastWarning when a cross-validated lambda is the least penalised of its path."""
+        for name, j in (("lambda1", 0), ("lambda2", 1)):
+            values = sorted({p[j] for p in path})
+            if len(values) < 2 or getattr(self, f"{name}_") != values[0]:
+                continue
+            warnings.warn(f"QUADRO: {name} chosen at the least penalised end of its path ({values[0]:.3g} x the "
+                          f"reference); extend lambda_grid below it", ScontrastWarning, stacklevel=4)
 
     def decision_function(self, X) -> np.ndarray:
         """``Q - threshold_`` at each row of X (n, d): positive means ``classes_[1]``."""
@@ -1251,7 +1585,8 @@ class QUADRO(ClassifierMixin, BaseEstimator):
         """
         check_is_fitted(self)
         d = self.Omega_.shape[0]
-        names = np.arange(d).astype(str) if feature_names is None else np.asarray(feature_names).astype(str)
+        names = (np.arange(self.n_features_in_).astype(str) if feature_names is None
+                 else np.asarray(feature_names).astype(str))[self.features_]
         iu, ju = np.triu_indices(d)
         w = self.Omega_[iu, ju]
         keep = np.abs(w) > tol
@@ -1261,6 +1596,14 @@ class QUADRO(ClassifierMixin, BaseEstimator):
         dk = np.flatnonzero(np.abs(self.delta_) > tol)
         dk = dk[np.argsort(-np.abs(self.delta_[dk]), kind="stable")]
         return pairs, [(names[i], float(self.delta_[i])) for i in dk]
+
+
+def _auc(is_two: np.ndarray, scores: np.ndarray) -> float:
+    """Area under the ROC curve of ``scores`` for ``is_two`` (Mann-Whitney, ties count 1/2); (n,) arrays."""
+    n2 = int(is_two.sum())
+    n1 = is_two.size - n2
+    r = rankdata(scores)
+    return float((r[is_two].sum() - n2 * (n2 + 1) / 2.0) / (n1 * n2))
 
 
 def _select(path, scores, rule: str) -> int:
@@ -1278,7 +1621,7 @@ def _select(path, scores, rule: str) -> int:
     return int(ok[min(range(len(ok)), key=key.__getitem__)])
 
 
-def _logistic_1d(scores: np.ndarray, is_two: np.ndarray) -> tuple[float, float]:
+def _logistic_1d(scores: np.ndarray, is_two: np.ndarray, sample_weight=None) -> tuple[float, float]:
     """Slope and intercept of P(class 2 | Q) = sigmoid(slope Q + intercept).
 
     Fitted on standardised scores with a weak ridge (C = 100), which keeps the
@@ -1287,16 +1630,17 @@ def _logistic_1d(scores: np.ndarray, is_two: np.ndarray) -> tuple[float, float]:
     """
     m, s = float(np.mean(scores)), float(np.std(scores))
     s = s if s > 0 else 1.0
-    lr = LogisticRegression(C=100.0, max_iter=1000).fit(((scores - m) / s)[:, None], is_two)
+    lr = LogisticRegression(C=100.0, max_iter=1000).fit(((scores - m) / s)[:, None], is_two,
+                                                         sample_weight=sample_weight)
     b = float(lr.coef_[0, 0]) / s
     c = float(lr.intercept_[0]) - b * m
     if b <= 0:
-        p = float(np.clip(is_two.mean(), 1e-12, 1 - 1e-12))
+        p = float(np.clip(np.average(is_two, weights=sample_weight), 1e-12, 1 - 1e-12))
         return 0.0, math.log(p / (1 - p))
     return b, c
 
 
-def _logistic_slope(margin: np.ndarray, is_two: np.ndarray) -> float:
+def _logistic_slope(margin: np.ndarray, is_two: np.ndarray, sample_weight=None) -> float:
     """Slope b > 0 of P(class 2 | Q) = sigmoid(b margin), ``margin = Q - threshold`` (offset fixed).
 
     Fitted on RMS-scaled margins with the weak ridge of :func:`_logistic_1d`. Scores
@@ -1305,7 +1649,8 @@ def _logistic_slope(margin: np.ndarray, is_two: np.ndarray) -> float:
     """
     rms = float(np.sqrt(np.mean(margin**2)))
     rms = rms if rms > 0 else 1.0
-    lr = LogisticRegression(C=100.0, fit_intercept=False, max_iter=1000).fit((margin / rms)[:, None], is_two)
+    lr = LogisticRegression(C=100.0, fit_intercept=False, max_iter=1000).fit(
+        (margin / rms)[:, None], is_two, sample_weight=sample_weight)
     return max(float(lr.coef_[0, 0]), 1e-3) / rms
 
 
@@ -1321,6 +1666,7 @@ class OutOfFold:
     predicted : (n,) the label that model predicts.
     fold_lambdas : (k, 2) the ``(lambda1_, lambda2_)`` of each outer model; (0, 2)
         when not nested.
+    fold_features : list of k arrays, the columns each outer model kept (empty when not nested).
     final : the estimator fitted on all samples (lambdas, Omega_, delta_, threshold_...).
     """
 
@@ -1328,6 +1674,7 @@ class OutOfFold:
     predicted: np.ndarray
     fold_lambdas: np.ndarray
     final: QUADRO
+    fold_features: list
 
 
 def cross_validated_scores(estimator: QUADRO, X, y, cv: int = 5, *, nested: bool = True,
@@ -1362,7 +1709,7 @@ def cross_validated_scores(estimator: QUADRO, X, y, cv: int = 5, *, nested: bool
         if final.oof_decision_ is None:
             raise ScontrastError("nested: False reports the estimator's own out-of-fold scores, but its cv is None")
         decision = final.oof_decision_.copy()
-        return OutOfFold(decision, final.classes_[(decision > 0).astype(int)], np.empty((0, 2)), final)
+        return OutOfFold(decision, final.classes_[(decision > 0).astype(int)], np.empty((0, 2)), final, [])
     labels = np.asarray(y)
     counts = np.unique(labels, return_counts=True)[1]
     if counts.min() < 2 * cv:
@@ -1374,9 +1721,11 @@ def cross_validated_scores(estimator: QUADRO, X, y, cv: int = 5, *, nested: bool
     decision = np.empty(labels.shape[0])
     predicted = np.empty(labels.shape[0], dtype=final.classes_.dtype)
     fold_lambdas = np.empty((cv, 2))
+    fold_features = []
     for k, (model, test) in enumerate(zip(res["estimator"], res["indices"]["test"], strict=True)):
         decision[test] = model.decision_function(_safe_indexing(X, test))
         predicted[test] = model.classes_[(decision[test] > 0).astype(int)]
         fold_lambdas[k] = model.lambda1_, model.lambda2_
+        fold_features.append(model.features_)
         log.info("outer fold %d/%d: lambda1=%.3g lambda2=%.3g", k + 1, cv, model.lambda1_, model.lambda2_)
-    return OutOfFold(decision, predicted, fold_lambdas, final)
+    return OutOfFold(decision, predicted, fold_lambdas, final, fold_features)

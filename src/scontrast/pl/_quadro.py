@@ -67,14 +67,21 @@ def quadro(adata: ad.AnnData, *, key: str = TARGET_KEY, score_key: str = "quadro
         axes[0].axvline(0.0, color="black", linestyle="--", linewidth=0.8, label=f"cut ({second} above)")
     axes[0].set_xlabel("cross-validated QUADRO score Q(x) - threshold, clipped to its 1-99% range")
     axes[0].set_ylabel("density")
-    title = "QUADRO scores (out of fold)"
+    auc = roc_auc_score(is_target, score)
+    # balanced error and AUC first: on groups of different sizes the raw error flatters a rule
+    # that calls every cell the larger group
+    bal = float(info["balanced_error"]) if "balanced_error" in info else float(
+        np.mean([np.mean((score[m] > 0) != is_target[m]) for m in (~is_target, is_target) if m.any()]))
+    title = f"QUADRO out of fold: balanced error {bal:.3f}, AUC {auc:.3f}"
     if "cv_error" in info:
-        title += f"\nCV error {float(info['cv_error']):.3f}"
+        base = dict(info.get("majority_baseline", {}))
+        title += f"\nerror {float(info['cv_error']):.3f}"
+        if "error" in base:
+            title += f" (all called {base['label']}: {float(base['error']):.3f})"
     axes[0].set_title(title)
     axes[0].legend(frameon=False)
 
     fpr, tpr, _ = roc_curve(is_target, score)
-    auc = roc_auc_score(is_target, score)
     axes[1].plot(fpr, tpr, color="black", label=f"QUADRO (AUC {auc:.3f})")
     axes[1].plot([0, 1], [0, 1], color="grey", linestyle="--", linewidth=0.8, label="chance")
     axes[1].set_xlim(0, 1)

@@ -17,7 +17,7 @@ import scipy.sparse as sp
 from sklearn.metrics import confusion_matrix, roc_auc_score
 
 from ..core import ScontrastError, check_int, check_matrix, check_option, dense
-from ..quadro import QUADRO, cross_validated_scores
+from ..quadro import QUADRO, balanced_error, cross_validated_scores
 from ._common import (
     TARGET_KEY,
     build_estimator,
@@ -49,7 +49,7 @@ def _column_variance(M) -> np.ndarray:
 
 def select_genes(adata: ad.AnnData, genes: str = "highly_variable", n_genes: int | None = 50,
                  layer: str | None = None) -> np.ndarray:
-    """Indices of the (at most ``n_genes``) genes of the set ``genes``, best ranked first.
+    """Indices of the (at most ``n_genes``) candidate genes of the set ``genes``, best ranked first (label-free).
 
     The set is ``gene_mask(adata, genes)``; when it holds more than ``n_genes``
     genes they are ranked by ``|var['sparda_weight']|`` for ``'sparda_selected'``,
@@ -111,7 +111,7 @@ def quadro(
     adata: ad.AnnData,
     *,
     genes: str = "highly_variable",
-    n_genes: int | None = 50,
+    n_genes: int | None = 2000,
     layer: str | None = None,
     key: str = TARGET_KEY,
     groupby: str | None = None,
@@ -134,14 +134,28 @@ def quadro(
     one fit instead of ``outer_cv`` + 1). A final model on all cells gives the
     interactions and the Rayleigh quotient.
 
+    Gene choice is supervised and honest: ``genes``/``n_genes`` give the
+    candidate genes (label-free), and every QUADRO fit keeps the ``n_features``
+    (model parameter, default 50) candidates of largest one-gene Rayleigh
+    quotient (mean and spread differences) computed on its own training cells
+    only. For a fixed set of your own, give it as ``genes`` (a boolean var
+    column) with ``n_features=None``.
+
+    Groups of different sizes weigh alike by default (``class_weight='balanced'``
+    of the model: equal priors, threshold for the balanced error); the result
+    reports the balanced error and AUC first, the recall of each class and the
+    majority-class baseline (calling every cell the larger group: error = the
+    smaller group's share, balanced error 0.5).
+
     Parameters
     ----------
     adata : AnnData with log-normalised X (or ``layer``) and the boolean
         ``obs[key]`` (True = target = QUADRO's class 2, scoring higher).
-    genes : gene set: ``'highly_variable'``, ``'all'`` or a boolean var column
-        such as ``'sparda_selected'``.
-    n_genes : keep at most this many genes of the set (ranked, see
-        ``select_genes``); Omega is ``n_genes`` x ``n_genes``. None = all.
+    genes : candidate gene set: ``'highly_variable'``, ``'all'`` or a boolean var
+        column such as ``'sparda_selected'``.
+    n_genes : at most this many candidate genes of the set (ranked without the
+        labels, see ``select_genes``), of which each fit keeps ``n_features``
+        (Omega is ``n_features`` x ``n_features``). None = all.
     layer : matrix to use instead of ``X``.
     key : boolean obs column of the target/background split.
     groupby, labels : instead of target vs background, separate two labels
@@ -155,9 +169,9 @@ def quadro(
     n_jobs : threads of the model's fits (Kendall's tau and BLAS).
     copy : return a modified copy instead of writing into ``adata``.
     **params : hyper-parameters of :class:`scontrast.quadro.QUADRO` (their
-        defaults are its own), e.g. ``estimator``, ``lambda1``, ``lambda2``,
-        ``lambda_grid``, ``cv`` (each model's own folds), ``cv_rule``, ``gamma``,
-        ``psd_norm``, ``threshold``.
+        defaults are its own), e.g. ``n_features``, ``class_weight``,
+        ``estimator``, ``lambda1``, ``lambda2``, ``lambda_grid``, ``cv`` (each
+        model's own folds), ``cv_rule``, ``gamma``, ``psd_norm``, ``threshold``.
 
     Returns
     -------
@@ -165,10 +179,12 @@ def quadro(
     score ``Q - threshold`` of the model that did not see the cell: positive =
     predicted target, larger = more target-like), ``obs['quadro_pred']`` (bool,
     predicted target; with ``groupby`` the predicted label, categorical, NaN
-    for unused cells) and ``uns['quadro']`` (params, genes, CV error and AUC,
-    confusion matrix, Rayleigh quotient, chosen lambdas, nonzero interactions
-    as gene pairs with weights, linear terms, and the final model's Omega,
-    delta, centre, scale).
+    for unused cells) and ``uns['quadro']`` (params; ``balanced_error``, ``auc``,
+    ``recall`` per class, ``majority_baseline``, ``cv_error`` (raw), ``cv_auc``
+    (= ``auc``), confusion matrix; ``genes`` of the final model and
+    ``gene_folds`` (how many outer models kept each gene); Rayleigh quotient,
+    chosen lambdas, nonzero interactions as gene pairs with weights, linear
+    terms, and the final model's Omega, delta, centre, scale).
     """
     adata = adata.copy() if copy else adata
     n_genes = check_int(n_genes, "n_genes", 2, allow_none=True)
@@ -183,17 +199,29 @@ def quadro(
     M = M[np.flatnonzero(used)][:, idx] if not used.all() else M[:, idx]
     X = dense(check_matrix(M, "X" if layer is None else f"layers['{layer}']"))
     gene_names = adata.var_names[idx].astype(str).to_numpy()
-    log.info("QUADRO on %d genes of '%s', %d %s and %d %s cells", idx.size, genes,
+    log.info("QUADRO on %d candidate genes of '%s', %d %s and %d %s cells", idx.size, genes,
              int(is_target.sum()), class_names[1], int((~is_target).sum()), class_names[0])
 
     with result_warnings("quadro") as warned:
         res = cross_validated_scores(model, X, is_target, outer_cv, nested=nested, random_state=random_state)
     final, score, pred = res.final, res.decision, res.predicted.astype(bool)
 
-    pairs, linear = final.interactions(gene_names)
+    terms, linear = final.interactions(gene_names)
+    # a gene with itself is a change of spread, a pair of genes a change of co-expression: apart
+    pairs = [t for t in terms if t[0] != t[1]]
+    squared = [(t[0], t[2]) for t in terms if t[0] == t[1]]
     cm = confusion_matrix(is_target, pred, labels=[False, True])
     cv_error = float(np.mean(pred != is_target))
     cv_auc = float(roc_auc_score(is_target, score))
+    bal_error = balanced_error(is_target, pred)
+    recall = {class_names[0]: float(np.mean(~pred[~is_target])), class_names[1]: float(np.mean(pred[is_target]))}
+    n_small = int(min(is_target.sum(), (~is_target).sum()))
+    majority = {"label": class_names[1] if is_target.sum() > (~is_target).sum() else class_names[0],
+                "error": n_small / is_target.size, "balanced_error": 0.5}
+    kept = np.zeros(idx.size, dtype=np.int64)
+    for feat in res.fold_features:
+        kept[feat] += 1
+    shown = np.union1d(np.flatnonzero(kept), final.features_)
     if groupby is None:
         adata.obs["quadro_score"] = score
         adata.obs["quadro_pred"] = pred
@@ -210,7 +238,14 @@ def quadro(
     model_params = fitted_params(model)
     record_params(
         adata, "quadro", {**front, **model_params}, random_state, warnings=warned,
-        genes=gene_names,
+        genes=gene_names[final.features_],
+        n_candidates=int(idx.size),
+        gene_folds={"gene": gene_names[shown], "n_folds": kept[shown],
+                    "final": np.isin(shown, final.features_)},
+        balanced_error=bal_error,
+        auc=cv_auc,
+        recall=recall,
+        majority_baseline=majority,
         n_cells={class_names[1]: int(is_target.sum()), class_names[0]: int((~is_target).sum())},
         cv_error=cv_error,
         cv_auc=cv_auc,
@@ -232,6 +267,10 @@ def quadro(
             "gene_j": np.array([p[1] for p in pairs], dtype=str),
             "weight": np.array([p[2] for p in pairs], dtype=float),
         },
+        squared={
+            "gene": np.array([g for g, _ in squared], dtype=str),
+            "weight": np.array([w for _, w in squared], dtype=float),
+        },
         linear={
             "gene": np.array([g for g, _ in linear], dtype=str),
             "weight": np.array([w for _, w in linear], dtype=float),
@@ -241,15 +280,27 @@ def quadro(
         center=final.center_,
         scale=final.scale_,
     )
-    log.info("QUADRO cross-validated error %.3f, AUC %.3f; %d interactions, %d linear terms", cv_error, cv_auc,
-             len(pairs), len(linear))
+    log.info("QUADRO cross-validated balanced error %.3f (majority baseline 0.5), AUC %.3f, error %.3f "
+             "(majority baseline %.3f); %d gene pairs, %d squared terms, %d linear terms", bal_error, cv_auc,
+             cv_error, majority["error"], len(pairs), len(squared), len(linear))
     return adata if copy else None
 
 
 def summary_rows(adata: ad.AnnData, n_top: int = 10) -> Iterator[tuple[str, str]]:
     """(item, value) rows of the workflow's summary table for ``uns['quadro']``."""
     q = adata.uns["quadro"]
-    for key, label in (("cv_error", "cross-validated error"), ("cv_auc", "cross-validated AUC"),
-                       ("rayleigh_quotient", "Rayleigh quotient")):
+    for key, label in (("balanced_error", "cross-validated balanced error (chance 0.5)"),
+                       ("cv_auc", "cross-validated AUC (chance 0.5)")):
         if key in q:
             yield label, fmt(q[key])
+    for name, value in dict(q.get("recall", {})).items():
+        yield f"recall of {name}", fmt(float(value))
+    if "cv_error" in q:
+        base = dict(q.get("majority_baseline", {}))
+        extra = f" (all called {base['label']}: {fmt(float(base['error']))})" if "error" in base else ""
+        yield "cross-validated error" + extra, fmt(q["cv_error"])
+    if "rayleigh_quotient" in q:
+        yield "Rayleigh quotient", fmt(q["rayleigh_quotient"])
+    if "genes" in q:
+        n_pairs = len(q.get("interactions", {}).get("weight", []))
+        yield "genes kept / interactions", f"{len(q['genes'])} of {q.get('n_candidates', len(q['genes']))} / {n_pairs}"
