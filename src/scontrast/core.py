@@ -350,7 +350,7 @@ def _umask() -> int:
 
 
 def temporary_beside(path: str | os.PathLike, suffix: str = ".tmp") -> str:
-    """A new empty file next to ``path`` (``.<name>.XXXXXXXX<suffix>``), to write and then rename onto it.
+    """A new empty file next to ``path`` (``.<name>.<random><suffix>``), to write and then rename onto it.
 
     Its mode is that of any file the user creates there: ``mkstemp`` alone makes it 0600 whatever
     the umask, and results must be readable by whoever the user's umask lets read their files.
