@@ -8,6 +8,7 @@ from matplotlib.figure import Figure
 from sklearn.metrics import roc_auc_score, roc_curve
 
 from ..core import TARGET_KEY, ScontrastError, check_int
+from ._style import BACKGROUND_COLOUR, TARGET_COLOUR, group_labels, titled
 
 
 def _scored_classes(adata: ad.AnnData, key: str, score_key: str):
@@ -18,7 +19,8 @@ def _scored_classes(adata: ad.AnnData, key: str, score_key: str):
     if groupby in (None, "None"):  # "None": files written before None was stored as None
         if key not in adata.obs:
             raise ScontrastError(f"obs['{key}'] is missing: run scontrast.tl.quadro first")
-        return score, adata.obs[key].to_numpy(dtype=bool), ["background", "target"]
+        target_label, background_label = group_labels(adata)
+        return score, adata.obs[key].to_numpy(dtype=bool), [background_label, target_label]
     names = [str(v) for v in info["confusion_labels"]]
     col = adata.obs[groupby].astype("string")
     used = col.isin(names).fillna(False).to_numpy(dtype=bool) & np.isfinite(score)
@@ -48,7 +50,7 @@ def quadro(adata: ad.AnnData, *, key: str = TARGET_KEY, score_key: str = "quadro
         raise ScontrastError(f"obs['{score_key}'] is missing: run scontrast.tl.quadro first")
     score, is_target, names = _scored_classes(adata, key, score_key)
     if ax is None:
-        fig = Figure(figsize=(10, 4), layout="constrained")
+        fig = Figure(figsize=(12, 4.8), layout="constrained")
         axes = fig.subplots(1, 2)
     else:
         axes = list(ax)
@@ -60,7 +62,7 @@ def quadro(adata: ad.AnnData, *, key: str = TARGET_KEY, score_key: str = "quadro
     # clip to the 1-99% range so that a few heavy-tailed scores do not squash the histograms
     lo, hi = np.quantile(score, [0.01, 0.99])
     edges = np.linspace(lo, hi, bins + 1) if hi > lo else bins
-    for mask, label, colour in ((~is_target, first, "tab:blue"), (is_target, second, "tab:red")):
+    for mask, label, colour in ((~is_target, first, BACKGROUND_COLOUR), (is_target, second, TARGET_COLOUR)):
         axes[0].hist(np.clip(score[mask], lo, hi), bins=edges, density=True, alpha=0.55, color=colour,
                      label=f"{label} (n={int(mask.sum())})")
     if lo <= 0.0 <= hi:
@@ -77,7 +79,8 @@ def quadro(adata: ad.AnnData, *, key: str = TARGET_KEY, score_key: str = "quadro
         base = dict(info.get("majority_baseline", {}))
         title += f"\nerror {float(info['cv_error']):.3f}"
         if "error" in base:
-            title += f" (all called {base['label']}: {float(base['error']):.3f})"
+            label = {"background": first, "target": second}.get(str(base["label"]), str(base["label"]))
+            title += f" (all called {label}: {float(base['error']):.3f})"
     axes[0].set_title(title)
     axes[0].legend(frameon=False)
 
@@ -90,4 +93,5 @@ def quadro(adata: ad.AnnData, *, key: str = TARGET_KEY, score_key: str = "quadro
     axes[1].set_ylabel(f"true positive rate ({second} called {second})")
     axes[1].set_title("ROC of the cross-validated scores")
     axes[1].legend(loc="lower right", frameon=False)
+    fig.suptitle(titled(f"QUADRO: {second} vs {first}", adata))
     return fig
