@@ -53,7 +53,7 @@ from scipy.stats import chi2, rankdata
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.feature_selection import SelectorMixin
 from sklearn.linear_model import LogisticRegression
-from sklearn.model_selection import StratifiedKFold, cross_validate
+from sklearn.model_selection import StratifiedKFold
 from sklearn.utils import _safe_indexing
 from sklearn.utils.multiclass import check_classification_targets, type_of_target
 from sklearn.utils.validation import check_is_fitted, validate_data
@@ -68,6 +68,7 @@ from .core import (
     check_random_state,
     check_real,
     dense,
+    progress,
     spawn_seed,
 )
 
@@ -1716,13 +1717,16 @@ def cross_validated_scores(estimator: QUADRO, X, y, cv: int = 5, *, nested: bool
         raise ScontrastError(f"cv: {cv} outer folds need at least {2 * cv} samples per class, "
                              f"the smaller has {counts.min()}")
     folds = StratifiedKFold(n_splits=cv, shuffle=True, random_state=spawn_seed(rng))
-    res = cross_validate(estimator, X, y, cv=folds, return_estimator=True, return_indices=True,
-                         error_score="raise")
+    # each outer model is a clone fitted on its training folds (what cross_validate does), one fold
+    # at a time so that the log shows the progress of this long step
+    fitted = [(clone(estimator).fit(_safe_indexing(X, train), labels[train]), test)
+              for train, test in progress(list(folds.split(X, labels)), desc="quadro: outer folds",
+                                          logger="scontrast.quadro")]
     decision = np.empty(labels.shape[0])
     predicted = np.empty(labels.shape[0], dtype=final.classes_.dtype)
     fold_lambdas = np.empty((cv, 2))
     fold_features = []
-    for k, (model, test) in enumerate(zip(res["estimator"], res["indices"]["test"], strict=True)):
+    for k, (model, test) in enumerate(fitted):
         decision[test] = model.decision_function(_safe_indexing(X, test))
         predicted[test] = model.classes_[(decision[test] > 0).astype(int)]
         fold_lambdas[k] = model.lambda1_, model.lambda2_
