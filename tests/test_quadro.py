@@ -720,3 +720,15 @@ def test_screen_keeps_genes_that_differ_only_in_coexpression():
     assert set(np.flatnonzero(RayleighScreen(k=2).fit(X, y).support_)) == {0, 1}
     # marginal changes alone cannot see them
     assert not {0, 1} <= set(np.flatnonzero(RayleighScreen(k=2, n_pair_genes=0).fit(X, y).support_))
+
+
+def test_identical_classes_cannot_run():
+    """Identical groups are not an input to fix but a contrast QUADRO cannot fit: CannotRun, which the
+    workflow records (the dataset keeps its other methods' results, tests/test_run_rule.py)."""
+    from scontrast.core import CannotRun
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 4))
+    with pytest.raises(CannotRun, match="^moments: the two classes have identical"):
+        QUADRO(lambda1=0.1, lambda2=0.1, cv=None, n_features=None, class_weight=None).fit(
+            np.vstack([X, X]), np.r_[np.zeros(40, bool), np.ones(40, bool)])

@@ -59,6 +59,7 @@ from sklearn.utils.multiclass import check_classification_targets, type_of_targe
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .core import (
+    CannotRun,
     ScontrastError,
     ScontrastWarning,
     blas_threads,
@@ -665,8 +666,9 @@ class RayleighProblem:
         A = m.Sigma2 - m.Sigma1 + np.outer(m.mu2, m.mu2) - np.outer(m.mu1, m.mu1)
         self.a = np.concatenate([(0.5 * (A + A.T)).ravel(), -2.0 * (m.mu2 - m.mu1)])
         if not np.any(self.a):
-            raise ScontrastError("moments: the two classes have identical estimated means and covariances, "
-                                 "nothing to separate")
+            # not an input to fix: the workflow records it and keeps the other methods' results
+            raise CannotRun("moments: the two classes have identical estimated means and covariances, "
+                            "nothing to separate")
         self.size = d * d + d
         self._lipschitz = None
 
