@@ -730,9 +730,9 @@ class LinearGaussianIBP(BaseEstimator):
         jobs = min(p["n_jobs"], p["n_chains"])
         if jobs > 1:
             with ThreadPoolExecutor(jobs) as pool:
-                chains = list(pool.map(lambda s: _run_chain(Xs, scale, p, s), seeds))
+                chains = list(pool.map(lambda c: _run_chain(Xs, scale, p, seeds[c], c + 1), range(len(seeds))))
         else:
-            chains = [_run_chain(Xs, scale, p, s) for s in seeds]
+            chains = [_run_chain(Xs, scale, p, s, c + 1) for c, s in enumerate(seeds)]
         t2 = time.perf_counter()
 
         self.samples_ = [z for c in chains for z in c["samples"]]
@@ -785,7 +785,7 @@ class LinearGaussianIBP(BaseEstimator):
                 "ess_log_joint": float(self.ess_log_joint_), "ess_K": float(self.ess_K_)}
 
 
-def _run_chain(Xs, scale, p, seed) -> dict:
+def _run_chain(Xs, scale, p, seed, chain: int = 1) -> dict:
     """One chain from an empty Z on the scaled data; ``seed`` seeds its Generator and numba's stream.
 
     numba's generator is per thread: it is seeded here, in the thread that runs the chain.
@@ -821,7 +821,7 @@ def _run_chain(Xs, scale, p, seed) -> dict:
     trace_sx = np.empty(n_iter)
     trace_sa = np.empty(n_iter)
     samples, sweeps = [], []
-    for it in progress(range(n_iter), desc=f"latent_features: sweeps of chain {seed % 10**6}",
+    for it in progress(range(n_iter), desc=f"latent_features: sweeps of chain {chain}",
                        logger="scontrast.latent_features"):
         K = int(_sweep_rows(Xs, Z, m, K, float(s2x), float(s2a), float(alpha), kcap, p["max_new"],
                             p["block_moves"], work_s, work_h, work_mu))
