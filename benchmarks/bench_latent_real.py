@@ -55,6 +55,7 @@ def run_one(name: str, adata, n_jobs: int = 2, n_genes: int | None = None, **par
     from scontrast import tl
 
     load0 = os.getloadavg()[0]
+    c0 = time.process_time()
     t0 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -63,6 +64,7 @@ def run_one(name: str, adata, n_jobs: int = 2, n_genes: int | None = None, **par
         t1 = time.perf_counter()
         tl.fangs(adata, random_state=0, n_jobs=n_jobs)
     t2 = time.perf_counter()
+    cpu = time.process_time() - c0
     lf, f = adata.uns["latent_features"], adata.uns["fangs"]
     k = np.asarray(lf["n_features"])
     diff = np.asarray(f.get("feature_difference", []), dtype=float)
@@ -79,7 +81,8 @@ def run_one(name: str, adata, n_jobs: int = 2, n_genes: int | None = None, **par
     _print(f"  split R-hat log joint {out['rhat_lj']:.3f}, K {out['rhat_K']:.3f}; ESS log joint {out['ess']:.0f}; "
            f"posterior K {out['k_min']}-{out['k_max']} (cap {out['cap']}); FANGS K = {out['K']}")
     _print(f"  time: latent_features {out['t_latent']:.1f} s + fangs {out['t_fangs']:.1f} s = "
-           f"{out['t_latent'] + out['t_fangs']:.1f} s (load {load0:.2f} -> {os.getloadavg()[0]:.2f})")
+           f"{out['t_latent'] + out['t_fangs']:.1f} s wall, {cpu:.1f} s CPU of all threads "
+           f"(load {load0:.2f} -> {os.getloadavg()[0]:.2f})")
     for w in list(lf["warnings"]) + list(f["warnings"]):
         _print(f"  WARNING: {w}")
     genes = np.asarray(f.get("feature_top_genes", [""] * out["K"]), dtype=object)

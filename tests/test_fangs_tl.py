@@ -79,7 +79,8 @@ def test_fangs_from_adata_recovers_features(fitted, tmp_path):
     assert est.dtype == np.uint8 and est.shape == (adata.n_obs, info["n_features"])
     assert np.all(np.diff(est.sum(axis=0).astype(int)) <= 0)  # features sorted by size
     assert faro_loss(est, Z) <= 0.02 * Z.size
-    assert info["expected_loss"] <= info["draws_expected_loss"]
+    # never worse than the best sample (ties: equal up to the summation order's round-off)
+    assert info["expected_loss"] <= info["draws_expected_loss"] * (1.0 + 1e-12)
     assert info["a"] == 1.0 and info["n_samples"] == 100
     assert int(np.sum(info["samples_K_counts"])) == 100
     assert set(info["timings"]) == {"initialization", "sweetening", "total", "draws"}

@@ -73,11 +73,14 @@ def test_collapsed_log_likelihood_is_the_gaussian_marginal():
         sum(multivariate_normal(np.zeros(6), 0.16 * np.eye(6)).logpdf(X[:, d]) for d in range(3)))
 
 
-def exact_posterior(X, sigma_a, k_max, alpha_prior=(1.0, 1.0), s2x_prior=(1.0, 1.0)):
+def exact_posterior(X, sigma_a, k_max, alpha_prior=(1.0, 1.0), s2x_prior=(1.0, 1.0), intercept=False):
     """P([Z] | X) over every left-ordered class with at most k_max features.
 
     alpha ~ Gamma(alpha_prior) is integrated out analytically, sigma_x^2 ~
-    InvGamma(s2x_prior) by quadrature on a log grid; sigma_a is fixed.
+    InvGamma(s2x_prior) by quadrature on a log grid; sigma_a is fixed. With
+    ``intercept`` the model has a baseline b ~ N(0, sigma_a^2) shared by all cells
+    (each column of X is then N(0, sigma_a^2 (Z Z' + 1 1') + sigma_x^2 I)) and the IBP
+    is conditioned on no feature held by every cell (P(none | alpha) = exp(-alpha / n)).
     """
     n, d = X.shape
     a0, b0 = alpha_prior
@@ -87,23 +90,25 @@ def exact_posterior(X, sigma_a, k_max, alpha_prior=(1.0, 1.0), s2x_prior=(1.0, 1
     s2 = np.exp(log_s2)
     # log prior density of sigma_x^2 times the Jacobian of the log grid
     log_w = ax * np.log(bx) - math.lgamma(ax) - (ax + 1) * log_s2 - bx / s2 + log_s2 + np.log(log_s2[1] - log_s2[0])
-    histories = [np.array(h, dtype=np.uint8) for h in itertools.product([0, 1], repeat=n) if any(h)]
+    histories = [np.array(h, dtype=np.uint8) for h in itertools.product([0, 1], repeat=n)
+                 if any(h) and not (intercept and all(h))]
+    rate = b0 + harmonic - (1.0 / n if intercept else 0.0)
     logp = {}
     for k in range(k_max + 1):
         for combo in itertools.combinations_with_replacement(range(len(histories)), k):
             Z = np.array([histories[c] for c in combo], dtype=np.uint8).T.reshape(n, k)
             # each column of X is N(0, sigma_a^2 Z Z' + sigma_x^2 I) once A is integrated out
-            lam, V = np.linalg.eigh(sigma_a**2 * (Z @ Z.T).astype(float))
+            lam, V = np.linalg.eigh(sigma_a**2 * ((Z @ Z.T).astype(float) + float(intercept)))
             proj = (V.T @ X) ** 2  # (n, d)
             var = lam[:, None] + s2[None, :]  # (n, grid)
             ll = -0.5 * d * np.log(2 * np.pi * var).sum(axis=0) - 0.5 * (proj.sum(axis=1)[:, None] / var).sum(axis=0)
-            if k == 2:
+            if k == 2 and not intercept:
                 assert ll[200] == pytest.approx(collapsed_log_likelihood(X, Z, math.sqrt(s2[200]), sigma_a))
             top = (ll + log_w).max()
             log_lik = top + np.log(np.exp(ll + log_w - top).sum())
             # IBP probability with alpha integrated against its Gamma prior
             rest = ibp_log_prob(Z, 1.0) + harmonic
-            log_ibp = math.lgamma(a0 + k) - math.lgamma(a0) + a0 * math.log(b0) - (a0 + k) * math.log(b0 + harmonic)
+            log_ibp = math.lgamma(a0 + k) - math.lgamma(a0) + a0 * math.log(b0) - (a0 + k) * math.log(rate)
             logp[lof_key(Z)] = log_ibp + rest + log_lik
     keys = list(logp)
     v = np.array([logp[k] for k in keys])
@@ -111,16 +116,18 @@ def exact_posterior(X, sigma_a, k_max, alpha_prior=(1.0, 1.0), s2x_prior=(1.0, 1
     return dict(zip(keys, p / p.sum()))
 
 
-def test_sampler_matches_the_exact_posterior_on_three_cells():
+@pytest.mark.parametrize("intercept", [False, True])
+def test_sampler_matches_the_exact_posterior_on_three_cells(intercept):
     """Z, sigma_x and alpha sampled (sigma_a fixed) against the exact marginal posterior of [Z].
 
-    Ten independent chains: the band on each class's frequency is derived from the
-    between-chain spread (the chains' own autocorrelation included), so the check
-    does not hinge on one chain's luck or on the BLAS kernel that rounds its sums.
+    Gaussian noise, with and without the baseline (whose chains also make the complement
+    moves z_k -> 1 - z_k). Ten independent chains: the band on each class's frequency is
+    derived from the between-chain spread (the chains' own autocorrelation included), so
+    the check does not hinge on one chain's luck or on the BLAS kernel that rounds its sums.
     """
     X = np.array([[1.2, 0.3], [1.0, -0.2], [0.1, 1.4]])
     sa = 1.0
-    exact = exact_posterior(X, sa, k_max=7)
+    exact = exact_posterior(X, sa, k_max=7, intercept=intercept)
     top = sorted(exact, key=exact.get, reverse=True)[:6]
     k_exact = np.zeros(10)
     for key, p in exact.items():
@@ -129,7 +136,8 @@ def test_sampler_matches_the_exact_posterior_on_three_cells():
     freqs, k_counts = [], np.zeros(10)
     for seed in range(10):
         model = LinearGaussianIBP(n_iter=3000, burn_in=200, thin=1, n_chains=1, sigma_a=sa, scale=False,
-                                  max_features=12, max_new=6, random_state=seed).fit(X)
+                                  max_features=12, max_new=6, intercept=intercept, noise_df=None,
+                                  init_features=0, random_state=seed).fit(X)
         keys = [lof_key(Z) for Z in model.samples_]
         freqs.append([keys.count(k) / len(keys) for k in top])
         k_counts += np.bincount([len(k) for k in keys], minlength=10)[:10]
@@ -165,8 +173,10 @@ def planted(n=150, d=8, seed=0, sigma_x=0.25):
 @pytest.mark.parametrize("sigma_x, seed", [(0.25, 0), (0.4, 1)])
 def test_recovers_planted_features_and_fangs_beats_draws(sigma_x, seed):
     Z, X = planted(seed=seed, sigma_x=sigma_x)
-    # sigma_a sampled (it is fixed to one standard deviation of X by default, for standardised genes)
-    model = LinearGaussianIBP(n_iter=400, burn_in=200, thin=4, sigma_a=None, random_state=0).fit(X)
+    # sigma_a sampled (it is fixed to one standard deviation of X by default, for standardised genes);
+    # the model that simulated X: Gaussian noise, no baseline (the empty start as in the paper)
+    model = LinearGaussianIBP(n_iter=400, burn_in=200, thin=4, sigma_a=None, intercept=False, noise_df=None,
+                              init_features=0, random_state=0).fit(X)
     f = fangs(model.samples_, n_jobs=1, random_state=0)
     d = draws(model.samples_, n_jobs=1)
     to_truth = faro_loss(f.estimate, Z)
@@ -190,10 +200,11 @@ def test_recovers_planted_features_and_fangs_beats_draws(sigma_x, seed):
 def test_joint_flips_escape_the_split_feature_trap():
     """Without the 2-3 entry moves this seed sticks at K = 4 (loadings a+b, a, b, ...); with them K = 3."""
     Z, X = planted(seed=1, sigma_x=0.3)
-    # one chain each, sigma_a sampled (as when the trap was found)
-    stuck = LinearGaussianIBP(n_iter=300, burn_in=150, thin=5, block_moves=0, n_chains=1, sigma_a=None,
-                              random_state=0).fit(X)
-    mixed = LinearGaussianIBP(n_iter=300, burn_in=150, thin=5, n_chains=1, sigma_a=None, random_state=0).fit(X)
+    # one chain each, sigma_a sampled, Gaussian noise, no baseline, empty start (as when the trap was found)
+    gauss = dict(sigma_a=None, intercept=False, noise_df=None, init_features=0)
+    stuck = LinearGaussianIBP(n_iter=300, burn_in=150, thin=5, block_moves=0, n_chains=1, random_state=0,
+                              **gauss).fit(X)
+    mixed = LinearGaussianIBP(n_iter=300, burn_in=150, thin=5, n_chains=1, random_state=0, **gauss).fit(X)
     assert np.median([s.shape[1] for s in stuck.samples_]) == 4
     assert np.median([s.shape[1] for s in mixed.samples_]) == 3
     assert faro_loss(fangs(mixed.samples_, n_jobs=1, random_state=0).estimate, Z) <= 0.01 * Z.size
@@ -366,3 +377,110 @@ def test_warnings_for_unconverged_chains_and_the_cap():
         warnings.simplefilter("error")  # a converged run warns about nothing
         good = LinearGaussianIBP(n_iter=400, burn_in=200, random_state=0).fit(X)
     assert good.rhat_log_joint_ <= 1.1 and good.rhat_K_ <= 1.1 and good.ess_log_joint_ > 20
+
+
+# --------------------------------------------------------------------------- real-data extensions (issue 17)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_student_t_noise_does_not_spend_features_on_outlier_cells(seed):
+    """8 of 150 cells with heavy-tailed noise: Gaussian noise opens features for them, Student-t does not."""
+    Z, X = planted(seed=seed, sigma_x=0.25)
+    rng = np.random.default_rng(100 + seed)
+    out = rng.choice(len(X), 8, replace=False)
+    X = X.copy()
+    X[out] += 1.5 * rng.standard_t(2, size=(8, X.shape[1]))
+    clean = np.setdiff1d(np.arange(len(X)), out)
+    common = dict(n_iter=400, burn_in=200, thin=4, intercept=False, init_features=0, random_state=0)
+    gauss = LinearGaussianIBP(noise_df=None, **common).fit(X)
+    robust = LinearGaussianIBP(noise_df=4.0, **common).fit(X)
+    assert np.median([s.shape[1] for s in gauss.samples_]) >= 6  # features for the outliers
+    f = fangs(robust.samples_, n_jobs=1, random_state=0)
+    assert f.n_features == 3
+    assert faro_loss(f.estimate[clean], Z[clean]) <= 0.01 * Z[clean].size
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_per_gene_noise_is_recovered(seed):
+    """Columns with noise sd from 0.3 to 0.9: noise='gene' recovers each; one shared sd opens spurious features."""
+    rng = np.random.default_rng(seed)
+    n, d = 400, 8
+    Z = (rng.random((n, 3)) < [0.5, 0.3, 0.4]).astype(np.uint8)
+    A = rng.normal(0.0, 1.0, (3, d))
+    sd = np.linspace(0.3, 0.9, d)
+    X = Z @ A + rng.normal(size=(n, d)) * sd
+    common = dict(n_iter=300, burn_in=150, intercept=False, noise_df=None, random_state=0)
+    gene = LinearGaussianIBP(noise="gene", **common).fit(X)
+    # 400 cells: the sd of a noise sd estimate is ~ sd / sqrt(2 n) = 3.5%; 4 of them plus the prior
+    np.testing.assert_allclose(gene.sigma_x_genes_, sd, rtol=0.15)
+    shared = LinearGaussianIBP(noise="shared", **common).fit(X)
+    assert np.ptp(shared.sigma_x_genes_) < 1e-9 * shared.sigma_x_genes_[0]
+    # with one sd, the noisy columns look like signal: features multiply
+    assert np.median(shared.n_features_[:, 150:]) > np.median(gene.n_features_[:, 150:]) + 3
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_baseline_replaces_a_feature_of_all_cells(seed):
+    """Planted features on top of a baseline: with the intercept, 3 features and the signal reconstructed;
+    without it the sampler spends a feature held by every cell on the baseline."""
+    Z, X0 = planted(seed=seed, sigma_x=0.25)
+    _, A = simulate_linear_gaussian(Z, X0.shape[1], sigma_x=0.25, sigma_a=1.0, random_state=seed + 1)  # planted's A
+    b = np.random.default_rng(seed).normal(0.0, 2.0, X0.shape[1])
+    X = X0 + b
+    model = LinearGaussianIBP(n_iter=400, burn_in=200, random_state=0).fit(X)
+    assert model.Z_.shape[1] == 3 and model.rhat_log_joint_ <= 1.1
+    assert all(0 < s.mean(axis=0).min() and s.mean(axis=0).max() < 1 for s in model.samples_)
+    # a feature and its complement explain the data alike (the baseline absorbs the difference):
+    # compare the fitted signal, not the features
+    signal = Z @ A + b
+    assert np.mean((model.intercept_ + model.Z_ @ model.A_ - signal) ** 2) < 0.2 * 0.25**2
+    without = LinearGaussianIBP(n_iter=400, burn_in=200, intercept=False, random_state=0).fit(X)
+    assert without.Z_.shape[1] > 3 and without.Z_.mean(axis=0).max() > 0.99
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_ica_starts_converge_where_empty_starts_stick(seed):
+    """800 cells x 60 standardised genes, 4 overlapping programmes: in 500 sweeps the chains started from
+    ICA features agree (split R-hat of the log joint <= 1.1) on 4 features; chains started empty
+    are still far below."""
+    from benchmarks.bench_latent_real import planted_programmes
+    from scontrast.tl._latent_features import gene_matrix
+
+    adata, _, _ = planted_programmes(n_cells=800, seed=seed)
+    X, _ = gene_matrix(adata, n_genes=60)
+    started = LinearGaussianIBP(n_iter=500, burn_in=250, random_state=0).fit(X)
+    assert started.rhat_log_joint_ <= 1.1
+    assert np.median(started.n_features_[:, 250:]) == 4
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        empty = LinearGaussianIBP(n_iter=500, burn_in=250, init_features=0, random_state=0).fit(X)
+    assert empty.log_joint_[:, 250:].mean() < started.log_joint_[:, 250:].mean() - 300
+
+
+def test_new_options_are_checked():
+    X = np.random.default_rng(0).normal(size=(10, 3))
+    with pytest.raises(ScontrastError, match=r"^noise: expected 'gene' or 'shared'"):
+        LinearGaussianIBP(n_iter=10, burn_in=1, noise="cell").fit(X)
+    with pytest.raises(ScontrastError, match=r"^intercept: expected True or False"):
+        LinearGaussianIBP(n_iter=10, burn_in=1, intercept=1).fit(X)
+    with pytest.raises(ScontrastError, match=r"^noise_df: expected a finite number > 0"):
+        LinearGaussianIBP(n_iter=10, burn_in=1, noise_df=0.0).fit(X)
+    with pytest.raises(ScontrastError, match=r"^init_features: expected an integer >= 0"):
+        LinearGaussianIBP(n_iter=10, burn_in=1, init_features=-1).fit(X)
+    with pytest.raises(ScontrastError, match=r"^complement_moves: expected True or False"):
+        LinearGaussianIBP(n_iter=10, burn_in=1, complement_moves="no").fit(X)
+
+
+def test_complement_moves_let_chains_agree_given_the_baseline():
+    """Given the baseline, a feature and its complement explain the data alike: without the complement
+    moves each chain keeps the orientation it found first and the chains disagree; with them they agree."""
+    def rhat(seed, **kw):
+        _, X = planted(n=80, d=6, seed=seed)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            m = LinearGaussianIBP(n_iter=400, burn_in=200, random_state=0, **kw).fit(X)
+        return max(m.rhat_log_joint_, m.rhat_K_)
+
+    seeds = range(4)
+    assert all(rhat(s) <= 1.1 for s in seeds)
+    assert sum(rhat(s, complement_moves=False) > 1.1 for s in seeds) >= 2

@@ -977,13 +977,15 @@ def feature_enrichment(estimate, is_target) -> dict[str, np.ndarray]:
             "difference": ht / n_t - hb / n_b, "odds_ratio": odds, "pvalue": p, "qvalue": np.asarray(q, dtype=float)}
 
 
-def feature_loadings(X, estimate, sigma_x: float, sigma_a: float) -> np.ndarray:
+def feature_loadings(X, estimate, sigma_x: float, sigma_a: float, intercept: bool = False) -> np.ndarray:
     """Posterior mean of the loadings given an allocation: (K, D).
 
     For the linear-Gaussian model X = Z A + E (E ~ N(0, sigma_x^2), A ~ N(0, sigma_a^2)),
     A | Z, X has mean (Z'Z + (sigma_x / sigma_a)^2 I)^-1 Z'X per column; here Z is the
     estimate (N, K) and X (N, D) the matrix the sampler explained, so row k is the
-    change feature k makes to each column (gene), in X's units.
+    change feature k makes to each column (gene), in X's units. With ``intercept`` the
+    model has a baseline shared by all cells (a column of ones with the same prior, as in
+    ``LinearGaussianIBP(intercept=True)``): row k is then the change from the baseline.
     """
     E = _as_binary(estimate, "estimate").astype(np.float64)
     X = np.asarray(X, dtype=np.float64)
@@ -991,7 +993,10 @@ def feature_loadings(X, estimate, sigma_x: float, sigma_a: float) -> np.ndarray:
         raise ScontrastError(f"X: expected {E.shape[0]} rows (the estimate's), got shape {X.shape}")
     sigma_x = check_real(sigma_x, "sigma_x", 0.0, strict_min=True)
     sigma_a = check_real(sigma_a, "sigma_a", 0.0, strict_min=True)
-    if E.shape[1] == 0:
+    k = E.shape[1]
+    if k == 0:
         return np.zeros((0, X.shape[1]))
+    if intercept:
+        E = np.hstack([np.ones((E.shape[0], 1)), E])
     P = E.T @ E + (sigma_x / sigma_a) ** 2 * np.eye(E.shape[1])
-    return np.linalg.solve(P, E.T @ X)
+    return np.linalg.solve(P, E.T @ X)[E.shape[1] - k:]

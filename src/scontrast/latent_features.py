@@ -4,11 +4,14 @@ Model (Griffiths and Ghahramani 2011, section 5), for a cells x dims matrix X::
 
     Z ~ IBP(alpha)                      binary N x K, K unbounded
     A[k, :] ~ N(0, sigma_a^2 I_D)        loadings of feature k
-    X = Z A + E,   E[i, d] ~ N(0, sigma_x^2)
+    X = 1 b' + Z A + E,   E[i, d] ~ N(0, sigma_x^2 / w_i)
 
-with optional conjugate hyperpriors sigma_x^2 ~ InvGamma, sigma_a^2 ~
-InvGamma, alpha ~ Gamma. Each cell may carry several overlapping features,
-unlike a clustering.
+with a baseline b ~ N(0, sigma_a^2 I_D) shared by all cells (``intercept``),
+Student-t noise as a scale mixture w_i ~ Gamma(nu / 2, nu / 2) (``noise_df``
+= nu; w = 1 gives Gaussian noise), optionally one noise variance per column
+(``noise='gene'``, conjugate loading prior N(0, sigma_a^2 sigma_x[d]^2)), and
+conjugate hyperpriors sigma_x^2 ~ InvGamma, sigma_a^2 ~ InvGamma, alpha ~
+Gamma. Each cell may carry several overlapping features, unlike a clustering.
 
 The Z step is the collapsed Gibbs sampler (A integrated out) in the
 accelerated form of Doshi-Velez and Ghahramani (2009): the Gaussian posterior
@@ -28,7 +31,11 @@ the O(N K^2) of recomputing the marginal likelihood:
   k from Poisson(alpha / N) times the predictive with k more loadings of
   variance sigma_a^2, truncated at ``max_new`` and at the cap on K;
 * then per sweep A | Z, X from its Gaussian posterior, and sigma_x^2,
-  sigma_a^2 and alpha from their conjugate posteriors (when not fixed).
+  the cells' weights w, sigma_a^2 and alpha from their conjugate posteriors
+  (when not fixed). The baseline is a column of ones in Z that is never
+  resampled; the weights enter the row step as the cell's own noise variance
+  sigma_x^2 / w_i; per-column noise is swept on the data divided by each
+  column's noise standard deviation (homoscedastic with unit noise there).
 
 The row sweep is compiled with numba; its random numbers come from numba's
 generator, seeded with an int drawn from ``random_state`` (``core.spawn_seed``)
@@ -142,15 +149,19 @@ def _drop_feature(k, K, Z, m, S, h, mu):
 
 
 @numba.njit(cache=True, nogil=True)
-def _sweep_rows(X, Z, m, K, s2x, s2a, alpha, max_features, max_new, n_moves, S, h, mu):
+def _sweep_rows(X, Z, m, K, s2x, s2a, alpha, max_features, max_new, n_moves, S, h, mu, n_fixed, w):
     """One collapsed Gibbs pass over the rows of Z (in place), A integrated out.
 
     X (N, D); Z (N, Kcap) uint8 with the first K columns active; m (Kcap,)
     column counts; S (Kcap, Kcap), h (Kcap, D), mu (Kcap, D) work arrays.
+    The first ``n_fixed`` columns are held fixed (the intercept: a column of ones
+    outside the IBP); they enter the predictive but are never resampled.
     The posterior of A given all rows is N(S h, S) per column with
     S = (Z'Z / s2x + I / s2a)^-1 and h = Z'X / s2x; for row i it is
     downdated to the other rows (Sherman-Morrison), the row's entries are
     drawn from the Gaussian predictive of X_i, and the row is added back.
+    w (N,): each cell's noise precision factor (its noise variance is s2x / w[i];
+    all ones for Gaussian noise): Z'Z and Z'X above are then weighted by w.
     Returns the new K.
     """
     N, D = X.shape
@@ -162,7 +173,7 @@ def _sweep_rows(X, Z, m, K, s2x, s2a, alpha, max_features, max_new, n_moves, S, 
             if Z[r, a]:
                 for b in range(K):
                     if Z[r, b]:
-                        P[a, b] += 1.0
+                        P[a, b] += w[r]
     for a in range(K):
         for b in range(K):
             P[a, b] /= s2x
@@ -179,7 +190,7 @@ def _sweep_rows(X, Z, m, K, s2x, s2a, alpha, max_features, max_new, n_moves, S, 
         for a in range(K):
             if Z[r, a]:
                 for d in range(D):
-                    h[a, d] += X[r, d] / s2x
+                    h[a, d] += w[r] * X[r, d] / s2x
     kcap = Z.shape[1]
     z = np.zeros(kcap)
     u = np.zeros(kcap)
@@ -188,6 +199,7 @@ def _sweep_rows(X, Z, m, K, s2x, s2a, alpha, max_features, max_new, n_moves, S, 
     elig = np.empty(kcap, np.int64)
     pick = np.empty(3, np.int64)
     for i in range(N):
+        s2xi = s2x / w[i]  # the cell's noise variance (w = 1: Gaussian noise; else its Student-t scale)
         for a in range(K):
             z[a] = Z[i, a]
         # Downdate to the other rows: S <- S + u u' / (s2x - z'u), u = S z; h <- h - z x' / s2x.
@@ -198,14 +210,14 @@ def _sweep_rows(X, Z, m, K, s2x, s2a, alpha, max_features, max_new, n_moves, S, 
                 acc += S[a, b] * z[b]
             u[a] = acc
             q += z[a] * acc
-        den = s2x - q
+        den = s2xi - q
         for a in range(K):
             for b in range(K):
                 S[a, b] += u[a] * u[b] / den
         for a in range(K):
             if z[a] != 0.0:
                 for d in range(D):
-                    h[a, d] -= X[i, d] / s2x
+                    h[a, d] -= X[i, d] / s2xi
         for a in range(K):
             for d in range(D):
                 acc = 0.0
@@ -225,11 +237,13 @@ def _sweep_rows(X, Z, m, K, s2x, s2a, alpha, max_features, max_new, n_moves, S, 
             for a in range(K):
                 acc += z[a] * mu[a, d]
             pred[d] = acc
-        for k in range(K):
+        for k in range(n_fixed, K):
             zik = Z[i, k]
             mk = m[k] - zik
             if mk == 0:
                 continue
+            if n_fixed and zik == 0 and mk == N - 1:
+                continue  # with the baseline, a feature held by every cell is excluded (it is the baseline)
             skk = S[k, k]
             if zik == 1:
                 q1 = q
@@ -250,8 +264,8 @@ def _sweep_rows(X, Z, m, K, s2x, s2a, alpha, max_features, max_new, n_moves, S, 
                     p1 = pred[d] + mu[k, d]
                 r0 += (X[i, d] - p0) ** 2
                 r1 += (X[i, d] - p1) ** 2
-            v0 = q0 + s2x
-            v1 = q1 + s2x
+            v0 = q0 + s2xi
+            v1 = q1 + s2xi
             dl = -0.5 * D * (math.log(v1) - math.log(v0)) - r1 / (2.0 * v1) + r0 / (2.0 * v0)
             lo = math.log(mk) - math.log(N - mk) + dl
             if lo > 0:
@@ -274,7 +288,7 @@ def _sweep_rows(X, Z, m, K, s2x, s2a, alpha, max_features, max_new, n_moves, S, 
         # flips cannot move a cell between representations that fit equally
         # well, e.g. one feature with loading a + b versus two with a and b.
         n_elig = 0
-        for k in range(K):
+        for k in range(n_fixed, K):
             if m[k] - Z[i, k] > 0:
                 elig[n_elig] = k
                 n_elig += 1
@@ -302,6 +316,13 @@ def _sweep_rows(X, Z, m, K, s2x, s2a, alpha, max_features, max_new, n_moves, S, 
                         dq += dk * (1.0 - 2.0 * z[pick[t2]]) * S[k, pick[t2]]
                     mk = m[k] - Z[i, k]
                     lprior += dk * (math.log(mk) - math.log(N - mk))
+                if n_fixed:
+                    full = False
+                    for t in range(size):
+                        if z[pick[t]] == 0.0 and m[pick[t]] == N - 1:
+                            full = True
+                    if full:
+                        continue  # would make a feature held by every cell (excluded with the baseline)
                 r_old = 0.0
                 r_new = 0.0
                 for d in range(D):
@@ -310,8 +331,8 @@ def _sweep_rows(X, Z, m, K, s2x, s2a, alpha, max_features, max_new, n_moves, S, 
                         pn += (1.0 - 2.0 * z[pick[t]]) * mu[pick[t], d]
                     r_old += (X[i, d] - pred[d]) ** 2
                     r_new += (X[i, d] - pn) ** 2
-                v_old = q + s2x
-                v_new = q + dq + s2x
+                v_old = q + s2xi
+                v_new = q + dq + s2xi
                 lr = (lprior - 0.5 * D * (math.log(v_new) - math.log(v_old))
                       - r_new / (2.0 * v_new) + r_old / (2.0 * v_old))
                 if lr >= 0.0 or np.random.random() < math.exp(lr):  # noqa: NPY002
@@ -329,7 +350,7 @@ def _sweep_rows(X, Z, m, K, s2x, s2a, alpha, max_features, max_new, n_moves, S, 
         # Cell i's own features: their loadings are uninformed by the other
         # cells, so drop them and redraw how many the cell holds.
         k = K - 1
-        while k >= 0:
+        while k >= n_fixed:
             if Z[i, k] == 1 and m[k] == 1:
                 Z[i, k] = 0
                 m[k] = 0
@@ -354,7 +375,7 @@ def _sweep_rows(X, Z, m, K, s2x, s2a, alpha, max_features, max_new, n_moves, S, 
         lam = alpha / N
         top = -np.inf
         for kk in range(kmax + 1):
-            v = q + s2x + kk * s2a
+            v = q + s2xi + kk * s2a
             logp[kk] = kk * math.log(lam) - math.lgamma(kk + 1.0) - 0.5 * D * math.log(v) - rr / (2.0 * v)
             if logp[kk] > top:
                 top = logp[kk]
@@ -391,14 +412,14 @@ def _sweep_rows(X, Z, m, K, s2x, s2a, alpha, max_features, max_new, n_moves, S, 
                 acc += S[a, b] * z[b]
             u[a] = acc
             q += z[a] * acc
-        den = s2x + q
+        den = s2xi + q
         for a in range(K):
             for b in range(K):
                 S[a, b] -= u[a] * u[b] / den
         for a in range(K):
             if z[a] != 0.0:
                 for d in range(D):
-                    h[a, d] += X[i, d] / s2x
+                    h[a, d] += X[i, d] / s2xi
         for a in range(K):
             z[a] = 0.0
     return K
@@ -407,7 +428,7 @@ def _sweep_rows(X, Z, m, K, s2x, s2a, alpha, max_features, max_new, n_moves, S, 
 def _warm_up() -> None:
     """Compile (or load from numba's cache) the row sweep before the clock and the seed."""
     _sweep_rows(np.zeros((2, 1)), np.zeros((2, 1), np.uint8), np.zeros(1, np.int64), 0, 1.0, 1.0, 1.0, 1, 1, 1,
-                np.zeros((1, 1)), np.zeros((1, 1)), np.zeros((1, 1)))
+                np.zeros((1, 1)), np.zeros((1, 1)), np.zeros((1, 1)), 0, np.ones(2))
 
 
 # --------------------------------------------------------------------------- IBP helpers
@@ -606,7 +627,7 @@ class LinearGaussianIBP(BaseEstimator):
     thin : int
         Keep every ``thin``-th sweep after burn-in.
     n_chains : int
-        Independent chains (each from its own seed, started empty); their
+        Independent chains (each from its own seed and start); their
         retained samples are pooled, and the split R-hat and effective sample
         size of the log joint and of K are computed across them.
     alpha : float or None
@@ -631,6 +652,32 @@ class LinearGaussianIBP(BaseEstimator):
         Divide X by its overall standard deviation (one number, so the
         geometry is unchanged) before sampling; the hyperpriors then act on
         unit-variance data whatever the units of the embedding.
+    intercept : bool
+        Add a baseline shared by all cells, X = 1 b' + Z A + E with b ~ N(0,
+        sigma_a^2 I) integrated out like the loadings (a column of ones outside
+        the IBP, never resampled). Without it, centred data need a feature held
+        by (nearly) every cell, which the sampler grows slowly from one cell and
+        which means nothing.
+    noise : {'shared', 'gene'}
+        One noise variance for all columns, or one per column (gene), each with
+        the inverse-gamma ``sigma_x_prior``; with 'gene' the loading prior is the
+        conjugate A[k, d] ~ N(0, sigma_a^2 sigma_x[d]^2), so ``sigma_a`` is in units
+        of each gene's noise. A fixed ``sigma_x`` is shared by all columns.
+    noise_df : float or None
+        Degrees of freedom of Student-t noise, as a scale mixture: cell i's noise
+        variance is sigma_x^2 / w_i, w_i ~ Gamma(noise_df / 2, noise_df / 2) sampled
+        with the rest; None = Gaussian noise. Heavy-tailed cells (sparse counts,
+        outliers) are then down-weighted instead of opening features of their own.
+    init_features : int
+        Chains start from ``init_features`` features found by independent
+        component analysis of the data (each component's scores cut at their
+        two-means threshold), each chain with its own ICA seed; 0 = start without
+        features. Surplus features die out in a few sweeps, while growing a
+        missing one from a single cell takes hundreds.
+    complement_moves : bool
+        With ``intercept``: after each sweep, a Metropolis move per feature
+        replacing z_k by its complement 1 - z_k (given the baseline both explain
+        the data alike; the row sweep cannot move between them).
     alpha_prior, sigma_x_prior, sigma_a_prior : (shape, rate)
         Gamma prior of alpha, inverse-gamma priors of the variances.
     n_jobs : int or None
@@ -657,8 +704,13 @@ class LinearGaussianIBP(BaseEstimator):
         (NaN with fewer than 4 such sweeps).
     ess_log_joint_, ess_K_ : float
         Their effective sample sizes (all chains, sweeps after burn-in).
-    Z_ : ndarray (N, K) uint8 ; A_ : ndarray (K, D)
-        Final state of the first chain (A in the units of X).
+    Z_ : ndarray (N, K) uint8 ; A_ : ndarray (K, D) ; intercept_ : ndarray (D,)
+        Final state of the first chain (A and the baseline in the units of X;
+        the baseline is zero without ``intercept``).
+    sigma_x_genes_ : ndarray (D,)
+        Posterior mean noise standard deviation of each column after burn-in
+        (root of the mean variance, all chains; equal across columns with
+        ``noise='shared'``).
     scale_ : float
     timings_ : dict
         Seconds spent compiling/warming up and sampling (wall clock, all chains).
@@ -670,6 +722,8 @@ class LinearGaussianIBP(BaseEstimator):
     def __init__(self, n_iter: int = 1000, burn_in: int = 500, thin: int = 5, n_chains: int = 2,
                  alpha: float | None = None, sigma_x: float | None = None, sigma_a: float | None = 1.0,
                  max_features: int = 30, max_new: int = 3, block_moves: int = 4, scale: bool = True,
+                 intercept: bool = True, noise: str = "shared", noise_df: float | None = 4.0, init_features: int = 5,
+                 complement_moves: bool = True,
                  alpha_prior=(1.0, 1.0), sigma_x_prior=(1.0, 1.0), sigma_a_prior=(1.0, 1.0), n_jobs: int | None = 1,
                  random_state=None):
         self.n_iter = n_iter
@@ -683,6 +737,11 @@ class LinearGaussianIBP(BaseEstimator):
         self.max_new = max_new
         self.block_moves = block_moves
         self.scale = scale
+        self.intercept = intercept
+        self.noise = noise
+        self.init_features = init_features
+        self.noise_df = noise_df
+        self.complement_moves = complement_moves
         self.alpha_prior = alpha_prior
         self.sigma_x_prior = sigma_x_prior
         self.sigma_a_prior = sigma_a_prior
@@ -699,15 +758,24 @@ class LinearGaussianIBP(BaseEstimator):
                "n_chains": check_int(self.n_chains, "n_chains", 1),
                "max_features": check_int(self.max_features, "max_features", 1),
                "max_new": check_int(self.max_new, "max_new", 1),
-               "block_moves": check_int(self.block_moves, "block_moves", 0)}
+               "block_moves": check_int(self.block_moves, "block_moves", 0),
+               "init_features": check_int(self.init_features, "init_features", 0)}
+        if not isinstance(self.complement_moves, (bool, np.bool_)):
+            raise ScontrastError(f"complement_moves: expected True or False, got {self.complement_moves!r}")
+        out["complement_moves"] = bool(self.complement_moves)
         if self.n_jobs is None or self.n_jobs == -1:
             out["n_jobs"] = os.cpu_count() or 1
         else:
             out["n_jobs"] = check_int(self.n_jobs, "n_jobs", 1)
-        for name in ("alpha", "sigma_x", "sigma_a"):
+        for name in ("alpha", "sigma_x", "sigma_a", "noise_df"):
             out[name] = check_real(getattr(self, name), name, 0.0, strict_min=True, allow_none=True)
-        if not isinstance(self.scale, (bool, np.bool_)):
-            raise ScontrastError(f"scale: expected True or False, got {self.scale!r}")
+        for name in ("scale", "intercept"):
+            if not isinstance(getattr(self, name), (bool, np.bool_)):
+                raise ScontrastError(f"{name}: expected True or False, got {getattr(self, name)!r}")
+        out["intercept"] = bool(self.intercept)
+        if self.noise not in ("gene", "shared"):
+            raise ScontrastError(f"noise: expected 'gene' or 'shared', got {self.noise!r}")
+        out["noise"] = self.noise
         for name in ("alpha_prior", "sigma_x_prior", "sigma_a_prior"):
             out[name] = _check_prior(getattr(self, name), name)
         return out
@@ -746,6 +814,8 @@ class LinearGaussianIBP(BaseEstimator):
         self.sigma_a_ = np.stack([c["sigma_a"] for c in chains])
         self.Z_ = chains[0]["Z"]
         self.A_ = chains[0]["A"]
+        self.intercept_ = chains[0]["intercept"]
+        self.sigma_x_genes_ = np.mean([c["sigma_x_genes"] for c in chains], axis=0)
         self.scale_ = scale
         self.timings_ = {"compile": t_compile, "sampling": t2 - t1}
         kept = slice(p["burn_in"], None)
@@ -763,7 +833,8 @@ class LinearGaussianIBP(BaseEstimator):
         for name, value in (("log joint", self.rhat_log_joint_), ("K", self.rhat_K_)):
             if value > 1.1:
                 warnings.warn(f"split R-hat of the {name} is {value:.3g} > 1.1 over "
-                              f"{p['n_chains']} chains: the sampler has not converged (raise n_iter and burn_in)",
+                              f"{p['n_chains']} chains: the chains disagree (not converged, or stuck in different modes: "
+                              "compare the chains in the trace figure; more sweeps or fewer genes may help)",
                               ScontrastWarning, stacklevel=3)
         k_max = max((s.shape[1] for s in self.samples_), default=0)
         if k_max >= p["max_features"]:
@@ -785,10 +856,110 @@ class LinearGaussianIBP(BaseEstimator):
                 "ess_log_joint": float(self.ess_log_joint_), "ess_K": float(self.ess_K_)}
 
 
+def _complement_moves(Y, Z, m, K, w, v_x, s2a, alpha, rng) -> int:
+    """Metropolis moves replacing each feature k by its complement 1 - z_k (in place); returns the count.
+
+    With the baseline (column 0 of Z, all ones), z_k and 1 - z_k span the same space, so the
+    two allocations explain the data almost equally well and differ only through the priors;
+    the row sweep cannot move between them (every cell would have to flip at once), so
+    chains would stay in the orientation they started with. The proposal is an involution
+    (symmetric); the collapsed likelihood is updated from Z'WZ and Z'WY by replacing column
+    k: O(N K + N D + K^3 + K^2 D) per proposal. A feature held by every cell is outside the
+    sampler's space with the baseline, so is its (empty) complement.
+    (Measured: XOR moves with a second, random feature as well, which relate disjoint or
+    nested features, made chains stick more often on planted data; they are not used.)
+    """
+    n, d = Y.shape
+    if K < 2:
+        return 0
+    Zk = Z[:, :K].astype(np.float64)
+    Zw = Zk * w[:, None]
+    G = Zw.T @ Zk
+    H = Zw.T @ Y
+    eye = np.eye(K)
+    c_ratio = v_x / s2a
+
+    def loglik(G, H):
+        L = np.linalg.cholesky(G + c_ratio * eye)
+        half = np.linalg.solve(L, H)
+        return -d * float(np.sum(np.log(np.diag(L)))) + float(np.sum(half * half)) / (2.0 * v_x)
+
+    current = loglik(G, H)
+    prior = ibp_log_prob(Z[:, 1:K], alpha)
+    accepted = 0
+    for k in range(1, K):
+        col = 1 - Z[:, k]
+        mc = int(col.sum())
+        if mc == 0 or mc == n:
+            continue
+        cf = col.astype(np.float64)
+        cw = cf * w
+        g = Zk.T @ cw
+        g[k] = float(cw.sum())
+        G2 = G.copy()
+        G2[k, :] = g
+        G2[:, k] = g
+        H2 = H.copy()
+        H2[k] = cw @ Y
+        new = loglik(G2, H2)
+        old = Z[:, k].copy()
+        Z[:, k] = col
+        prior2 = ibp_log_prob(Z[:, 1:K], alpha)
+        if math.log(rng.random()) < new + prior2 - current - prior:
+            G, H, current, prior = G2, H2, new, prior2
+            Zk[:, k] = cf
+            m[k] = mc
+            accepted += 1
+        else:
+            Z[:, k] = old
+    return accepted
+
+
+def _start_features(X, Z, m, K, n_start, seed) -> int:
+    """Fill columns K.. of Z with a data-driven start (in place); returns the new K.
+
+    Binary sources mixed linearly are non-Gaussian, so independent component analysis
+    (scikit-learn's FastICA, ``n_start`` components) separates overlapping programmes
+    that k-means clusters would keep as combinations (a cluster of the cells carrying
+    two programmes); each component's scores are cut at their two-means threshold and
+    the smaller side is a starting feature. Components of noise give features without
+    signal, which die out in the first sweeps.
+    """
+    from sklearn.decomposition import FastICA
+
+    n = X.shape[0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # FastICA's convergence warnings: this is only a start
+        S = FastICA(n_start, random_state=seed, max_iter=400).fit_transform(X)
+    for j in range(S.shape[1]):
+        s = S[:, j]
+        t = float(np.median(s))
+        for _ in range(50):
+            hi = s > t
+            if hi.all() or not hi.any():
+                break
+            t_new = 0.5 * (float(s[hi].mean()) + float(s[~hi].mean()))
+            if t_new == t:
+                break
+            t = t_new
+        col = s > t
+        if col.sum() > n / 2:
+            col = ~col
+        if 0 < col.sum() < n:
+            Z[:, K] = col
+            m[K] = int(col.sum())
+            K += 1
+    return K
+
+
 def _run_chain(Xs, scale, p, seed, chain: int = 1) -> dict:
-    """One chain from an empty Z on the scaled data; ``seed`` seeds its Generator and numba's stream.
+    """One chain on the scaled data; ``seed`` seeds its Generator (ICA start, draws) and numba's stream.
 
     numba's generator is per thread: it is seeded here, in the thread that runs the chain.
+    With ``intercept`` the first column of the sampler's Z is all ones (outside the IBP,
+    never resampled); with per-gene noise the rows are swept on the data divided by each
+    gene's current noise standard deviation (the conjugate prior A[k, d] ~ N(0, s2a s2x[d])
+    makes the whitened problem the homoscedastic one with unit noise).
     """
     rng = np.random.default_rng(seed)
     _seed_numba(spawn_seed(rng))
@@ -798,68 +969,126 @@ def _run_chain(Xs, scale, p, seed, chain: int = 1) -> dict:
     aa, ba = p["sigma_a_prior"]
     a_alpha, b_alpha = p["alpha_prior"]
     fixed_x = None if p["sigma_x"] is None else (p["sigma_x"] / scale) ** 2
-    fixed_a = None if p["sigma_a"] is None else (p["sigma_a"] / scale) ** 2
+    per_gene = p["noise"] == "gene" and fixed_x is None
+    # per-gene noise: sigma_a is relative to each gene's noise, so it is not rescaled
+    fixed_a = None if p["sigma_a"] is None else (p["sigma_a"] ** 2 if per_gene else (p["sigma_a"] / scale) ** 2)
     sample_alpha = p["alpha"] is None
     alpha = 1.0 if sample_alpha else p["alpha"]
     # Start at the model without features (noise = the data's variance, 1 after scaling): a
     # smaller start makes every cell open features at once and the chain must then shed them.
-    s2x = float(np.mean(Xs * Xs)) if fixed_x is None else fixed_x
+    if per_gene:
+        s2x = np.maximum(np.mean(Xs * Xs, axis=0), 1e-12)
+    else:
+        s2x = np.full(d, float(np.mean(Xs * Xs)) if fixed_x is None else fixed_x)
     s2a = 1.0 if fixed_a is None else fixed_a
-    kcap = p["max_features"]
+    n_fixed = 1 if p["intercept"] else 0
+    kcap = p["max_features"] + n_fixed
     harmonic = float(np.sum(1.0 / np.arange(1, n + 1)))
+    # With the baseline, features held by every cell are excluded: the IBP conditioned on
+    # none (their number is Poisson(alpha / N)), so P(Z | alpha) gains a factor exp(alpha / N).
+    harmonic_eff = harmonic - (1.0 / n if n_fixed else 0.0)
 
     Z = np.zeros((n, kcap), dtype=np.uint8)
     A = np.zeros((kcap, d))
     m = np.zeros(kcap, dtype=np.int64)
+    if n_fixed:
+        Z[:, 0] = 1
+        m[0] = n
+    K = n_fixed
+    n_start = min(p["init_features"], p["max_features"], n - 1)
+    if n_start > 0:
+        # Start from features found by ICA (see _start_features): pruning surplus features
+        # takes a few sweeps, growing a missing one from a single cell hundreds.
+        K = _start_features(Xs / np.sqrt(s2x), Z, m, K, n_start, spawn_seed(rng))
     work_s = np.zeros((kcap, kcap))
     work_h = np.zeros((kcap, d))
     work_mu = np.zeros((kcap, d))
-    K = 0
     log_joint = np.empty(n_iter)
     trace_k = np.empty(n_iter, dtype=np.int64)
     trace_alpha = np.empty(n_iter)
     trace_sx = np.empty(n_iter)
     trace_sa = np.empty(n_iter)
+    sum_s2x = np.zeros(d)
     samples, sweeps = [], []
+    nu = p["noise_df"]
+    w = np.ones(n)
     for it in progress(range(n_iter), desc=f"latent_features: sweeps of chain {chain}",
                        logger="scontrast.latent_features"):
-        K = int(_sweep_rows(Xs, Z, m, K, float(s2x), float(s2a), float(alpha), kcap, p["max_new"],
-                            p["block_moves"], work_s, work_h, work_mu))
+        if per_gene:
+            Y = np.ascontiguousarray(Xs / np.sqrt(s2x))
+            v_x = 1.0
+        else:
+            Y = Xs
+            v_x = float(s2x[0])
+        K = int(_sweep_rows(Y, Z, m, K, v_x, float(s2a), float(alpha), kcap, p["max_new"],
+                            p["block_moves"], work_s, work_h, work_mu, n_fixed, w))
+        if n_fixed and p["complement_moves"]:
+            _complement_moves(Y, Z, m, K, w, v_x, float(s2a), float(alpha), rng)
         Zk = Z[:, :K].astype(np.float64)
+        Zw = Zk * w[:, None]
         if K:
-            # A | Z, X: each column N(mean, prec^-1), prec = Z'Z / s2x + I / s2a.
-            prec = Zk.T @ Zk / s2x + np.eye(K) / s2a
+            # A | Z, X: each column N(mean, prec^-1), prec = Z'WZ / v_x + I / s2a (whitened units if per gene).
+            prec = Zw.T @ Zk / v_x + np.eye(K) / s2a
             L = np.linalg.cholesky(prec)
-            mean = np.linalg.solve(prec, Zk.T @ Xs / s2x)
+            mean = np.linalg.solve(prec, Zw.T @ Y / v_x)
             A[:K] = mean + np.linalg.solve(L.T, rng.standard_normal((K, d)))
-        R = Xs - Zk @ A[:K]
-        rss = float(np.sum(R * R))
+        R = Y - Zk @ A[:K]
+        if per_gene:
+            # s2x[d] | A, Z, X: inverse gamma; the loadings' prior N(0, s2a s2x[d]) adds K terms
+            rss_w = w @ (R * R) + np.sum(A[:K] ** 2, axis=0) / s2a  # in whitened units
+            new = 1.0 / rng.gamma(ax + 0.5 * (n + K), 1.0 / (bx + 0.5 * rss_w * s2x))
+            ratio = np.sqrt(s2x / new)
+            A[:K] *= ratio  # the same loadings, whitened by the new noise (for s2a | A)
+            R *= ratio
+            s2x = new
+        elif fixed_x is None:
+            s2x[:] = _inv_gamma(rng, ax + 0.5 * n * d, bx + 0.5 * float(w @ np.sum(R * R, axis=1)))
+        if nu is not None:
+            # Student-t noise as a scale mixture: w[i] | rest ~ Gamma((nu + D) / 2, (nu + r_i / v) / 2)
+            r = np.sum(R * R, axis=1) / (1.0 if per_gene else float(s2x[0]))
+            w = rng.gamma(0.5 * (nu + d), 1.0 / (0.5 * (nu + r)))
         ssa = float(np.sum(A[:K] ** 2))
-        if fixed_x is None:
-            s2x = _inv_gamma(rng, ax + 0.5 * n * d, bx + 0.5 * rss)
         if fixed_a is None:
             s2a = _inv_gamma(rng, aa + 0.5 * K * d, ba + 0.5 * ssa)
         if sample_alpha:
-            alpha = rng.gamma(a_alpha + K, 1.0 / (b_alpha + harmonic))
-        # A integrated out, so that values are comparable across K.
-        lj = collapsed_log_likelihood(Xs, Z[:, :K], math.sqrt(s2x), math.sqrt(s2a)) + ibp_log_prob(Z[:, :K], alpha)
-        if fixed_x is None:
-            lj += _log_inv_gamma(s2x, ax, bx)
+            alpha = rng.gamma(a_alpha + K - n_fixed, 1.0 / (b_alpha + harmonic_eff))
+        # A integrated out, so that values are comparable across K; the cells' weights w
+        # enter as rows scaled by sqrt(w) (and the Jacobian D/2 sum log w).
+        sw = np.sqrt(w)[:, None]
+        if per_gene:
+            sx = np.sqrt(s2x)
+            lj = (collapsed_log_likelihood(Xs / sx * sw, Zk * sw, 1.0, math.sqrt(s2a)) - n * float(np.sum(np.log(sx)))
+                  + float(np.sum(ax * math.log(bx) - math.lgamma(ax) - (ax + 1.0) * np.log(s2x) - bx / s2x)))
+        else:
+            lj = collapsed_log_likelihood(Xs * sw, Zk * sw, math.sqrt(s2x[0]), math.sqrt(s2a))
+            if fixed_x is None:
+                lj += _log_inv_gamma(float(s2x[0]), ax, bx)
+        if nu is not None:
+            lj += 0.5 * d * float(np.sum(np.log(w))) + float(np.sum(
+                0.5 * nu * math.log(0.5 * nu) - math.lgamma(0.5 * nu) + (0.5 * nu - 1.0) * np.log(w) - 0.5 * nu * w))
+        lj += ibp_log_prob(Z[:, n_fixed:K], alpha) + (alpha / n if n_fixed else 0.0)
         if fixed_a is None:
             lj += _log_inv_gamma(s2a, aa, ba)
         if sample_alpha:
             lj += _log_gamma_pdf(alpha, a_alpha, b_alpha)
         log_joint[it] = lj
-        trace_k[it] = K
+        trace_k[it] = K - n_fixed
         trace_alpha[it] = alpha
-        trace_sx[it] = math.sqrt(s2x) * scale
-        trace_sa[it] = math.sqrt(s2a) * scale
-        if it >= burn_in and (it - burn_in) % thin == 0:
-            samples.append(Z[:, :K].copy())
-            sweeps.append(it)
+        trace_sx[it] = math.sqrt(float(np.mean(s2x))) * scale
+        trace_sa[it] = math.sqrt(s2a) * (1.0 if per_gene else scale)
+        if it >= burn_in:
+            sum_s2x += s2x
+            if (it - burn_in) % thin == 0:
+                samples.append(Z[:, n_fixed:K].copy())
+                sweeps.append(it)
+    # loadings in the units of X (whitened loadings times each gene's noise sd)
+    unit = np.sqrt(s2x) * scale if per_gene else scale
+    A_out = A[:K] * unit
     return {"samples": samples, "sweeps": np.asarray(sweeps, dtype=np.int64), "log_joint": log_joint,
             "K": trace_k, "alpha": trace_alpha, "sigma_x": trace_sx, "sigma_a": trace_sa,
-            "Z": Z[:, :K].copy(), "A": A[:K].copy() * scale}
+            "sigma_x_genes": np.sqrt(sum_s2x / max(n_iter - burn_in, 1)) * scale,
+            "Z": Z[:, n_fixed:K].copy(), "A": A_out[n_fixed:].copy(),
+            "intercept": A_out[0].copy() if n_fixed else np.zeros(d)}
 
 
 # --------------------------------------------------------------------------- samples file

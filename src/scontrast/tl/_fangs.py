@@ -212,8 +212,9 @@ def _gene_programmes(adata: ad.AnnData, samples_key: str, est: np.ndarray, n_top
     if slot not in adata.obsm or "input_names" not in info or "sigma_x_mean" not in info:
         return {}
     names = np.asarray(info["input_names"]).astype(str)
+    params = info.get("params", {})
     L = _fangs.feature_loadings(np.asarray(adata.obsm[slot]), est, float(info["sigma_x_mean"]),
-                                float(info["sigma_a_mean"]))
+                                float(info["sigma_a_mean"]), intercept=bool(params.get("intercept", False)))
     top = [", ".join(names[np.argsort(-row, kind="stable")[:n_top]]) for row in L]
     return {"loadings": L, "loading_names": names, "feature_top_genes": np.array(top, dtype=object).astype(str)}
 

@@ -103,7 +103,8 @@ def latent_features(
         Hyper-parameters of :class:`scontrast.latent_features.LinearGaussianIBP`
         (their defaults are its own): ``n_iter``, ``burn_in``, ``thin``, ``n_chains``,
         ``alpha``, ``sigma_x``, ``sigma_a``, ``max_features``, ``max_new``,
-        ``block_moves``, ``scale`` and the hyperpriors.
+        ``block_moves``, ``scale``, ``intercept``, ``noise``, ``noise_df``,
+        ``init_features``, ``complement_moves`` and the hyperpriors.
 
     Writes
     ------
