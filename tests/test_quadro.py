@@ -712,7 +712,8 @@ def test_screen_keeps_genes_that_differ_only_in_coexpression():
     B[:, 1] = 0.8 * B[:, 0] + 0.6 * B[:, 1]  # same marginals, correlation 0 -> 0.8
     X, y = np.vstack([A, B]), np.r_[np.zeros(n, dtype=int), np.ones(n, dtype=int)]
     z = coexpression_change(A, B)
-    assert z[0, 1] == z[1, 0] and z[0, 1] > 10
+    # |r2 - r1| / sqrt((1 + (1 + r^2)) / n) for Gaussian genes: 0.8 / sqrt(2.64 / 300) = 8.5, sd about 1
+    assert z[0, 1] == z[1, 0] and abs(z[0, 1] - 0.8 / np.sqrt(2.64 / n)) < 3
     off = z[np.triu_indices(d, 1)]
     off = off[off < 10]
     # no change elsewhere: |N(0, 1)| has mean sqrt(2/pi) = 0.80 (780 pairs: se about 0.02, pairs share genes)
@@ -732,3 +733,140 @@ def test_identical_classes_cannot_run():
     with pytest.raises(CannotRun, match="^moments: the two classes have identical"):
         QUADRO(lambda1=0.1, lambda2=0.1, cv=None, n_features=None, class_weight=None).fit(
             np.vstack([X, X]), np.r_[np.zeros(40, bool), np.ones(40, bool)])
+
+
+def test_compiled_gradient_and_prox_match_the_reference():
+    """The compiled FISTA pieces equal RayleighProblem.gradient and _prox_l1_affine (dense, sparse, zero Omega)."""
+    from scontrast.quadro import _gradient_nb, _prox_nb
+
+    rng = np.random.default_rng(40)
+    d = 9
+    Om1, de1, mu1, S1 = _random_quadratic(d, rng)
+    _, _, mu2, S2 = _random_quadratic(d, rng)
+    P = RayleighProblem(Moments(mu1, S1, mu2, S2, gamma=0.4, pi=0.3, center=np.zeros(d), scale=np.ones(d)))
+    sparse = np.zeros((d, d))
+    sparse[[1, 1, 6, 6], [1, 6, 1, 6]] = [0.5, -1.2, -1.2, 2.0]  # two genes: the reduced S Omega S
+    for Om in (Om1, sparse, np.zeros((d, d))):
+        x = np.concatenate([Om.ravel(), de1])
+        ref = P.gradient(x)
+        got = _gradient_nb(x, np.ascontiguousarray(P._S), np.ascontiguousarray(P._mu), P._w, P.gamma, d)
+        np.testing.assert_allclose(got, ref, rtol=0, atol=1e-12 * np.abs(ref).max())
+    for _ in range(20):
+        v = rng.standard_normal(P.size) * 3
+        tau = np.abs(rng.standard_normal(P.size)) * rng.choice([0.0, 0.5, 2.0])
+        z_ref, th_ref = _prox_l1_affine(v, P.a, tau, 0.3)
+        z, th = _prox_nb(v, P.a, tau, 0.3)
+        assert th == pytest.approx(th_ref, rel=1e-10, abs=1e-12)
+        np.testing.assert_allclose(z, z_ref, rtol=0, atol=1e-10 * max(np.abs(z_ref).max(), 1.0))
+        assert P.a @ z == pytest.approx(1.0, rel=1e-9)
+
+
+def test_kendall_kernels_agree_on_one_and_several_threads():
+    rng = np.random.default_rng(41)
+    X = np.round(rng.standard_normal((300, 12)), 1)  # ties too
+    old = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        serial = kendall_tau_matrix(X)
+        numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
+        parallel = kendall_tau_matrix(X)
+    finally:
+        numba.set_num_threads(old)
+    np.testing.assert_array_equal(serial, parallel)
+    assert serial[0, 1] == pytest.approx(kendalltau(X[:, 0], X[:, 1]).statistic, rel=1e-12)
+
+
+def test_screen_scores_are_the_chi2_tail_and_pairs_pass_bonferroni():
+    from scipy.stats import chi2
+
+    rng = np.random.default_rng(42)
+    n, d = 200, 30
+    A = rng.standard_normal((n, d))
+    B = rng.standard_normal((n, d)) * np.r_[1.5, np.ones(d - 1)] + np.r_[0, 0.4, np.zeros(d - 2)]
+    B[:, 3] = 0.7 * B[:, 2] + np.sqrt(1 - 0.49) * B[:, 3]
+    X, y = np.vstack([A, B]), np.r_[np.zeros(n, dtype=int), np.ones(n, dtype=int)]
+    s = RayleighScreen(k=10, n_pair_genes=30).fit(X, y)
+    stat = s.marginal_ / (0.25 * (2.0 / n))
+    np.testing.assert_allclose(s.scores_, -chi2.logsf(stat, 2) / np.log(10), rtol=1e-12)
+    z = coexpression_change(A, B)
+    iu, ju = np.triu_indices(d, 1)
+    sig = {(int(i), int(j)) for i, j in zip(iu, ju, strict=True)
+           if chi2.logsf(z[i, j] ** 2, 1) + np.log(iu.size) < np.log(0.05)}
+    assert (2, 3) in sig
+    assert {(min(i, j), max(i, j)) for i, j, _ in s.pairs_} <= sig
+
+
+def test_parallel_outer_folds_give_the_same_models():
+    rng = np.random.default_rng(43)
+    X, y = _imbalanced(90, 30, 6, rng)
+    est = QUADRO(estimator="robust", cv=3, lambda_grid=[1.0, 0.1], n_features=4, random_state=3)
+    one = cross_validated_scores(est.set_params(n_jobs=1), X, y, 3, random_state=5)
+    two = cross_validated_scores(est.set_params(n_jobs=2), X, y, 3, random_state=5)
+    np.testing.assert_allclose(two.decision, one.decision, rtol=0, atol=1e-9 * np.abs(one.decision).max())
+    np.testing.assert_array_equal(two.fold_lambdas, one.fold_lambdas)
+    np.testing.assert_allclose(two.final.Omega_, one.final.Omega_, rtol=0, atol=1e-9 * np.abs(one.final.Omega_).max())
+    # the model's own checks of y still come first
+    with pytest.raises(ScontrastError, match=r"^y: has 1 class"):
+        cross_validated_scores(est.set_params(n_jobs=2), X, np.zeros(X.shape[0], dtype=int), 3)
+
+
+
+def test_coexpression_change_ignores_two_rare_genes_that_coincide():
+    """Two genes expressed in the same two cells of one class (r = 1 by coincidence) and in different cells
+    of the other: Fisher's z calls it a perfect co-expression change; the data-based variance does not."""
+    rng = np.random.default_rng(44)
+    n, d = 200, 6
+    A, B = rng.standard_normal((n, d)), rng.standard_normal((n, d))
+    A[:, 4:] = 0.0
+    B[:, 4:] = 0.0
+    A[[3, 9], 4] = 5.0
+    A[[3, 9], 5] = 5.0
+    B[[3, 9], 4] = 5.0
+    B[[20, 40], 5] = 5.0
+    B[:, 1] = 0.6 * B[:, 0] + 0.8 * B[:, 1]  # a real change, 0 -> 0.6
+    z = coexpression_change(A, B)
+    assert z[4, 5] < 2 < z[0, 1]
+    # Fisher's z of the same data
+    r1, r2 = np.corrcoef(A, rowvar=False)[4, 5], np.corrcoef(B, rowvar=False)[4, 5]
+    fisher = abs(np.arctanh(np.clip(r1, -1 + 1e-9, 1 - 1e-9)) - np.arctanh(r2)) / np.sqrt(2 / (n - 3))
+    assert fisher > 50
+
+
+def test_screen_gives_coexpression_the_room_marginal_changes_leave():
+    """No gene changes on its own, three pairs change co-expression: all six genes are kept with k = 10
+    (a fifth of the places, 2, would keep one pair)."""
+    rng = np.random.default_rng(45)
+    n, d = 300, 40
+    A, B = rng.standard_normal((n, d)), rng.standard_normal((n, d))
+    for i in (0, 2, 4):
+        B[:, i + 1] = 0.8 * B[:, i] + 0.6 * B[:, i + 1]
+    X, y = np.vstack([A, B]), np.r_[np.zeros(n, dtype=int), np.ones(n, dtype=int)]
+    s = RayleighScreen(k=10).fit(X, y)
+    assert {0, 1, 2, 3, 4, 5} <= set(np.flatnonzero(s.support_))
+    assert {(min(i, j), max(i, j)) for i, j, _ in s.pairs_} >= {(0, 1), (2, 3), (4, 5)}
+    assert s.support_.sum() == 10
+
+
+def test_ledoit_wolf_shrinkage_of_the_moments():
+    """d > n: the sample covariances are singular, the shrunk ones are not; n >> d: almost no change."""
+    from sklearn.covariance import ledoit_wolf_shrinkage
+
+    rng = np.random.default_rng(46)
+    X1, X2 = rng.standard_normal((15, 30)), rng.standard_normal((15, 30)) * 1.5
+    plain = estimate_moments(X1, X2, estimator="sample")
+    shrunk = estimate_moments(X1, X2, estimator="sample", shrinkage="ledoit_wolf")
+    assert np.linalg.eigvalsh(plain.Sigma1)[0] < 1e-10 < np.linalg.eigvalsh(shrunk.Sigma1)[0]
+    rho = ledoit_wolf_shrinkage(X2)
+    assert 0 < rho <= 1
+    expected = (1 - rho) * plain.Sigma2 + rho * np.trace(plain.Sigma2) / 30 * np.eye(30)
+    np.testing.assert_allclose(shrunk.Sigma2, expected, rtol=1e-12, atol=1e-14)
+    np.testing.assert_array_equal(shrunk.mu1, plain.mu1)
+    # n >> d and correlated genes (far from the identity target): the shrinkage is about nil
+    L = np.linalg.cholesky(0.8 ** np.abs(np.subtract.outer(np.arange(4), np.arange(4))))
+    big1, big2 = rng.standard_normal((5000, 4)) @ L.T, rng.standard_normal((5000, 4)) @ L.T
+    assert ledoit_wolf_shrinkage(big1) < 0.01
+    a = estimate_moments(big1, big2, estimator="sample").Sigma1
+    b = estimate_moments(big1, big2, estimator="sample", shrinkage="ledoit_wolf").Sigma1
+    assert np.abs(a - b).max() < 0.01
+    with pytest.raises(ScontrastError, match=r"^shrinkage: expected one of"):
+        QUADRO(shrinkage="oas").fit(np.vstack([X1, X2]), np.r_[np.zeros(15), np.ones(15)])

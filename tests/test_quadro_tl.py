@@ -239,3 +239,16 @@ def test_front_end_records_a_choice_at_the_end_of_the_path():
     assert any(w.startswith("QUADRO: lambda1 chosen at the least penalised end of its path") for w in u["warnings"])
     assert any("lambda1 chosen at the least penalised end" in value for _, value in summary_rows(a)) or \
         len(u["warnings"]) > 0
+
+
+def test_front_end_two_threads_same_result_and_warnings_recorded():
+    """n_jobs=2 (the workflow's threads: outer folds in two threads) gives n_jobs=1's answer and warnings."""
+    one, two = _adata(), _adata()
+    params = {**FAST, "lambda_grid": [100.0, 1e-3]}
+    quadro(one, **params, n_jobs=1)
+    quadro(two, **params, n_jobs=2)
+    np.testing.assert_allclose(two.obs["quadro_score"], one.obs["quadro_score"], rtol=0,
+                               atol=1e-9 * np.abs(one.obs["quadro_score"]).max())
+    assert two.uns["quadro"]["balanced_error"] == one.uns["quadro"]["balanced_error"]
+    assert list(two.uns["quadro"]["warnings"]) == list(one.uns["quadro"]["warnings"])
+    assert any("least penalised end" in w for w in two.uns["quadro"]["warnings"])

@@ -166,7 +166,9 @@ def quadro(
         ``2 outer_cv`` cells).
     nested : see above.
     random_state : seeds the outer folds and the model's own folds.
-    n_jobs : threads of the model's fits (Kendall's tau and BLAS).
+    n_jobs : threads: with ``nested`` the final model and the outer folds are
+        fitted side by side, each on one thread (the same results as one thread);
+        otherwise the one fit's Kendall's tau and BLAS threads.
     copy : return a modified copy instead of writing into ``adata``.
     **params : hyper-parameters of :class:`scontrast.quadro.QUADRO` (their
         defaults are its own), e.g. ``n_features``, ``class_weight``,
