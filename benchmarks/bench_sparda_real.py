@@ -26,7 +26,8 @@ genes among the 100 genes of largest |Wilcoxon score| (scanpy ``rank_genes_group
 background, on the same genes), sign agreement (share of sum |weight| whose sign is the sign of
 the target-minus-background mean difference), p-value with its resolution, wall time and the
 machine load.  Then the type I error on random halves of one population (many splits, the
-default test), at the library defaults.
+default test), at the library defaults: all 240 pbmc68k Dendritic cells (120 vs 120: test='auto'
+runs the split test) and 80 of them (40 vs 40: the re-optimised permutation test).
 """
 
 from __future__ import annotations
@@ -112,10 +113,13 @@ def contrast(adata, groupby: str, target, background, counts: str):
                           n_top_genes=2000)
 
 
-def random_halves(adata, groupby: str, label: str, seed: int):
-    """The cells of one label split at random into two halves ``obs['half']`` ('a' / 'b')."""
+def random_halves(adata, groupby: str, label: str, seed: int, n_cells: int | None = None):
+    """The cells of one label (``n_cells`` of them at random, default all) split at random into two
+    halves ``obs['half']`` ('a' / 'b')."""
     sub = adata[adata.obs[groupby] == label].copy()
     rng = np.random.default_rng(seed)
+    if n_cells is not None:
+        sub = sub[np.sort(rng.choice(sub.n_obs, n_cells, replace=False))].copy()
     half = np.where(rng.permutation(sub.n_obs) < sub.n_obs // 2, "a", "b")
     sub.obs["half"] = half
     return sub
@@ -161,6 +165,7 @@ def evaluate(adata, name: str, **params) -> dict:
     test = model.test_ or {}
     out = dict(name=name, n=X.shape[0], m=Y.shape[0], d=X.shape[1], n_selected=int(sel.size), overlap=overlap,
                sign=agree, p=model.pvalue_, n_at_least=test.get("n_at_least"), n_perm=test.get("n_permutations"),
+               method=test.get("method"),
                bound=test.get("bound"), wall=wall, cpu=cpu, load=(load0 + os.getloadavg()[0]) / 2,
                top_genes=", ".join(f"{genes[i]}({w[i]:+.2f})" for i in sel[np.argsort(-np.abs(w[sel]))][:8]),
                warnings=[str(c.message) for c in caught if "Scontrast" in type(c.message).__name__])
@@ -175,7 +180,7 @@ def _report(r: dict) -> None:
     p = "nan" if r["p"] is None else (f"<= {r['p']:.2g}" if r["bound"] else f"{r['p']:.3g}")
     _print(f"-- {r['name']}: {r['n']} vs {r['m']} cells x {r['d']} genes")
     _print(f"   selected {r['n_selected']}, among Wilcoxon top 100: {r['overlap']:.0%}, sign agreement "
-           f"{r['sign']:.0%}, p {p} ({r['n_at_least']} of {r['n_perm']} permutations as large), "
+           f"{r['sign']:.0%}, p {p} ({r['method']} test, {r['n_at_least']} of {r['n_perm']} permutations as large), "
            f"{r['wall']:.1f} s wall, {r['cpu']:.1f} s CPU (load {r['load']:.1f})")
     if "path" in r:
         _print(f"   path lam:held-out W2^2/genes  {r['path']}")
@@ -207,27 +212,33 @@ def contrasts(shipped_only: bool):
     yield "pbmc3k timing: T cells vs all others (2,000 HVGs)", contrast(t, "tcell", "T", "other", "raw")
 
 
-def type_one_error(n_splits: int, label: str = "Dendritic") -> None:
-    """Default SPARDA test on ``n_splits`` random halves of one pbmc68k type: share of p <= 0.05."""
+def type_one_error(n_splits: int, label: str = "Dendritic", n_cells: int | None = None) -> None:
+    """Default SPARDA test on ``n_splits`` random halves of one pbmc68k type (``n_cells`` of its cells
+    at random, default all): share of p <= 0.05."""
     from scontrast.sparda import SPARDA
     from scontrast.tl._common import group_matrices
 
+    if n_splits <= 0:
+        return
     p68 = load("pbmc68k")
-    pv, walls = [], []
+    pv, walls, methods = [], [], set()
     t0 = time.perf_counter()
     for seed in range(n_splits):
-        a = contrast(random_halves(p68, "bulk_labels", label, 1000 + seed), "half", "a", "b", "normalized")
+        a = contrast(random_halves(p68, "bulk_labels", label, 1000 + seed, n_cells), "half", "a", "b", "normalized")
         X, Y, _ = group_matrices(a, genes="highly_variable", layer=None, key="scontrast_target", min_cells=2)
         t = time.process_time()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            pv.append(SPARDA(random_state=seed).fit(X, Y).pvalue_)
+            model = SPARDA(random_state=seed).fit(X, Y)
+        pv.append(model.pvalue_)
+        methods.add(f"{model.test_['method']} ({model.test_['n_permutations']} permutations)")
         walls.append(time.process_time() - t)
     pv = np.asarray(pv)
     from scipy.stats import kstest
 
-    _print(f"\n== type I error: {n_splits} random halves of pbmc68k {label} ({X.shape[0]} vs {Y.shape[0]} cells x "
-           f"{X.shape[1]} genes), library defaults ==")
+    _print(f"\n== type I error: {n_splits} random halves of {'all' if n_cells is None else n_cells} pbmc68k {label} "
+           f"cells ({X.shape[0]} vs {Y.shape[0]} cells x {X.shape[1]} genes), library defaults: "
+           f"{', '.join(sorted(methods))} test ==")
     _print(f"p > 0.05 in {int(np.sum(pv > 0.05))} of {n_splits} (goal >= 90%); p <= 0.01 in {int(np.sum(pv <= 0.01))}; "
            f"KS test of uniformity p = {kstest(pv, 'uniform').pvalue:.3g}; deciles of p "
            f"{np.round(np.quantile(pv, np.linspace(0.1, 0.9, 9)), 2).tolist()}")
@@ -238,14 +249,19 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--splits", type=int, default=100, help="random halves for the type I error")
     ap.add_argument("--shipped-only", action="store_true", help="only the datasets shipped in data/")
+    ap.add_argument("--null-cells", default="all,80",
+                    help="type I error runs: Dendritic cells split in halves, 'all' or a number (comma-separated)")
+    ap.add_argument("--no-contrasts", action="store_true", help="only the type I error runs")
     args = ap.parse_args()
     import scontrast
 
     _print(f"scontrast {scontrast.__version__ if hasattr(scontrast, '__version__') else ''}; machine load "
            f"{os.getloadavg()}; {os.cpu_count()} cores; SPARDA library defaults, random_state 0")
-    for name, a in contrasts(args.shipped_only):
+    for name, a in ([] if args.no_contrasts else contrasts(args.shipped_only)):
         _report(evaluate(a, name))
-    type_one_error(args.splits)
+    # all (120 vs 120 cells): the split test; 80 (40 vs 40): the re-optimised permutation test
+    for cells in args.null_cells.split(","):
+        type_one_error(args.splits, n_cells=None if cells == "all" else int(cells))
 
 
 
@@ -328,25 +344,36 @@ def energy_pvalue(X, Y, n_perms: int, rng) -> float:
     return float((1 + np.sum(null >= obs)) / (1 + n_perms))
 
 
-def power(reps: int, metrics=("edistance", "mmd", "wasserstein"), n_perms: int = 199) -> None:
-    """Rejections at 0.05 of SPARDA (library defaults) and pertpy's tests, d = 30, n = m = 100."""
+def power(reps: int, metrics=("edistance", "mmd", "wasserstein"), n_perms: int = 199,
+          kinds=("variance", "correlation", "none"), first: int = 0) -> None:
+    """Rejections at 0.05 of SPARDA (library defaults) and pertpy's tests, d = 30, n = m = 100.
+
+    The SPARDA time is that of the whole default fit (lambda by cross-validation, the
+    direction, and the test), CPU seconds of one process with one BLAS thread.  Replicates
+    ``first, ..., first + reps - 1`` (each its own seed).
+    """
     from scontrast.sparda import SPARDA
 
-    _print(f"\n== two-sample power at 0.05: d = 30, n = m = 100, {reps} replicates; SPARDA library defaults "
-           f"(split test, 9999 permutations); pertpy DistanceTest {list(metrics)} on the 30 genes, {n_perms} "
-           f"permutations; E-test by hand as a check ==")
-    for kind in ("variance", "correlation", "none"):
+    defaults = SPARDA().get_params()
+    _print(f"\n== two-sample power at 0.05: d = 30, n = m = 100, {reps} replicates (seeds from {first}); SPARDA "
+           f"library defaults "
+           f"(test={defaults['test']!r}, n_permutations={defaults['n_permutations']}); pertpy DistanceTest "
+           f"{list(metrics)} on the 30 genes, {n_perms} permutations; E-test by hand as a check ==")
+    for kind in kinds:
         rej = {"sparda": 0, "energy (by hand)": 0, **{m: 0 for m in metrics}}
         secs = {key: 0.0 for key in rej}
+        walls, tests = [], set()
         found = 0
-        for r in range(reps):
+        for r in range(first, first + reps):
             rng = np.random.default_rng(10_000 * ("variance", "correlation", "none").index(kind) + r)
             X, Y = power_sample(kind, rng)
-            t = time.process_time()
+            t, w = time.process_time(), time.perf_counter()
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 model = SPARDA(random_state=r).fit(X, Y)
             secs["sparda"] += time.process_time() - t
+            walls.append(time.perf_counter() - w)
+            tests.add(f"{model.test_['method']} ({model.test_['n_permutations']} permutations)")
             rej["sparda"] += model.pvalue_ <= 0.05
             found += set(range(3)) <= set(model.selected_)
             t = time.process_time()
@@ -356,10 +383,11 @@ def power(reps: int, metrics=("edistance", "mmd", "wasserstein"), n_perms: int =
                 t = time.process_time()
                 rej[metric] += pertpy_pvalues(X, Y, [metric], n_perms, r)[metric] <= 0.05
                 secs[metric] += time.process_time() - t
-            if (r + 1) % 10 == 0:
-                _print(f"   {kind}: {r + 1} replicates, rejections so far {rej}")
+            if (r + 1 - first) % 10 == 0:
+                _print(f"   {kind}: {r + 1 - first} replicates, rejections so far {rej}")
         _print(f"-- {kind}: " + ", ".join(f"{key} {rej[key]}/{reps} ({secs[key] / reps:.2f} CPU s/test)" for key in rej)
-               + f"; SPARDA selected all 3 changed genes in {found}/{reps}; load {os.getloadavg()[0]:.1f}")
+               + f"; SPARDA test {', '.join(sorted(tests))}, median wall {np.median(walls):.2f} s; selected all 3 "
+               f"changed genes in {found}/{reps}; load {os.getloadavg()[0]:.1f}")
 
 
 def main_power() -> None:
@@ -367,9 +395,12 @@ def main_power() -> None:
     ap.add_argument("--power", action="store_true")
     ap.add_argument("--reps", type=int, default=100)
     ap.add_argument("--metrics", default="edistance", help="pertpy metrics (wasserstein: ~10 s per test)")
+    ap.add_argument("--kinds", default="variance,correlation,none", help="settings run (comma-separated)")
+    ap.add_argument("--first", type=int, default=0, help="first replicate (seed offset)")
     args = ap.parse_args()
     _print(f"machine load {os.getloadavg()}; {os.cpu_count()} cores")
-    power(args.reps, tuple(m for m in args.metrics.split(",") if m))
+    power(args.reps, tuple(m for m in args.metrics.split(",") if m), kinds=tuple(args.kinds.split(",")),
+          first=args.first)
 
 
 if __name__ == "__main__":

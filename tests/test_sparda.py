@@ -13,11 +13,14 @@ from scontrast.core import ScontrastError, ScontrastWarning
 from scontrast.sparda import (
     SPARDA,
     _half_subsamples,
+    _Labellings,
     _optimal_plan,
     _permuted_w2,
     _project_relax,
     _quantile_grid,
+    _relabelled_statistics,
     _simplex_eig,
+    _tighten_rows,
     divergence_gradient,
     marginal_wasserstein2,
     projected_divergence,
@@ -275,15 +278,14 @@ def test_permuted_w2_values_are_w2_of_splits_of_the_pool():
     assert len({round(v, 12) for v in null}) == len(possible)
 
 
-def test_split_test_resolves_a_strong_difference_at_the_defaults():
+def test_split_test_resolves_a_strong_difference_at_its_defaults():
     # a mean shift of 1.5 sd in 3 of 12 genes, 150 cells per group: p must be resolved below
     # 0.001 by the default test, and reported as its floor (a bound) with a warning
     rng = np.random.default_rng(21)
     X, Y = _planted(150, 150, 12, [0, 1, 2], "mean", rng, effect=1.5)
     with pytest.warns(ScontrastWarning, match="p-value at its floor"):
-        model = SPARDA(random_state=0).fit(X, Y)
+        model = SPARDA(test="split", random_state=0).fit(X, Y)
     t = model.test_
-    assert model.n_permutations == 9999 and model.test == "split"
     assert model.pvalue_ == pytest.approx(1e-4) and model.pvalue_ <= 0.001
     assert t["method"] == "split" and t["n_permutations"] == 9999 and t["n_at_least"] == 0 and t["bound"] is True
     assert t["n_learn"] == [75, 75] and t["n_test"] == [75, 75]
@@ -296,7 +298,8 @@ def test_split_test_uniform_under_the_null():
     for seed in range(40):
         rng = np.random.default_rng(500 + seed)
         X, Y = rng.normal(size=(60, 6)), rng.normal(size=(50, 6))
-        model = SPARDA(lam=0.05, n_permutations=199, relax_max_iter=10, tighten_max_iter=50, random_state=seed)
+        model = SPARDA(lam=0.05, n_permutations=199, test="split", relax_max_iter=10, tighten_max_iter=50,
+                       random_state=seed)
         pvals.append(model.fit(X, Y).pvalue_)
         assert model.test_["bound"] == (model.test_["n_at_least"] == 0)
     pvals = np.array(pvals)
@@ -310,9 +313,116 @@ def test_split_test_needs_enough_cells_for_its_cv():
     rng = np.random.default_rng(3)
     X, Y = rng.normal(size=(10, 4)), rng.normal(size=(30, 4))
     with pytest.raises(ScontrastError, match="^test: the split test"):
-        SPARDA(n_permutations=9, cv_folds=3, random_state=0).fit(X, Y)
+        SPARDA(n_permutations=9, test="split", cv_folds=3, random_state=0).fit(X, Y)
     # with a fixed penalty the halves need no cross-validation
-    assert SPARDA(lam=0.05, n_permutations=9, random_state=0).fit(X, Y).pvalue_ is not None
+    assert SPARDA(lam=0.05, n_permutations=9, test="split", random_state=0).fit(X, Y).pvalue_ is not None
+
+
+# ------------------------------------------------------- re-optimised permutation test
+def test_labellings_divergence_and_gradient_match_the_single_labelling_ones():
+    # every row of the batch is D and its gradient for one labelling, as divergence_gradient
+    rng = np.random.default_rng(31)
+    Z = rng.normal(size=(23, 5))
+    n = 10
+    perms = np.vstack([np.arange(23)] + [rng.permutation(23) for _ in range(6)])
+    B = rng.normal(size=(7, 5))
+    D, G = _Labellings(Z, n)(B, perms)
+    for p in range(7):
+        d1, g1 = divergence_gradient(Z[perms[p, :n]], Z[perms[p, n:]], B[p])
+        assert D[p] == pytest.approx(d1, rel=1e-12)
+        np.testing.assert_allclose(G[p], g1, rtol=1e-10, atol=1e-12 * np.abs(g1).max())
+
+
+@pytest.mark.parametrize("lam,k", [(0.0, None), (0.03, None), (0.0, 2)])
+def test_batched_tightening_is_the_single_tightening_row_by_row(lam, k):
+    rng = np.random.default_rng(32)
+    X, Y = _planted(40, 35, 6, [0, 1], "var", rng, effect=2.0)
+    Z = np.vstack([X, Y])
+    Z -= Z.mean(axis=0)
+    n = 40
+    perms = np.vstack([np.arange(75)] + [rng.permutation(75) for _ in range(4)])
+    B0 = rng.normal(size=(5, 6))
+    J = _tighten_rows(_Labellings(Z, n), perms, B0, lam, k, 300)
+    for p in range(5):
+        one = tighten(Z[perms[p, :n]], Z[perms[p, n:]], B0[p], 6 if k is None else k, lam, tol=1e-6)
+        # the same ascent; rounding can only flip a step accepted by a hair
+        assert J[p] == pytest.approx(one["objective"], rel=1e-3)
+        assert J[p] >= one["start_objective"] - 1e-12
+
+
+def test_permute_statistic_is_a_fixed_function_of_data_and_labels():
+    rng = np.random.default_rng(33)
+    X, Y = _planted(30, 25, 5, [0], "var", rng, effect=2.0)
+    model = SPARDA(lam=0.05, test="permute", n_permutations=99, random_state=1).fit(X, Y)
+    t = model.test_
+    assert t["method"] == "permute" and t["n_permutations"] == 99 and model.null_divergences_.shape == (99,)
+    # the observed statistic is the identity labelling's, wherever it sits in a batch
+    Z = np.vstack([X, Y])
+    Z -= Z.mean(axis=0)
+    perms = np.vstack([rng.permutation(55) for _ in range(4)])
+    perms[0] = perms[3] = np.arange(55)
+    stats = _relabelled_statistics(Z, 30, perms, [(t["test_lam"], None)], t["tighten_max_iter"])[0]
+    assert stats[0] == pytest.approx(t["statistic"], rel=1e-9)
+    assert stats[3] == pytest.approx(t["statistic"], rel=1e-9)
+    # and it does not depend on the order of the cells within each group (lam0 included)
+    ox, oy = rng.permutation(30), rng.permutation(25)
+    again = SPARDA(lam=0.05, test="permute", n_permutations=99, random_state=1).fit(X[ox], Y[oy]).test_
+    assert again["lam0"] == pytest.approx(t["lam0"], rel=1e-12)
+    assert again["statistic"] == pytest.approx(t["statistic"], rel=1e-6)
+
+
+def test_permute_test_type_one_error_within_the_binomial_band():
+    # 200 null problems: the test is exact, so P(p <= 0.05) = 5/100 on the grid of 99 permutations
+    # (heavy-tailed genes of unequal spread; the test's own code, without the fit around it)
+    model = SPARDA(test="permute")
+    model.scale_ = None
+    pvals = []
+    for seed in range(200):
+        rng = np.random.default_rng(7000 + seed)
+        Z = rng.standard_t(5, size=(44, 4)) * np.array([1.0, 2.0, 0.5, 1.0])
+        obs, null, _ = model._permute_test(Z[:20], Z[20:], 99, rng)
+        pvals.append((1 + np.sum(null >= obs)) / 100)
+    pvals = np.array(pvals)
+    # Binomial(200, 0.05): mean 10, P(<= 2 or >= 21) < 0.002
+    assert 2 < np.sum(pvals <= 0.05) < 21
+    assert 0.44 < pvals.mean() < 0.58  # mean 0.505, sd 0.02
+    assert scipy.stats.kstest(pvals, "uniform").pvalue > 0.001
+
+
+@pytest.mark.parametrize("kind,n,d", [("var", 60, 10), ("cor", 100, 6)])
+def test_permute_test_has_power_on_small_planted_changes(kind, n, d):
+    # variance x1.8 in 2 of 10 genes (60 cells per group), or correlation 0.9 between 2 of 6
+    # genes with unchanged marginals (100 cells per group): the default test (auto -> permute)
+    # rejects at 0.05 (measured: p <= 0.035 in 8 of 8 seeds of each)
+    rejected = 0
+    for seed in range(6):
+        rng = np.random.default_rng(800 + seed)
+        X, Y = _planted(n, n, d, [0, 1], kind, rng, effect=1.8, rho=0.9)
+        model = SPARDA(lam=0.05, n_permutations=199, relax_max_iter=10, random_state=seed).fit(X, Y)
+        assert model.test_["method"] == "permute" and model.test_["requested"] == "auto"
+        rejected += model.pvalue_ <= 0.05
+    assert rejected >= 5
+
+
+def test_auto_test_rule_and_permutation_defaults():
+    model = SPARDA()
+    assert model.test == "auto" and model.n_permutations is None
+    assert model._test_method(100, 100, 30) == "permute"
+    assert model._test_method(100, 100, 2000) == "permute"  # the test's genes: the 100 of largest pooled variance
+    assert model._test_method(150, 100, 2000) == "split"  # 250 cells x 100 genes: too large
+    assert model._test_method(1000, 1000, 30) == "split"
+    assert SPARDA(test="refit")._test_method(10, 10, 3) == "refit"
+    rng = np.random.default_rng(34)
+    X, Y = _planted(40, 40, 4, [0], "mean", rng, effect=3.0)
+    with pytest.warns(ScontrastWarning, match="none of the 999 permutations"):
+        t = SPARDA(lam=0.05, random_state=0).fit(X, Y).test_
+    assert t["method"] == "permute" and t["n_permutations"] == 999 and t["bound"] and t["pvalue"] == 0.001
+    t = SPARDA(lam=0.05, test="split", random_state=0).fit(X, Y).test_
+    assert t["method"] == "split" and t["n_permutations"] == 9999
+    # more genes than max_genes: the permute test runs on the max_genes of largest pooled variance
+    Xw, Yw = np.hstack([X, 3.0 * rng.normal(size=X.shape)]), np.hstack([Y, 3.0 * rng.normal(size=Y.shape)])
+    t = SPARDA(lam=0.05, max_genes=6, n_permutations=99, random_state=0).fit(Xw, Yw).test_
+    assert t["method"] == "permute" and t["n_test_genes"] == 6
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

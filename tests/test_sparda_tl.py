@@ -62,7 +62,9 @@ def test_front_end_writes_slots_and_finds_planted_genes(tmp_path):
     assert 0 < info["pvalue"] <= 1 and info["pvalue"] == pytest.approx(0.1)  # 1/(9+1): a real difference
     # the test's resolution and the floor warning are recorded
     test = info["test"]
-    assert test["method"] == "split" and test["n_permutations"] == 9 and test["n_at_least"] == 0 and test["bound"]
+    # small (140 cells x the highly variable genes): test="auto" runs the re-optimised permutation test
+    assert test["method"] == "permute" and test["requested"] == "auto"
+    assert test["n_permutations"] == 9 and test["n_at_least"] == 0 and test["bound"]
     assert any("p-value at its floor" in w for w in info["warnings"])
     path = info["lambda_path"]
     assert path["rule"] == "fraction" and path["chosen_lam"] == info["lam"]
