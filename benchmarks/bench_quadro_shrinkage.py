@@ -1,0 +1,45 @@
+"""QUADRO's default covariance estimate against ``shrinkage='ledoit_wolf'`` on the real contrasts.
+
+Same contrasts, genes and seed as ``bench_quadro_real.py`` (whose tables give the baselines);
+prints, for each contrast, the balanced error (AUC), the CPU seconds of ``tl.quadro`` with one
+job and the gene pairs of the final rule, for both settings.  Evidence for keeping the default
+(``shrinkage=None``): see benchmarks/results/bench_quadro_shrinkage.txt.
+
+    PYTHONPATH=. python -m benchmarks.bench_quadro_shrinkage
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import warnings
+
+import anndata as ad
+import pandas as pd
+
+from benchmarks import bench_quadro_real as real
+
+
+def run(c: dict, shrinkage) -> str:
+    from scontrast import tl
+    from scontrast.core import TARGET_KEY
+
+    a = ad.AnnData(c["X"], var=pd.DataFrame({"highly_variable": True}, index=c["genes"]))
+    a.obs[TARGET_KEY] = c["y"]
+    t = time.process_time()
+    tl.quadro(a, n_genes=None, outer_cv=real.OUTER_CV, random_state=real.SEED, n_jobs=1, shrinkage=shrinkage)
+    q = a.uns["quadro"]
+    return (f"{shrinkage}: {q['balanced_error']:.3f} ({q['auc']:.3f}) {time.process_time() - t:.1f}s "
+            f"pairs {len(q['interactions']['weight'])}")
+
+
+def main() -> None:
+    warnings.simplefilter("ignore")
+    print("bench_quadro_shrinkage: balanced error (AUC), CPU s, gene pairs; load", os.getloadavg(), flush=True)
+    for group in (real.wu2020, real.pbmc68k, real.pbmc3k):
+        for c in group():
+            print(" | ".join([c["name"], run(c, None), run(c, "ledoit_wolf")]), flush=True)
+
+
+if __name__ == "__main__":
+    main()
