@@ -815,46 +815,22 @@ def _prox_l1_affine(v: np.ndarray, a: np.ndarray, tau: np.ndarray, theta0: float
     monotone (non-increasing) piecewise-linear equation ``<a, z(theta)> = 1``.
     Solved by Newton steps on the current linear piece, safeguarded by the
     bracket and by the conservative slope ``-|a|^2`` (which never overshoots);
-    on the piece holding the root, Newton lands on it exactly.
+    on the piece holding the root, Newton lands on it exactly.  Coordinates with
+    ``a_i = 0`` are soft-thresholded alone.  (Compiled: :func:`_prox_nb`.)
 
-    Returns (z, theta).
+    Parameters
+    ----------
+    v, a, tau : ndarray, shape (n,)
+    theta0 : float
+        Starting multiplier (the previous step's, in FISTA).
+
+    Returns
+    -------
+    z : ndarray, shape (n,)
+    theta : float
     """
-    nz = a != 0
-    a_nz = a[nz]
-    a2 = a_nz * a_nz
-    full_slope = -float(a2.sum())
-    base = np.sign(v) * np.maximum(np.abs(v) - tau, 0.0)  # coordinates with a_i = 0 do not move
-    fixed = float(a[~nz] @ base[~nz]) if (~nz).any() else 0.0
-    v_nz, tau_nz = v[nz], tau[nz]
-
-    def phi(theta):
-        u = v_nz - theta * a_nz
-        au = np.abs(u) - tau_nz
-        act = au > 0
-        z = np.copysign(np.where(act, au, 0.0), u)
-        return fixed + float(a_nz @ z) - 1.0, -float(a2 @ act), z
-
-    lo, hi = -np.inf, np.inf
-    theta = theta0
-    scale = 1.0 + float(np.abs(a_nz).max()) * (float(np.abs(v_nz).max()) + float(tau_nz.max()))
-    for _ in range(200):
-        val, slope, z = phi(theta)
-        if abs(val) <= 1e-14 * scale:
-            break
-        if val > 0:
-            lo = theta
-        else:
-            hi = theta
-        new = theta - val / slope if slope < 0 else np.nan
-        if not (lo < new < hi):
-            safe = theta - val / full_slope
-            new = safe if (lo < safe < hi) else 0.5 * (lo + hi)
-        if new == theta:
-            break
-        theta = new
-    out = base.copy()
-    out[nz] = z
-    return out, theta
+    f = np.ascontiguousarray
+    return _prox_nb(f(v, dtype=float), f(a, dtype=float), f(tau, dtype=float), float(theta0))
 
 
 @dataclass
@@ -926,7 +902,7 @@ def _gradient_nb(x, S, mu, w, g, d):  # pragma: no cover - compiled
 
 @numba.njit(cache=True, nogil=True)
 def _prox_nb(v, a, tau, theta0):  # pragma: no cover - compiled
-    """``_prox_l1_affine`` compiled (same safeguarded Newton iteration); returns (z, theta)."""
+    """The iteration of :func:`_prox_l1_affine` (its docstring), compiled; returns (z, theta)."""
     n = v.size
     full_slope = 0.0
     amax = 0.0
