@@ -484,3 +484,20 @@ def test_complement_moves_let_chains_agree_given_the_baseline():
     seeds = range(4)
     assert all(rhat(s) <= 1.1 for s in seeds)
     assert sum(rhat(s, complement_moves=False) > 1.1 for s in seeds) >= 2
+
+
+def test_parallel_chains_leave_the_warning_filters_as_they_were():
+    """The chains' ICA starts silence FastICA inside catch_warnings, which swaps the process-wide
+    filters: interleaved in two threads, that left 'ignore' installed and every later warning
+    (R-hat, the K cap, other methods') was lost.  A warning raised after the fit must still arrive."""
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((300, 8)) + (rng.random((300, 1)) < 0.3) * rng.standard_normal(8) * 2
+    for seed in range(4):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            before = list(warnings.filters)
+            LinearGaussianIBP(n_iter=20, burn_in=10, thin=2, n_chains=2, n_jobs=2, init_features=5,
+                              random_state=seed).fit(X)
+            assert warnings.filters == before
+            warnings.warn("probe after the fit", UserWarning, stacklevel=1)
+        assert any(str(w.message) == "probe after the fit" for w in caught)

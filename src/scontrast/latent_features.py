@@ -67,6 +67,7 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 import time
 import warnings
 from collections import Counter
@@ -915,6 +916,9 @@ def _complement_moves(Y, Z, m, K, w, v_x, s2a, alpha, rng) -> int:
     return accepted
 
 
+_FILTERS_LOCK = threading.Lock()
+
+
 def _start_features(X, Z, m, K, n_start, seed) -> int:
     """Fill columns K.. of Z with a data-driven start (in place); returns the new K.
 
@@ -928,8 +932,12 @@ def _start_features(X, Z, m, K, n_start, seed) -> int:
     from sklearn.decomposition import FastICA
 
     n = X.shape[0]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # FastICA's convergence warnings: this is only a start
+    # FastICA's convergence warnings are silenced (this is only a start).  catch_warnings swaps
+    # the process-wide filter list, so two chain threads interleaving their enter and exit would
+    # leave 'ignore' installed for good and silence every later warning (R-hat, the K cap):
+    # the lock keeps each swap whole.
+    with _FILTERS_LOCK, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
         S = FastICA(n_start, random_state=seed, max_iter=400).fit_transform(X)
     for j in range(S.shape[1]):
         s = S[:, j]
