@@ -833,7 +833,7 @@ class LinearGaussianIBP(BaseEstimator):
     def _warn(self, p) -> None:
         for name, value in (("log joint", self.rhat_log_joint_), ("K", self.rhat_K_)):
             if value > 1.1:
-                warnings.warn(f"split R-hat of the {name} is {value:.3g} > 1.1 over "
+                warnings.warn(f"split R-hat of the {name} is {value:.3f} > 1.1 over "
                               f"{p['n_chains']} chains: the chains disagree (not converged, or stuck in different modes: "
                               "compare the chains in the trace figure; more sweeps or fewer genes may help)",
                               ScontrastWarning, stacklevel=3)
