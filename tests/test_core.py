@@ -163,3 +163,34 @@ def test_check_pair_matches_dataframes_by_gene_name():
     np.testing.assert_array_equal(Yc, [[10.0, 20.0, 30.0]])  # put in X's gene order, not taken by position
     with pytest.raises(ScontrastError, match=r"^Y: its genes \(columns\) are not X's, e.g. \['d'\]"):
         core.check_pair(X, pd.DataFrame([[1.0, 2.0, 3.0]], columns=["a", "b", "d"]))
+
+
+def test_silenced_warnings_from_many_threads_leaves_the_filters_whole():
+    """Plain catch_warnings in racing threads can leave 'ignore' installed for the whole process;
+    silenced_warnings must ignore inside the block and restore the filters exactly."""
+    import threading
+    import time
+    import warnings
+
+    from scontrast.core import silenced_warnings
+
+    start = threading.Barrier(8)
+
+    def work():
+        start.wait()
+        for _ in range(50):
+            with silenced_warnings():
+                time.sleep(0.0005)  # work that releases the GIL (as FastICA does): the threads interleave
+                warnings.warn("inside", UserWarning, stacklevel=1)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        before = list(warnings.filters)
+        threads = [threading.Thread(target=work) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert warnings.filters == before
+        warnings.warn("after", UserWarning, stacklevel=1)
+    assert [str(w.message) for w in caught] == ["after"]

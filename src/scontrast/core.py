@@ -24,7 +24,9 @@ import numbers
 import os
 import sys
 import tempfile
+import threading
 import time
+import warnings
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -42,6 +44,7 @@ __all__ = [
     "spawn_seed",
     "blas_threads",
     "one_blas_thread",
+    "silenced_warnings",
     "check_matrix",
     "check_pair",
     "check_int",
@@ -154,6 +157,25 @@ def one_blas_thread(func: Callable) -> Callable:
             return func(*args, **kwargs)
 
     return wrapper
+
+
+_FILTERS_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def silenced_warnings():
+    """Context manager ignoring every warning inside the block, safe in worker threads.
+
+    ``warnings.catch_warnings`` saves and restores the process-wide filter list; two threads
+    interleaving their enter and exit restore each other's state and can leave ``'ignore'``
+    installed for good, silencing every later warning of the process (a test in
+    tests/test_latent_features.py caught it losing R-hat warnings).  The lock keeps each
+    save-and-restore whole; use this, not ``catch_warnings``, wherever a method may run in a
+    thread.  Only for third-party noise that says nothing about the result.
+    """
+    with _FILTERS_LOCK, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
 
 
 # --------------------------------------------------------------------------- input checks

@@ -67,7 +67,6 @@ from __future__ import annotations
 
 import math
 import os
-import threading
 import time
 import warnings
 from collections import Counter
@@ -90,6 +89,7 @@ from .core import (
     check_real,
     one_blas_thread,
     progress,
+    silenced_warnings,
     spawn_seed,
     temporary_beside,
 )
@@ -916,9 +916,6 @@ def _complement_moves(Y, Z, m, K, w, v_x, s2a, alpha, rng) -> int:
     return accepted
 
 
-_FILTERS_LOCK = threading.Lock()
-
-
 def _start_features(X, Z, m, K, n_start, seed) -> int:
     """Fill columns K.. of Z with a data-driven start (in place); returns the new K.
 
@@ -932,12 +929,9 @@ def _start_features(X, Z, m, K, n_start, seed) -> int:
     from sklearn.decomposition import FastICA
 
     n = X.shape[0]
-    # FastICA's convergence warnings are silenced (this is only a start).  catch_warnings swaps
-    # the process-wide filter list, so two chain threads interleaving their enter and exit would
-    # leave 'ignore' installed for good and silence every later warning (R-hat, the K cap):
-    # the lock keeps each swap whole.
-    with _FILTERS_LOCK, warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+    # FastICA's convergence warnings say nothing about the result (this is only a start); the
+    # chains run in threads, hence the thread-safe silencer
+    with silenced_warnings():
         S = FastICA(n_start, random_state=seed, max_iter=400).fit_transform(X)
     for j in range(S.shape[1]):
         s = S[:, j]
