@@ -361,7 +361,7 @@ def test_permute_statistic_is_a_fixed_function_of_data_and_labels():
     Z -= Z.mean(axis=0)
     perms = np.vstack([rng.permutation(55) for _ in range(4)])
     perms[0] = perms[3] = np.arange(55)
-    stats = _relabelled_statistics(Z, 30, perms, [(t["test_lam"], None)], t["tighten_max_iter"])[0]
+    stats = _relabelled_statistics(Z, 30, perms, t["test_lam"], t["tighten_max_iter"])
     assert stats[0] == pytest.approx(t["statistic"], rel=1e-9)
     assert stats[3] == pytest.approx(t["statistic"], rel=1e-9)
     # and it does not depend on the order of the cells within each group (lam0 included)

@@ -809,16 +809,11 @@ def _label_starts(Z: np.ndarray, n: int, perms: np.ndarray) -> list[np.ndarray]:
     return starts
 
 
-def _relabelled_statistics(Z: np.ndarray, n: int, perms: np.ndarray, settings, max_iter: int) -> np.ndarray:
-    """The test statistic of every labelling: for each ``(lam, k)`` of ``settings``, the largest
-    tightened ``J = D - lam ||beta||_1^2`` over the starts; shape (len(settings), P)."""
+def _relabelled_statistics(Z: np.ndarray, n: int, perms: np.ndarray, lam: float, max_iter: int) -> np.ndarray:
+    """The test statistic of every labelling (row of ``perms``): the largest tightened
+    ``J = D - lam ||beta||_1^2`` over the starts; shape (P,)."""
     f = _Labellings(Z, n)
-    out = np.full((len(settings), perms.shape[0]), -np.inf)
-    starts = _label_starts(Z, n, perms)
-    for i, (lam, k) in enumerate(settings):
-        for B0 in starts:
-            out[i] = np.maximum(out[i], _tighten_rows(f, perms, B0, lam, k, max_iter))
-    return out
+    return np.max([_tighten_rows(f, perms, B0, lam, None, max_iter) for B0 in _label_starts(Z, n, perms)], axis=0)
 
 
 # --------------------------------------------------------------------------- #
@@ -1460,7 +1455,7 @@ class SPARDA(BaseEstimator):
             perms = rng.permuted(np.broadcast_to(np.arange(N), (e - s, N)), axis=1)
             if s == 0:
                 perms[0] = np.arange(N)  # the observed labelling
-            stats[s:e] = _relabelled_statistics(Z, n, perms, [(lam, None)], _PERMUTE_TIGHTEN_ITER)[0]
+            stats[s:e] = _relabelled_statistics(Z, n, perms, lam, _PERMUTE_TIGHTEN_ITER)
         info = {"n_test_genes": int(genes.size), "lam0": lam0, "test_lam": float(lam),
                 "tighten_max_iter": _PERMUTE_TIGHTEN_ITER}
         return float(stats[0]), stats[1:], info
