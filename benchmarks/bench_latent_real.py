@@ -1,7 +1,7 @@
 """Latent features + FANGS on real contrasts (issue 17): gene programmes, enrichment, convergence, time.
 
 Run (from the repository root):  .venv/bin/python -m benchmarks.bench_latent_real [--quick] [--shipped-only]
-[--planted-only]
+[--planted-only] [--timing-only] [--moves]
 Output is printed; the committed copy of a full run is benchmarks/results/bench_latent_real.txt.
 
 Planted benchmark first (:func:`planted_programmes`): 3,000 cells x 60 genes, 4 overlapping
@@ -32,6 +32,11 @@ time of each step with the machine load (``os.getloadavg()``). Goals (issue 17):
 -> a feature with prevalence difference >= 0.3 and q <= 0.05; random halves -> no feature with
 difference > 0.15 and none significant; K below the cap; R-hat <= 1.1; both steps <= 60 s on
 3,000 cells.
+
+``--moves`` (:func:`moves_benchmark`, committed output benchmarks/results/bench_latent_moves.txt):
+the split R-hat of every contrast but the timing one over seeds, at the defaults and with the
+optional split-merge / birth-death moves of ``LinearGaussianIBP`` (accepted counts, each chain's
+mean log joint and K, wall and CPU seconds with the load).
 """
 
 from __future__ import annotations
@@ -188,16 +193,57 @@ def contrasts(shipped_only: bool):
     yield "pbmc3k T vs all other cells", contrast(p3, "is_t", ["T"], ["non-T"], "raw"), "timing"
 
 
+MOVES = {"default": {}, "split-merge 5": {"split_merge_moves": 5}, "birth-death 1": {"birth_death_moves": 1},
+         "both": {"split_merge_moves": 5, "birth_death_moves": 1}}
+
+
+def moves_benchmark(shipped_only: bool, seeds=(0, 1, 2), pbmc3k_seeds=(0, 1), **params) -> None:
+    """Split R-hat per contrast and seed with and without the split-merge and birth-death moves.
+
+    LinearGaussianIBP on each contrast's gene matrix (as tl.latent_features builds it), 2 chains in
+    2 threads; per run: split R-hat of the log joint / K, each chain's mean log joint and K after
+    burn-in (which mode it sits in), the moves accepted per chain, wall and CPU seconds, load.
+    pbmc3k's two contrasts get fewer seeds (time); its timing contrast is skipped.
+    """
+    from scontrast.latent_features import LinearGaussianIBP
+    from scontrast.tl._latent_features import gene_matrix
+
+    for name, a, kind in contrasts(shipped_only):
+        if kind == "timing":
+            continue
+        X, _ = gene_matrix(a)
+        for vname, extra in MOVES.items():
+            for seed in (pbmc3k_seeds if name.startswith("pbmc3k") else seeds):
+                load0 = os.getloadavg()[0]
+                c0, t0 = time.process_time(), time.perf_counter()
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    m = LinearGaussianIBP(random_state=seed, n_jobs=2, **extra, **params).fit(X)
+                kept = slice(m.burn_in, None)
+                ok = m.rhat_log_joint_ <= 1.1 and m.rhat_K_ <= 1.1
+                _print(f"{name:32s} {vname:14s} seed {seed}: R-hat {m.rhat_log_joint_:.2f} / {m.rhat_K_:.2f} "
+                       f"{'ok ' if ok else 'BAD'}; chains' log joint {np.round(m.log_joint_[:, kept].mean(1)).astype(int).tolist()}"
+                       f" K {np.round(m.n_features_[:, kept].mean(1), 1).tolist()}; accepted split-merge "
+                       f"{m.split_merge_accepted_.tolist()} birth-death {m.birth_death_accepted_.tolist()}; "
+                       f"{time.perf_counter() - t0:.1f} s wall {time.process_time() - c0:.1f} s CPU "
+                       f"(load {load0:.1f})")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shipped-only", action="store_true", help="skip /work/shared/data/pbmc3k_raw.h5ad")
     ap.add_argument("--quick", action="store_true", help="200 sweeps (100 burn-in): a smoke run, not the evidence")
     ap.add_argument("--planted-only", action="store_true", help="only the planted benchmark")
     ap.add_argument("--timing-only", action="store_true", help="only the 3,000-cell timing contrast (pbmc3k)")
+    ap.add_argument("--moves", action="store_true",
+                    help="only the split-merge / birth-death comparison of R-hat over seeds (moves_benchmark)")
     args = ap.parse_args(argv)
     params = {"n_iter": 200, "burn_in": 100} if args.quick else {}
     _print(f"bench_latent_real: library defaults{' (QUICK: ' + str(params) + ')' if params else ''}; "
            f"load {os.getloadavg()}, {os.cpu_count()} cores")
+    if args.moves:
+        moves_benchmark(args.shipped_only, **params)
+        return
     if args.timing_only:
         for name, a, kind in contrasts(False):
             if kind == "timing":

@@ -37,6 +37,14 @@ the O(N K^2) of recomputing the marginal likelihood:
   sigma_x^2 / w_i; per-column noise is swept on the data divided by each
   column's noise standard deviation (homoscedastic with unit noise there).
 
+Optional Metropolis-Hastings moves on whole features (off by default; exact, tested
+against the enumerated posterior): split-merge (``split_merge_moves``, Meeds et al.
+2007 with the restricted Gibbs proposals of Jain and Neal 2004) and birth-death
+(``birth_death_moves``), both with the loadings integrated out (``_split_merge``,
+``_birth_death``). On real contrasts they are accepted about once per 1,000-10,000
+proposals: the chains' modes differ by re-partitions of several features at once,
+which neither move reaches in one step.
+
 The row sweep is compiled with numba; its random numbers come from numba's
 generator, seeded with an int drawn from ``random_state`` (``core.spawn_seed``)
 at the start of ``fit``, so a fit is reproducible for a given seed.
@@ -426,10 +434,544 @@ def _sweep_rows(X, Z, m, K, s2x, s2a, alpha, max_features, max_new, n_moves, S, 
     return K
 
 
+# Split-merge moves: the state of the two moving columns a, b given the other columns o, as the
+# scalars of their Schur complement (see _split_merge); indices into the array ``st``.
+_NA, _NB, _NAB, _TAA, _TBB, _TAB, _QAA, _QBB, _QAB = range(9)
+
+
+@numba.njit(cache=True, nogil=True)
+def _sm_prepare(Y, Z, r, others, ko, Gi, P, zo, e):
+    """Cell r's other columns zo (ko,), its residual e = y_r - P' zo (D,); returns (zo' Gi zo, e'e)."""
+    beta = 0.0
+    for a in range(ko):
+        zo[a] = Z[r, others[a]]
+    for a in range(ko):
+        if zo[a] != 0.0:
+            for b in range(ko):
+                if zo[b] != 0.0:
+                    beta += Gi[a, b]
+    eps = 0.0
+    for d in range(Y.shape[1]):
+        acc = Y[r, d]
+        for a in range(ko):
+            if zo[a] != 0.0:
+                acc -= P[a, d]
+        e[d] = acc
+        eps += acc * acc
+    return beta, eps
+
+
+@numba.njit(cache=True, nogil=True)
+def _sm_cache(Y, Z, cells, n, others, ko, Gi, P, ZO, E, BE, EP):
+    """Rows t < n of ZO, E, BE, EP: ``_sm_prepare`` of cell cells[t] (fixed during a move)."""
+    for t in range(n):
+        BE[t], EP[t] = _sm_prepare(Y, Z, cells[t], others, ko, Gi, P, ZO[t], E[t])
+
+
+@numba.njit(cache=True, nogil=True)
+def _gram(Y, Z, K, w, Gf, Hf):
+    """Gf[:K, :K] = Z'WZ and Hf[:K] = Z'WY over the first K columns."""
+    N, D = Y.shape
+    for a in range(K):
+        for b in range(K):
+            Gf[a, b] = 0.0
+        for d in range(D):
+            Hf[a, d] = 0.0
+    for r in range(N):
+        wr = w[r]
+        for a in range(K):
+            if Z[r, a]:
+                for b in range(K):
+                    if Z[r, b]:
+                        Gf[a, b] += wr
+                for d in range(D):
+                    Hf[a, d] += wr * Y[r, d]
+
+
+@numba.njit(cache=True, nogil=True)
+def _others_posterior(Gf, Hf, others, ko, c_ratio):
+    """(G_oo^-1, G_oo^-1 H_o) of the other columns, from the full Z'WZ and Z'WY."""
+    D = Hf.shape[1]
+    if ko == 0:
+        return np.zeros((0, 0)), np.zeros((0, D))
+    G = np.empty((ko, ko))
+    H = np.empty((ko, D))
+    for a in range(ko):
+        for b in range(ko):
+            G[a, b] = Gf[others[a], others[b]]
+        G[a, a] += c_ratio
+        for d in range(D):
+            H[a, d] = Hf[others[a], d]
+    Gi = np.linalg.inv(G)
+    return Gi, Gi @ H
+
+
+@numba.njit(cache=True, nogil=True)
+def _sm_dots(ua, ub, Ra, Rb, zo, e, ko, out):
+    """out = (zo'ua, zo'ub, e'Ra, e'Rb): what adding the prepared cell to a or b needs."""
+    al_a = 0.0
+    al_b = 0.0
+    for a in range(ko):
+        if zo[a] != 0.0:
+            al_a += ua[a]
+            al_b += ub[a]
+    rho_a = 0.0
+    rho_b = 0.0
+    for d in range(e.shape[0]):
+        rho_a += Ra[d] * e[d]
+        rho_b += Rb[d] * e[d]
+    out[0] = al_a
+    out[1] = al_b
+    out[2] = rho_a
+    out[3] = rho_b
+
+
+@numba.njit(cache=True, nogil=True)
+def _sm_scalars(st, new, in_a, in_b, x, dots, beta, eps):
+    """new = the scalars after adding the prepared cell with weight x (negative: removing) to a and/or b."""
+    for t in range(9):
+        new[t] = st[t]
+    al_a, al_b, rho_a, rho_b = dots[0], dots[1], dots[2], dots[3]
+    if in_a:
+        new[_NA] += x
+        new[_TAA] += 2.0 * x * al_a + x * x * beta
+        new[_QAA] += 2.0 * x * rho_a + x * x * eps
+        new[_TAB] += x * al_b
+        new[_QAB] += x * rho_b
+    if in_b:
+        new[_NB] += x
+        new[_TBB] += 2.0 * x * al_b + x * x * beta
+        new[_QBB] += 2.0 * x * rho_b + x * x * eps
+        new[_TAB] += x * al_a
+        new[_QAB] += x * rho_a
+    if in_a and in_b:
+        new[_NAB] += x
+        new[_TAB] += x * x * beta
+        new[_QAB] += x * x * eps
+
+
+@numba.njit(cache=True, nogil=True)
+def _sm_apply(st, ua, ub, Ra, Rb, Gi, zo, e, ko, in_a, in_b, x, dots, beta, eps):
+    """Add the prepared cell with weight x to a and/or b (scalars and the vectors u = Gi g, R)."""
+    _sm_scalars(st, st, in_a, in_b, x, dots, beta, eps)
+    for a in range(ko):
+        if zo[a] != 0.0:
+            for b in range(ko):
+                g = Gi[b, a] * x
+                if in_a:
+                    ua[b] += g
+                if in_b:
+                    ub[b] += g
+    for d in range(e.shape[0]):
+        if in_a:
+            Ra[d] += x * e[d]
+        if in_b:
+            Rb[d] += x * e[d]
+
+
+@numba.njit(cache=True, nogil=True)
+def _sm_loglik(st, c_ratio, v_x, D):
+    """log p(Y | a, b, o) - log p(Y | o) (collapsed), the two columns' part (each with its K term)."""
+    saa = st[_NA] + c_ratio - st[_TAA]
+    sbb = st[_NB] + c_ratio - st[_TBB]
+    sab = st[_NAB] - st[_TAB]
+    det = saa * sbb - sab * sab
+    return D * math.log(c_ratio) - 0.5 * D * math.log(det) + (
+        sbb * st[_QAA] - 2.0 * sab * st[_QAB] + saa * st[_QBB]) / (2.0 * v_x * det)
+
+
+@numba.njit(cache=True, nogil=True)
+def _sm_scan(Y, w, cells, nc, ca, cb, ko, Gi, st, ua, ub, Ra, Rb, counts, N, c_ratio, v_x,
+             forced, fa, fb, ZO, E, BE, EP, dots, new, lw):
+    """One restricted Gibbs scan of the cells (a alone, b alone or both); returns the log probability of
+    the options taken. forced: take the options (fa, fb) instead of drawing them (a merge's reverse)."""
+    D = Y.shape[1]
+    logq = 0.0
+    for t in range(nc):
+        wr = w[cells[t]]
+        zo = ZO[t]
+        e = E[t]
+        beta = BE[t]
+        eps = EP[t]
+        _sm_dots(ua, ub, Ra, Rb, zo, e, ko, dots)
+        _sm_apply(st, ua, ub, Ra, Rb, Gi, zo, e, ko, ca[t] == 1, cb[t] == 1, -wr, dots, beta, eps)
+        counts[0] -= ca[t]
+        counts[1] -= cb[t]
+        _sm_dots(ua, ub, Ra, Rb, zo, e, ko, dots)
+        top = -np.inf
+        for o in range(3):
+            in_a = o != 1
+            in_b = o != 0
+            _sm_scalars(st, new, in_a, in_b, wr, dots, beta, eps)
+            ma = counts[0] + (1 if in_a else 0)
+            mb = counts[1] + (1 if in_b else 0)
+            # the IBP prior of the two columns (the others' part does not change)
+            lw[o] = (_sm_loglik(new, c_ratio, v_x, D) + math.lgamma(N - ma + 1.0) + math.lgamma(ma)
+                     + math.lgamma(N - mb + 1.0) + math.lgamma(mb))
+            if lw[o] > top:
+                top = lw[o]
+        tot = 0.0
+        for o in range(3):
+            lw[o] = math.exp(lw[o] - top)
+            tot += lw[o]
+        if forced:
+            opt = 2 if (fa[t] and fb[t]) else (0 if fa[t] else 1)
+        else:
+            u = np.random.random() * tot  # noqa: NPY002
+            opt = 0
+            cum = lw[0]
+            while cum < u and opt < 2:
+                opt += 1
+                cum += lw[opt]
+        logq += math.log(lw[opt] / tot)
+        ca[t] = 0 if opt == 1 else 1
+        cb[t] = 0 if opt == 0 else 1
+        counts[0] += ca[t]
+        counts[1] += cb[t]
+        _sm_apply(st, ua, ub, Ra, Rb, Gi, zo, e, ko, ca[t] == 1, cb[t] == 1, wr, dots, beta, eps)
+    return logq
+
+
+@numba.njit(cache=True, nogil=True)
+def _split_merge(Y, Z, m, K, w, v_x, s2a, alpha, n_fixed, kcap, n_moves, n_scans):
+    """Split-merge Metropolis-Hastings moves on the features (in place); returns (new K, accepted).
+
+    After Meeds, Ghahramani, Neal and Roweis (2007) with the restricted Gibbs proposals of Jain
+    and Neal (2004). Pick two cells i != j at random and one feature of each (uniformly among
+    their IBP features). The same feature c: propose to split it into a (holding i, not j) and
+    b (holding j, not i); two features k1 of i and k2 of j (i not in k2, j not in k1): propose
+    their union c (the reverse). The cells of c but i and j start (the launch state) in a
+    alone, b alone or both at random, then ``n_scans`` restricted Gibbs scans (in a random
+    order, each cell drawn from its conditional among the three given the others, under the
+    collapsed likelihood and the IBP prior) lead to a last scan, which is the split proposal;
+    for a merge, the probability that the last scan from an independent launch gives the
+    current a and b is the reverse proposal's.
+
+    On the multisets of columns (the IBP's left-ordered classes) the choice probabilities,
+    the multiplicities of identical columns and the number of each cell's features cancel,
+    so a split is accepted with probability
+    min(1, alpha (N - m_a)! (m_a - 1)! (N - m_b)! (m_b - 1)! / (N! (N - m_c)! (m_c - 1)!)
+    x p(Y | split) / p(Y | merged) / q(last scan)), a merge with the inverse. The loadings
+    (and the baseline) are integrated out as in the row sweep: given the other columns o,
+    with G = Z'WZ + (v_x / s2a) I, Gi = G_oo^-1 and P = Gi Z_o'WY (fixed during the move),
+    log p(Y | Z) = const + |n| D / 2 log(v_x / s2a) - D / 2 log|S| + tr(S^-1 R R') / (2 v_x),
+    S = G_nn - G_no Gi G_on and R = Z_n'W(Y - Z_o P) for the moving columns n, updated in
+    O(|o| (|o| + D)) when a cell joins or leaves a or b.
+    """
+    N, D = Y.shape
+    c_ratio = v_x / s2a
+    acc_count = 0
+    others = np.empty(kcap, np.int64)
+    fi = np.empty(kcap, np.int64)
+    fj = np.empty(kcap, np.int64)
+    cells = np.empty(N, np.int64)
+    ca = np.zeros(N, np.uint8)
+    cb = np.zeros(N, np.uint8)
+    fa = np.zeros(N, np.uint8)
+    fb = np.zeros(N, np.uint8)
+    Ra = np.zeros(D)
+    Rb = np.zeros(D)
+    ua = np.zeros(kcap)
+    ub = np.zeros(kcap)
+    st = np.zeros(9)
+    new = np.zeros(9)
+    dots = np.zeros(4)
+    lw = np.empty(3)
+    counts = np.zeros(2, np.int64)
+    ZO = np.zeros((N, kcap))
+    E = np.zeros((N, D))
+    BE = np.zeros(N)
+    EP = np.zeros(N)
+    Gf = np.zeros((kcap, kcap))
+    Hf = np.zeros((kcap, D))
+    _gram(Y, Z, K, w, Gf, Hf)
+    for _ in range(n_moves):
+        i = np.random.randint(N)  # noqa: NPY002
+        j = np.random.randint(N - 1)  # noqa: NPY002
+        if j >= i:
+            j += 1
+        ni = 0
+        nj = 0
+        for k in range(n_fixed, K):
+            if Z[i, k]:
+                fi[ni] = k
+                ni += 1
+            if Z[j, k]:
+                fj[nj] = k
+                nj += 1
+        if ni == 0 or nj == 0:
+            continue
+        k1 = fi[np.random.randint(ni)]  # noqa: NPY002
+        k2 = fj[np.random.randint(nj)]  # noqa: NPY002
+        split = k1 == k2
+        if split:
+            if K >= kcap:
+                continue
+        elif Z[i, k2] or Z[j, k1]:
+            continue  # not the merge of a split (which puts i in a only, j in b only)
+        nc = 0
+        for r in range(N):
+            if r != i and r != j and (Z[r, k1] or Z[r, k2]):
+                cells[nc] = r
+                nc += 1
+        mc = nc + 2
+        if not split and n_fixed and mc == N:
+            continue  # the union would be held by every cell: excluded with the baseline
+        # the other columns (baseline included): G_oo^-1 and P
+        ko = 0
+        for k in range(K):
+            if k != k1 and k != k2:
+                others[ko] = k
+                ko += 1
+        Gi, P = _others_posterior(Gf, Hf, others, ko, c_ratio)
+        for t in range(nc - 1, 0, -1):
+            s = np.random.randint(t + 1)  # noqa: NPY002
+            tmp = cells[t]
+            cells[t] = cells[s]
+            cells[s] = tmp
+        cells[nc] = i
+        cells[nc + 1] = j
+        _sm_cache(Y, Z, cells, nc + 2, others, ko, Gi, P, ZO, E, BE, EP)
+        # the merged column: c alone (as a, b empty)
+        for t in range(9):
+            st[t] = 0.0
+        for a in range(ko):
+            ua[a] = 0.0
+            ub[a] = 0.0
+        for d in range(D):
+            Ra[d] = 0.0
+            Rb[d] = 0.0
+        for t in range(nc + 2):
+            _sm_dots(ua, ub, Ra, Rb, ZO[t], E[t], ko, dots)
+            _sm_apply(st, ua, ub, Ra, Rb, Gi, ZO[t], E[t], ko, True, False, w[cells[t]], dots, BE[t],
+                      EP[t])
+        saa = st[_NA] + c_ratio - st[_TAA]
+        ll_merged = 0.5 * D * math.log(c_ratio) - 0.5 * D * math.log(saa) + st[_QAA] / (2.0 * v_x * saa)
+        # launch: i in a, j in b, the others at random; then the intermediate scans
+        for t in range(9):
+            st[t] = 0.0
+        for a in range(ko):
+            ua[a] = 0.0
+            ub[a] = 0.0
+        for d in range(D):
+            Ra[d] = 0.0
+            Rb[d] = 0.0
+        counts[0] = 1
+        counts[1] = 1
+        for t in range(nc + 2):
+            r = cells[t]
+            if t == nc:
+                in_a, in_b = True, False
+            elif t == nc + 1:
+                in_a, in_b = False, True
+            else:
+                o = np.random.randint(3)  # noqa: NPY002
+                in_a = o != 1
+                in_b = o != 0
+                ca[t] = 1 if in_a else 0
+                cb[t] = 1 if in_b else 0
+                counts[0] += ca[t]
+                counts[1] += cb[t]
+                if not split:
+                    fa[t] = Z[r, k1]
+                    fb[t] = Z[r, k2]
+            _sm_dots(ua, ub, Ra, Rb, ZO[t], E[t], ko, dots)
+            _sm_apply(st, ua, ub, Ra, Rb, Gi, ZO[t], E[t], ko, in_a, in_b, w[r], dots, BE[t], EP[t])
+        for _s in range(n_scans):
+            _sm_scan(Y, w, cells, nc, ca, cb, ko, Gi, st, ua, ub, Ra, Rb, counts, N, c_ratio, v_x,
+                     False, fa, fb, ZO, E, BE, EP, dots, new, lw)
+        log_q = _sm_scan(Y, w, cells, nc, ca, cb, ko, Gi, st, ua, ub, Ra, Rb, counts, N, c_ratio,
+                         v_x, not split, fa, fb, ZO, E, BE, EP, dots, new, lw)
+        ll_split = _sm_loglik(st, c_ratio, v_x, D)
+        ma = counts[0]
+        mb = counts[1]
+        prior = (math.log(alpha) + math.lgamma(N - ma + 1.0) + math.lgamma(ma) + math.lgamma(N - mb + 1.0)
+                 + math.lgamma(mb) - math.lgamma(N + 1.0) - math.lgamma(N - mc + 1.0) - math.lgamma(mc))
+        lr = prior + ll_split - ll_merged - log_q  # log acceptance ratio of the split
+        if not split:
+            lr = -lr
+        if lr >= 0.0 or np.random.random() < math.exp(lr):  # noqa: NPY002
+            acc_count += 1
+            if split:
+                Z[i, K] = 0
+                Z[j, k1] = 0
+                Z[j, K] = 1
+                for t in range(nc):
+                    Z[cells[t], k1] = ca[t]
+                    Z[cells[t], K] = cb[t]
+                m[k1] = ma
+                m[K] = mb
+                K += 1
+            else:
+                for t in range(nc):
+                    Z[cells[t], k1] = 1
+                Z[j, k1] = 1
+                m[k1] = mc
+                last = K - 1
+                for r in range(N):
+                    Z[r, k2] = Z[r, last]
+                    Z[r, last] = 0
+                m[k2] = m[last]
+                m[last] = 0
+                K -= 1
+            _gram(Y, Z, K, w, Gf, Hf)
+    return K, acc_count
+
+
+@numba.njit(cache=True, nogil=True)
+def _bd_loglik(st, c_ratio, v_x, D):
+    """log p(Y | b, o) - log p(Y | o) (collapsed) for the one moving column b (its K term included)."""
+    sbb = st[_NB] + c_ratio - st[_TBB]
+    return 0.5 * D * math.log(c_ratio) - 0.5 * D * math.log(sbb) + st[_QBB] / (2.0 * v_x * sbb)
+
+
+@numba.njit(cache=True, nogil=True)
+def _birth_death(Y, Z, m, K, w, v_x, s2a, alpha, n_fixed, kcap, n_moves, n_scans):
+    """Birth-death Metropolis-Hastings moves of whole features (in place); returns (new K, accepted).
+
+    With probability 1/2 propose a new feature b: every cell starts (the launch) in b or not at
+    random, then ``n_scans`` restricted Gibbs scans over all cells (in a random order, each cell in
+    or out of b from the collapsed likelihood given the others) and a last scan, which is the
+    proposal (Jain and Neal 2004); else pick one of the K features uniformly and propose to remove
+    it (the reverse: the probability that the last scan from an independent launch gives it).
+    On the multisets of columns the multiplicities of identical columns cancel, so a birth is
+    accepted with probability min(1, alpha (N - m_b)! (m_b - 1)! / N! x p(Y | Z, b) / p(Y | Z)
+    / ((K + 1) q(last scan))), a death with the inverse (K + 1 the number of features with b).
+    A b held by no cell, or by every cell with the baseline, is rejected. The collapsed
+    likelihood of b given the other columns is the Schur complement of ``_split_merge``.
+    """
+    N, D = Y.shape
+    c_ratio = v_x / s2a
+    acc_count = 0
+    others = np.empty(kcap, np.int64)
+    cells = np.empty(N, np.int64)
+    ca = np.zeros(N, np.uint8)
+    cb = np.zeros(N, np.uint8)
+    fb = np.zeros(N, np.uint8)
+    Ra = np.zeros(D)
+    Rb = np.zeros(D)
+    ua = np.zeros(kcap)
+    ub = np.zeros(kcap)
+    st = np.zeros(9)
+    new = np.zeros(9)
+    dots = np.zeros(4)
+    ZO = np.zeros((N, kcap))
+    E = np.zeros((N, D))
+    BE = np.zeros(N)
+    EP = np.zeros(N)
+    Gf = np.zeros((kcap, kcap))
+    Hf = np.zeros((kcap, D))
+    _gram(Y, Z, K, w, Gf, Hf)
+    for _ in range(n_moves):
+        birth = np.random.random() < 0.5  # noqa: NPY002
+        kf = K - n_fixed  # IBP features now
+        if birth:
+            if K >= kcap:
+                continue
+            kd = -1
+        else:
+            if kf == 0:
+                continue
+            kd = n_fixed + np.random.randint(kf)  # noqa: NPY002
+        ko = 0
+        for k in range(K):
+            if k != kd:
+                others[ko] = k
+                ko += 1
+        Gi, P = _others_posterior(Gf, Hf, others, ko, c_ratio)
+        for r in range(N):
+            cells[r] = r
+        for t in range(N - 1, 0, -1):
+            s = np.random.randint(t + 1)  # noqa: NPY002
+            tmp = cells[t]
+            cells[t] = cells[s]
+            cells[s] = tmp
+        _sm_cache(Y, Z, cells, N, others, ko, Gi, P, ZO, E, BE, EP)
+        for t in range(9):
+            st[t] = 0.0
+        for a in range(ko):
+            ub[a] = 0.0
+        for d in range(D):
+            Rb[d] = 0.0
+        mb = 0
+        for t in range(N):
+            r = cells[t]
+            ca[t] = 0
+            cb[t] = 1 if np.random.random() < 0.5 else 0  # noqa: NPY002
+            if not birth:
+                fb[t] = Z[r, kd]
+            if cb[t]:
+                mb += 1
+                _sm_dots(ua, ub, Ra, Rb, ZO[t], E[t], ko, dots)
+                _sm_apply(st, ua, ub, Ra, Rb, Gi, ZO[t], E[t], ko, False, True, w[r], dots, BE[t], EP[t])
+        log_q = 0.0
+        for scan in range(n_scans + 1):
+            last = scan == n_scans
+            for t in range(N):
+                wr = w[cells[t]]
+                zo = ZO[t]
+                e = E[t]
+                beta = BE[t]
+                eps = EP[t]
+                if cb[t]:
+                    _sm_dots(ua, ub, Ra, Rb, zo, e, ko, dots)
+                    _sm_apply(st, ua, ub, Ra, Rb, Gi, zo, e, ko, False, True, -wr, dots, beta, eps)
+                    mb -= 1
+                _sm_dots(ua, ub, Ra, Rb, zo, e, ko, dots)
+                l_out = _bd_loglik(st, c_ratio, v_x, D)
+                _sm_scalars(st, new, False, True, wr, dots, beta, eps)
+                l_in = _bd_loglik(new, c_ratio, v_x, D)
+                # P(in) = 1 / (1 + exp(l_out - l_in)), computed stably
+                dl = l_in - l_out
+                if dl > 0:
+                    lp_in = -math.log1p(math.exp(-dl))
+                    lp_out = -dl - math.log1p(math.exp(-dl))
+                else:
+                    lp_in = dl - math.log1p(math.exp(dl))
+                    lp_out = -math.log1p(math.exp(dl))
+                if last and not birth:
+                    take = fb[t] == 1
+                else:
+                    take = np.random.random() < math.exp(lp_in)  # noqa: NPY002
+                if last:
+                    log_q += lp_in if take else lp_out
+                cb[t] = 1 if take else 0
+                if take:
+                    mb += 1
+                    _sm_apply(st, ua, ub, Ra, Rb, Gi, zo, e, ko, False, True, wr, dots, beta, eps)
+        if mb == 0 or (n_fixed and mb == N):
+            continue  # an empty feature, or one held by every cell (excluded with the baseline)
+        lr = (math.log(alpha) + math.lgamma(N - mb + 1.0) + math.lgamma(mb) - math.lgamma(N + 1.0)
+              + _bd_loglik(st, c_ratio, v_x, D) - math.log(kf + 1.0 if birth else kf) - log_q)
+        if not birth:
+            lr = -lr
+        if lr >= 0.0 or np.random.random() < math.exp(lr):  # noqa: NPY002
+            acc_count += 1
+            if birth:
+                for t in range(N):
+                    Z[cells[t], K] = cb[t]
+                m[K] = mb
+                K += 1
+            else:
+                last_k = K - 1
+                for r in range(N):
+                    Z[r, kd] = Z[r, last_k]
+                    Z[r, last_k] = 0
+                m[kd] = m[last_k]
+                m[last_k] = 0
+                K -= 1
+            _gram(Y, Z, K, w, Gf, Hf)
+    return K, acc_count
+
+
 def _warm_up() -> None:
     """Compile (or load from numba's cache) the row sweep before the clock and the seed."""
     _sweep_rows(np.zeros((2, 1)), np.zeros((2, 1), np.uint8), np.zeros(1, np.int64), 0, 1.0, 1.0, 1.0, 1, 1, 1,
                 np.zeros((1, 1)), np.zeros((1, 1)), np.zeros((1, 1)), 0, np.ones(2))
+    _split_merge(np.zeros((2, 1)), np.zeros((2, 2), np.uint8), np.zeros(2, np.int64), 0, np.ones(2), 1.0, 1.0, 1.0,
+                 0, 2, 1, 1)
+    _birth_death(np.zeros((2, 1)), np.zeros((2, 2), np.uint8), np.zeros(2, np.int64), 0, np.ones(2), 1.0, 1.0, 1.0,
+                 0, 2, 1, 1)
 
 
 # --------------------------------------------------------------------------- IBP helpers
@@ -679,6 +1221,21 @@ class LinearGaussianIBP(BaseEstimator):
         With ``intercept``: after each sweep, a Metropolis move per feature
         replacing z_k by its complement 1 - z_k (given the baseline both explain
         the data alike; the row sweep cannot move between them).
+    split_merge_moves : int
+        Split-merge Metropolis-Hastings proposals per sweep (0 = none; see
+        ``_split_merge``): split a feature into two (its cells re-allocated by
+        restricted Gibbs scans under the collapsed likelihood) or merge two into
+        their union. Exact (tested against the enumerated posterior) but off by
+        default: on real contrasts they are accepted about once per 1,000-10,000
+        proposals and did not bring the chains' modes together
+        (``benchmarks/results/bench_latent_moves.txt``).
+    birth_death_moves : int
+        Proposals per sweep to add a whole new feature (drawn by restricted Gibbs
+        scans over all cells) or remove one (see ``_birth_death``); exact, off
+        by default for the same reason.
+    move_scans : int
+        Restricted Gibbs scans from a random launch state before the scan that
+        makes a split or birth proposal (Jain and Neal 2004).
     alpha_prior, sigma_x_prior, sigma_a_prior : (shape, rate)
         Gamma prior of alpha, inverse-gamma priors of the variances.
     n_jobs : int or None
@@ -712,6 +1269,8 @@ class LinearGaussianIBP(BaseEstimator):
         Posterior mean noise standard deviation of each column after burn-in
         (root of the mean variance, all chains; equal across columns with
         ``noise='shared'``).
+    split_merge_accepted_ : ndarray (n_chains,)
+        Split-merge proposals accepted by each chain (of ``n_iter * split_merge_moves``).
     scale_ : float
     timings_ : dict
         Seconds spent compiling/warming up and sampling (wall clock, all chains).
@@ -724,7 +1283,8 @@ class LinearGaussianIBP(BaseEstimator):
                  alpha: float | None = None, sigma_x: float | None = None, sigma_a: float | None = 1.0,
                  max_features: int = 30, max_new: int = 3, block_moves: int = 4, scale: bool = True,
                  intercept: bool = True, noise: str = "shared", noise_df: float | None = 4.0, init_features: int = 5,
-                 complement_moves: bool = True,
+                 complement_moves: bool = True, split_merge_moves: int = 0, birth_death_moves: int = 0,
+                 move_scans: int = 3,
                  alpha_prior=(1.0, 1.0), sigma_x_prior=(1.0, 1.0), sigma_a_prior=(1.0, 1.0), n_jobs: int | None = 1,
                  random_state=None):
         self.n_iter = n_iter
@@ -743,6 +1303,9 @@ class LinearGaussianIBP(BaseEstimator):
         self.init_features = init_features
         self.noise_df = noise_df
         self.complement_moves = complement_moves
+        self.split_merge_moves = split_merge_moves
+        self.birth_death_moves = birth_death_moves
+        self.move_scans = move_scans
         self.alpha_prior = alpha_prior
         self.sigma_x_prior = sigma_x_prior
         self.sigma_a_prior = sigma_a_prior
@@ -760,7 +1323,10 @@ class LinearGaussianIBP(BaseEstimator):
                "max_features": check_int(self.max_features, "max_features", 1),
                "max_new": check_int(self.max_new, "max_new", 1),
                "block_moves": check_int(self.block_moves, "block_moves", 0),
-               "init_features": check_int(self.init_features, "init_features", 0)}
+               "init_features": check_int(self.init_features, "init_features", 0),
+               "split_merge_moves": check_int(self.split_merge_moves, "split_merge_moves", 0),
+               "birth_death_moves": check_int(self.birth_death_moves, "birth_death_moves", 0),
+               "move_scans": check_int(self.move_scans, "move_scans", 0)}
         if not isinstance(self.complement_moves, (bool, np.bool_)):
             raise ScontrastError(f"complement_moves: expected True or False, got {self.complement_moves!r}")
         out["complement_moves"] = bool(self.complement_moves)
@@ -817,6 +1383,8 @@ class LinearGaussianIBP(BaseEstimator):
         self.A_ = chains[0]["A"]
         self.intercept_ = chains[0]["intercept"]
         self.sigma_x_genes_ = np.mean([c["sigma_x_genes"] for c in chains], axis=0)
+        self.split_merge_accepted_ = np.array([c["split_merge_accepted"] for c in chains], dtype=np.int64)
+        self.birth_death_accepted_ = np.array([c["birth_death_accepted"] for c in chains], dtype=np.int64)
         self.scale_ = scale
         self.timings_ = {"compile": t_compile, "sampling": t2 - t1}
         kept = slice(p["burn_in"], None)
@@ -1014,6 +1582,8 @@ def _run_chain(Xs, scale, p, seed, chain: int = 1) -> dict:
     samples, sweeps = [], []
     nu = p["noise_df"]
     w = np.ones(n)
+    sm_accepted = 0
+    bd_accepted = 0
     for it in progress(range(n_iter), desc=f"latent_features: sweeps of chain {chain}",
                        logger="scontrast.latent_features"):
         if per_gene:
@@ -1024,6 +1594,14 @@ def _run_chain(Xs, scale, p, seed, chain: int = 1) -> dict:
             v_x = float(s2x[0])
         K = int(_sweep_rows(Y, Z, m, K, v_x, float(s2a), float(alpha), kcap, p["max_new"],
                             p["block_moves"], work_s, work_h, work_mu, n_fixed, w))
+        if p["split_merge_moves"]:
+            K, acc = _split_merge(Y, Z, m, K, w, v_x, float(s2a), float(alpha), n_fixed, kcap, p["split_merge_moves"],
+                                  p["move_scans"])
+            sm_accepted += acc
+        if p["birth_death_moves"]:
+            K, acc = _birth_death(Y, Z, m, K, w, v_x, float(s2a), float(alpha), n_fixed, kcap, p["birth_death_moves"],
+                                  p["move_scans"])
+            bd_accepted += acc
         if n_fixed and p["complement_moves"]:
             _complement_moves(Y, Z, m, K, w, v_x, float(s2a), float(alpha), rng)
         Zk = Z[:, :K].astype(np.float64)
@@ -1089,7 +1667,8 @@ def _run_chain(Xs, scale, p, seed, chain: int = 1) -> dict:
     return {"samples": samples, "sweeps": np.asarray(sweeps, dtype=np.int64), "log_joint": log_joint,
             "K": trace_k, "alpha": trace_alpha, "sigma_x": trace_sx, "sigma_a": trace_sa,
             "sigma_x_genes": np.sqrt(sum_s2x / max(n_iter - burn_in, 1)) * scale,
-            "Z": Z[:, n_fixed:K].copy(), "A": A_out[n_fixed:].copy(),
+            "Z": Z[:, n_fixed:K].copy(), "A": A_out[n_fixed:].copy(), "split_merge_accepted": sm_accepted,
+            "birth_death_accepted": bd_accepted,
             "intercept": A_out[0].copy() if n_fixed else np.zeros(d)}
 
 

@@ -104,7 +104,8 @@ def latent_features(
         (their defaults are its own): ``n_iter``, ``burn_in``, ``thin``, ``n_chains``,
         ``alpha``, ``sigma_x``, ``sigma_a``, ``max_features``, ``max_new``,
         ``block_moves``, ``scale``, ``intercept``, ``noise``, ``noise_df``,
-        ``init_features``, ``complement_moves`` and the hyperpriors.
+        ``init_features``, ``complement_moves``, ``split_merge_moves``, ``birth_death_moves``,
+        ``move_scans`` and the hyperpriors.
 
     Writes
     ------
