@@ -6,6 +6,9 @@ Run (from the repository root):
   .venv-bench/bin/python -m benchmarks.bench_sparda_real --power [--reps N] [--metrics edistance,mmd]
       two-sample power against pertpy's DistanceTest (needs pertpy, hyppo: the benchmark venv)
       -> benchmarks/results/bench_sparda_power.txt
+  .venv/bin/python -m benchmarks.bench_sparda_real --variants [--reps N] [--kinds ...] [--perms 199]
+      the screen of permute-test statistics (penalties, shape part, min-p) that chose the default
+      -> benchmarks/results/bench_sparda_power.txt
 
 Contrasts (each preprocessed by :func:`scontrast.preprocess`: the two groups only, QC,
 log-normalisation of counts, 2,000 highly variable genes within them; SPARDA on those):
@@ -390,6 +393,123 @@ def power(reps: int, metrics=("edistance", "mmd", "wasserstein"), n_perms: int =
                f"changed genes in {found}/{reps}; load {os.getloadavg()[0]:.1f}")
 
 
+# --------------------------------------------------------------------------- #
+# The screen of permute-test statistics that chose the default (run with --variants)
+# --------------------------------------------------------------------------- #
+# name: (shape part only, penalty 'l1sq' = lam ||beta||_1^2 or 'l1' = lam ||beta||_1, multiple of lam0)
+VARIANTS = {
+    "full_l1sq_.5": (False, "l1sq", 0.5),  # the previous statistic
+    "shape_l1sq_.5": (True, "l1sq", 0.5),
+    "shape_l1sq_.25": (True, "l1sq", 0.25),
+    "full_l1_1": (False, "l1", 1.0),
+    "shape_l1_1": (True, "l1", 1.0),
+    "shape_l1_.5": (True, "l1", 0.5),
+}
+# min-p pairs (the first is the default since this screen: the full divergence and its shape part)
+COMBOS = {"minp(full_l1sq_.5,shape_l1sq_.5)": ("full_l1sq_.5", "shape_l1sq_.5"),
+          "minp(full_l1sq_.5,shape_l1_1)": ("full_l1sq_.5", "shape_l1_1"),
+          "minp(full_l1sq_.5,shape_l1sq_.25)": ("full_l1sq_.5", "shape_l1sq_.25")}
+
+
+def _tighten_rows_penalty(f, perms, B0, lam, kind, max_iter, step=0.5, min_step=1e-3, tol=1e-6):
+    """The permute test's batched tightening with an L1^2 ('l1sq', the library's) or L1 ('l1') penalty."""
+    from scontrast.sparda import _unit_rows
+
+    def pen(beta):
+        a = np.abs(beta).sum(axis=1)
+        return lam * (a * a if kind == "l1sq" else a)
+
+    beta = _unit_rows(np.array(B0, dtype=float))
+    D, g = f(beta, perms)
+    J = D - pen(beta)
+    eta = np.full(beta.shape[0], step)
+    done = np.zeros(beta.shape[0], dtype=bool)
+    for _ in range(max_iter):
+        gt = g - np.einsum("pd,pd->p", g, beta)[:, None] * beta
+        gn = np.linalg.norm(gt, axis=1)
+        done |= (gn == 0.0) | (eta < min_step)
+        act = np.flatnonzero(~done)
+        if act.size == 0:
+            break
+        s = eta[act] / gn[act]
+        b = beta[act]
+        cand = b + s[:, None] * gt[act]
+        if lam > 0:
+            thr = (2.0 * s * lam * np.abs(b).sum(axis=1)) if kind == "l1sq" else s * lam
+            shrunk = np.sign(cand) * np.maximum(np.abs(cand) - thr[:, None], 0.0)
+            empty = np.flatnonzero(~shrunk.any(axis=1))
+            if empty.size:
+                r = np.argmax(np.abs(cand[empty]), axis=1)
+                shrunk[empty, r] = cand[empty, r]
+            cand = shrunk
+        cand = _unit_rows(cand)
+        Dc, gc = f(cand, perms[act])
+        Jc = Dc - pen(cand)
+        Ja = J[act]
+        acc = Jc > Ja
+        done[act[acc & (Jc - Ja <= tol * np.abs(Ja))]] = True
+        up = act[acc]
+        beta[up], J[up], g[up] = cand[acc], Jc[acc], gc[acc]
+        eta[act] = np.where(acc, np.minimum(step, eta[act] * 1.5), eta[act] * 0.5)
+    return J
+
+
+def variant_pvalues(X, Y, n_perms: int, rng) -> dict:
+    """p-value of every statistic of ``VARIANTS`` and ``COMBOS`` on the same labellings.
+
+    Genes scaled to unit pooled sd; ``lam0`` (full and centred marginal W2) from 20 random
+    relabellings; starts, tightening (50 steps) and min-p as in ``SPARDA._permute_test``,
+    except that min-p ties count against the observed labelling here.
+    """
+    from scontrast.sparda import _label_starts, _Labellings, _set_pvalues, marginal_wasserstein2
+
+    Z = np.vstack([X, Y])
+    Z = Z / Z.std(axis=0)
+    Z = Z - Z.mean(axis=0)
+    n, N = X.shape[0], Z.shape[0]
+    canon = Z[np.lexsort(Z.T[::-1])]
+    l0 = np.zeros(2)
+    for _ in range(20):
+        p = rng.permutation(N)
+        a, b = canon[p[:n]], canon[p[n:]]
+        l0 += [marginal_wasserstein2(a, b).max(), marginal_wasserstein2(a - a.mean(0), b - b.mean(0)).max()]
+    l0 /= 20
+    perms = rng.permuted(np.broadcast_to(np.arange(N), (n_perms + 1, N)), axis=1)
+    perms[0] = np.arange(N)
+    stats = {v: np.empty(n_perms + 1) for v in VARIANTS}
+    fs = {c: _Labellings(Z, n, c) for c in (False, True)}
+    for s in range(0, n_perms + 1, 128):
+        e = min(s + 128, n_perms + 1)
+        pp = perms[s:e]
+        starts = _label_starts(Z, n, pp)
+        for v, (centre, kind, mult) in VARIANTS.items():
+            lam = mult * l0[int(centre)]
+            stats[v][s:e] = np.max([_tighten_rows_penalty(fs[centre], pp, B0, lam, kind, 50) for B0 in starts],
+                                   axis=0)
+    ranks = {v: _set_pvalues(t[:, None])[:, 0] for v, t in stats.items()}
+    out = {v: float(r[0]) for v, r in ranks.items()}
+    for name, (a, b) in COMBOS.items():
+        mp = np.minimum(ranks[a], ranks[b])
+        out[name] = float((1 + np.sum(mp[1:] <= mp[0])) / (n_perms + 1))
+    return out
+
+
+def variants(reps: int, n_perms: int, kinds, first: int = 0) -> None:
+    """Rejections at 0.05 of every screened statistic, the power benchmark's settings and seeds."""
+    _print(f"\n== permute-test statistics screened: d = 30, n = m = 100, {reps} replicates (seeds from {first}), "
+           f"{n_perms} permutations ==")
+    for kind in kinds:
+        rej = {}
+        t0 = time.process_time()
+        for r in range(first, first + reps):
+            rng = np.random.default_rng(10_000 * ("variance", "correlation", "none").index(kind) + r)
+            X, Y = power_sample(kind, rng)
+            for key, p in variant_pvalues(X, Y, n_perms, np.random.default_rng(r + 777)).items():
+                rej[key] = rej.get(key, 0) + int(p <= 0.05)
+        _print(f"-- {kind}: {reps} replicates, rejections {rej}; {(time.process_time() - t0) / reps:.2f} CPU s per "
+               f"replicate (all statistics); load {os.getloadavg()[0]:.1f}")
+
+
 def main_power() -> None:
     ap = argparse.ArgumentParser(description="SPARDA power against pertpy's distance tests")
     ap.add_argument("--power", action="store_true")
@@ -397,8 +517,14 @@ def main_power() -> None:
     ap.add_argument("--metrics", default="edistance", help="pertpy metrics (wasserstein: ~10 s per test)")
     ap.add_argument("--kinds", default="variance,correlation,none", help="settings run (comma-separated)")
     ap.add_argument("--first", type=int, default=0, help="first replicate (seed offset)")
+    ap.add_argument("--variants", action="store_true",
+                    help="instead, the screen of permute-test statistics (no pertpy needed)")
+    ap.add_argument("--perms", type=int, default=199, help="permutations of the --variants screen")
     args = ap.parse_args()
     _print(f"machine load {os.getloadavg()}; {os.cpu_count()} cores")
+    if args.variants:
+        variants(args.reps, args.perms, args.kinds.split(","), args.first)
+        return
     power(args.reps, tuple(m for m in args.metrics.split(",") if m), kinds=tuple(args.kinds.split(",")),
           first=args.first)
 
@@ -406,4 +532,4 @@ def main_power() -> None:
 if __name__ == "__main__":
     import sys
 
-    main_power() if "--power" in sys.argv else main()
+    main_power() if "--power" in sys.argv or "--variants" in sys.argv else main()

@@ -18,8 +18,9 @@ The fit follows the paper's "tighten after relax" scheme:
    from the RELAX direction, on all cells, with the sorted (quantile) matching
    giving the gradient ``2 W_M(beta) beta`` in O(n d + n log n).
 
-Significance is a permutation test of a divergence re-optimised, with label-free
-tuning, for every labelling (small problems), a sample-splitting permutation test
+Significance is a permutation test of a divergence (and of its shape part, combined
+by min-p) re-optimised, with label-free tuning, for every labelling (small problems), a
+sample-splitting permutation test
 (direction learnt on half of the cells, the held-out projections' W2 permuted; large
 problems) or a permutation test of the whole refit; ``lam`` is chosen by a rule on the
 cross-validated held-out divergence; several directions are found by deflation.
@@ -718,10 +719,17 @@ class _Labellings:
     group; ``D_p(beta_p) = W2^2`` between the target and background projections on
     ``beta_p`` and its gradient ``2 W_M beta_p`` (sorted matching), exactly as
     :func:`divergence_gradient` computes it for one labelling.
+
+    With ``centre=True`` each group's projections are centred first: ``D`` is then the
+    shape part of the divergence, ``W2^2 = (mean difference)^2 + W2^2(centred)``
+    (the two parts of the squared W2 distance between 1-D laws), i.e.
+    :func:`divergence_gradient` on the two groups centred separately.  The gradient
+    keeps the same formula: the centring terms are multiplied by the sum of the
+    matched residuals, which is the difference of the centred means, zero.
     """
 
-    def __init__(self, Z: np.ndarray, n: int):
-        self.Z, self.n = Z, n
+    def __init__(self, Z: np.ndarray, n: int, centre: bool = False):
+        self.Z, self.n, self.centre = Z, n, centre
         m = Z.shape[0] - n
         ia, ib, w = _quantile_grid(n, m)
         cols = np.arange(w.size)
@@ -733,9 +741,13 @@ class _Labellings:
     def __call__(self, B: np.ndarray, perms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         n = self.n
         proj = np.take_along_axis(B @ self.Z.T, perms, axis=1)
-        ox = np.argsort(proj[:, :n], axis=1)
-        oy = np.argsort(proj[:, n:], axis=1)
-        R = np.take_along_axis(proj[:, :n], ox, axis=1)[:, self.ia] - np.take_along_axis(proj[:, n:], oy, axis=1)[:, self.ib]
+        px, py = proj[:, :n], proj[:, n:]
+        if self.centre:
+            px = px - px.mean(axis=1, keepdims=True)
+            py = py - py.mean(axis=1, keepdims=True)
+        ox = np.argsort(px, axis=1)
+        oy = np.argsort(py, axis=1)
+        R = np.take_along_axis(px, ox, axis=1)[:, self.ia] - np.take_along_axis(py, oy, axis=1)[:, self.ib]
         D = (R * R) @ self.w
         G = np.empty_like(proj)
         np.put_along_axis(G[:, :n], ox, (self.Sx @ R.T).T, axis=1)
@@ -809,19 +821,60 @@ def _label_starts(Z: np.ndarray, n: int, perms: np.ndarray) -> list[np.ndarray]:
     return starts
 
 
-def _relabelled_statistics(Z: np.ndarray, n: int, perms: np.ndarray, lam: float, max_iter: int) -> np.ndarray:
-    """The test statistic of every labelling (row of ``perms``): the largest tightened
-    ``J = D - lam ||beta||_1^2`` over the starts; shape (P,)."""
-    f = _Labellings(Z, n)
-    return np.max([_tighten_rows(f, perms, B0, lam, None, max_iter) for B0 in _label_starts(Z, n, perms)], axis=0)
+def _relabelled_statistics(Z: np.ndarray, n: int, perms: np.ndarray, lams, max_iter: int) -> np.ndarray:
+    """The two test statistics of every labelling (row of ``perms``), shape (P, 2).
+
+    Column 0: the largest tightened ``J = D - lam ||beta||_1^2`` over the starts, at
+    ``lams[0]``; column 1: the same for the shape part of the divergence (each group's
+    projections centred, see :class:`_Labellings`) at ``lams[1]``.  Both start from the
+    same directions of the labelling (:func:`_label_starts`).
+    """
+    starts = _label_starts(Z, n, perms)
+    out = np.empty((perms.shape[0], 2))
+    for c, (centre, lam) in enumerate(zip((False, True), lams)):
+        f = _Labellings(Z, n, centre)
+        out[:, c] = np.max([_tighten_rows(f, perms, B0, lam, None, max_iter) for B0 in starts], axis=0)
+    return out
+
+
+def _min_p_level(T: np.ndarray) -> np.ndarray:
+    """Min-p combination of the two statistics of every labelling, larger = more extreme; shape (B + 1,).
+
+    The labellings (rows of ``T``, shape (B + 1, 2): the full divergence, then its shape
+    part) are ordered by their smaller within-set p-value (:func:`_set_pvalues`); ties
+    (e.g. one labelling extreme in one part, another in the other part) are broken first
+    in favour of the full divergence (SPARDA's own statistic keeps its resolution: a
+    labelling at its top is never outranked), then by the larger p-value.  On the
+    integer counts ``c = p * (B + 1)`` the key is ``(2 c_min + [c_full > c_min]) (B + 2)
+    + c_max`` and the level ``1 - key / (2 (B + 1) (B + 2))``; one symmetric rule for
+    every labelling, so the set stays exchangeable under the null.
+    """
+    B1 = T.shape[0]
+    c = np.rint(_set_pvalues(T) * B1).astype(np.int64)
+    cmin, cmax = c.min(axis=1), c.max(axis=1)
+    key = (2 * cmin + (c[:, 0] > cmin)) * (B1 + 1) + cmax
+    return 1.0 - key / (2.0 * B1 * (B1 + 1))
+
+
+def _set_pvalues(T: np.ndarray) -> np.ndarray:
+    """Permutation p-value of every member of a set of statistics within the set.
+
+    ``p_b = #{c : T_c >= T_b} / len(T)`` for every column of ``T`` (shape (B + 1, q)):
+    the p-value each labelling would get if it were the observed one.  Applying one
+    symmetric rule to every member keeps the set exchangeable under the null, so a
+    combination of these (min-p) is again an exact permutation statistic.
+    """
+    srt = np.sort(T, axis=0)
+    return np.column_stack([T.shape[0] - np.searchsorted(srt[:, j], T[:, j], side="left")
+                            for j in range(T.shape[1])]) / T.shape[0]
 
 
 # --------------------------------------------------------------------------- #
 # The estimator
 # --------------------------------------------------------------------------- #
 # test='auto' runs 'permute' when (n + m) * min(d, max_genes), the cost of one
-# tightening step of one labelling, is at most this (999 labellings then take about
-# 2 CPU s), 'split' otherwise.  See the SPARDA docstring.
+# tightening step of one labelling, is at most this (999 labellings of both statistics
+# then take about 3 CPU s), 'split' otherwise.  See the SPARDA docstring.
 _PERMUTE_MAX_SIZE = 20_000
 # Permutations when n_permutations=None, by test.
 _DEFAULT_PERMUTATIONS = {"split": 9999, "permute": 999, "refit": 99}
@@ -835,6 +888,15 @@ _DEFAULT_PERMUTATIONS = {"split": 9999, "permute": 999, "refit": 99}
 # gained nothing.  The tightening reaches, from these starts, the optimum it reaches from
 # the true direction in all but a few replicates: the power is limited by the null spread
 # of the maximised divergence, not by the search.  Cap 50 vs 300 steps: same rejections.
+# That spread is mostly the mean difference of 30 noise genes (each (2/n) chi2_1, against
+# (1/n) chi2_1 for the spread), so the statistic now adds the shape part of the divergence
+# (each group's projections centred; its own lam0 from the centred marginal W2), min-p
+# combined.  Screen (bench_sparda_real.py --variants: genes scaled, 199 permutations,
+# 100 / 100 / 200 replicates; rejections of variance / correlation / null): full divergence
+# 73 / 36 / 7, shape part alone at 0.5 lam0 94 / 84 / 10 (at 0.25 lam0 93 / 83 / 11), L1
+# penalty lam ||beta||_1 instead of its square: full at lam0 29 / 24 / 7, shape at lam0
+# 77 / 74 / 15, at 0.5 lam0 70 / 67 / 13; min-p of the full divergence and the shape part
+# (adopted) 94 / 78 / 8.  The shape part alone would lose location changes.
 _PERMUTE_LAM = 0.5
 _LAM0_RELABELLINGS = 20
 _PERMUTE_TIGHTEN_ITER = 50
@@ -894,9 +956,15 @@ class SPARDA(BaseEstimator):
         the group mean difference and the extreme eigenvectors of the group covariance
         difference, at ``lam`` = 0.5 x the noise level of the best single gene (the mean,
         over 20 random relabellings of the pooled cells, of the largest marginal ``W2^2``),
-        on all genes (or the ``max_genes`` of largest pooled variance).  Nothing is chosen
-        on the observed labels, so the test is exact; the labellings are optimised
-        together (vectorised), about 1 ms each at 200 cells x 30 genes.
+        on all genes (or the ``max_genes`` of largest pooled variance); and the same for
+        the shape part of ``D`` (``W2^2`` with each group's projections centred, i.e.
+        ``D`` minus the squared mean difference, with its own noise level).  The two are
+        combined by min-p within the set of labellings (ties go to the full divergence);
+        ``test_`` records both parts' own p-values.  The shape part is there because the
+        mean differences of many unchanged genes are most of the full divergence's null
+        spread, which hides changes of spread and correlation.  Nothing is chosen on the
+        observed labels, so the test is exact; the labellings are optimised together
+        (vectorised), about 1.6 ms each at 200 cells x 30 genes (3 ms at 100 genes).
         ``'split'``: sample splitting; the whole procedure (screening, lambda rule,
         RELAX, tightening) runs on a random half of each group, the other cells are
         projected on its first direction and their ``W2^2`` is compared with label
@@ -908,15 +976,16 @@ class SPARDA(BaseEstimator):
         a fit; exact only for a fixed ``lam`` or ``k``: with the CV rule, the observed
         data's lambda is reused in the permutations).
         ``'auto'``: ``'permute'`` when ``(n + m) * min(d, max_genes) <= 20000`` (e.g.
-        200 cells x 100 genes: about 2 CPU s for 999 labellings; small groups, where
+        200 cells x 100 genes: about 3 CPU s for 999 labellings; small groups, where
         splitting wastes half of the few cells), else ``'split'`` (large groups: each
         permutation is then a sort, and half of the cells is plenty).  The reported
         direction is always the fit on all cells; the test only supplies the p-value.
         Measured at d = 30, n = m = 100, 100 replicates (benchmarks/bench_sparda_real.py
         --power, results/bench_sparda_power.txt): 'permute' rejects sd x1.6 in 3 genes in
-        98%, equicorrelation 0.7 in 3 genes (marginals unchanged) in 35%, no change in
-        2-3%, at 1.5 CPU s per default fit and test; 'split' 70%, 17% and 7% (30
-        replicates); pertpy's E-distance test 17%, 3% and 4%.  On real contrasts of 50-100
+        100%, equicorrelation 0.7 in 3 genes (marginals unchanged) in 72% (35% without the
+        shape part), no change in 14 of 300, at about 2 CPU s per default fit and test;
+        'split' 70%, 17% and 7% (30 replicates); pertpy's E-distance test 16%, 3% and 4%.
+        On real contrasts of 50-100
         cells per group (1,000-2,000 genes) 'permute' resolves what 'split' misses
         (tumour vs normal T cells: p <= 0.001 against 0.21).
     cv_folds : int
@@ -1000,10 +1069,13 @@ class SPARDA(BaseEstimator):
         was: p is its floor, an upper bound), ``pvalue``, ``requested`` (the ``test``
         parameter, e.g. ``'auto'``); for ``'split'`` also the cells of the learning and
         test halves, and the learning half's lambda and number of genes; for
-        ``'permute'`` the number of test genes, ``lam0``, the test's lambda and its
-        tightening cap.
+        ``'permute'`` the number of test genes, ``lam0``, the test's lambda, the same two
+        for the shape part (``shape_lam0``, ``shape_test_lam``), the observed value and own
+        permutation p-value of each part (``divergence_statistic``, ``shape_statistic``,
+        ``divergence_pvalue``, ``shape_pvalue``; ``statistic`` is then the observed
+        labelling's min-p level) and the tightening cap.
     null_divergences_ : ndarray, shape (n_permutations,) or None
-        The permuted statistics.
+        The permuted statistics (for ``'permute'``: their min-p levels, see ``test_``).
     lam_ : float
         Penalty used (chosen by CV when ``lam=None`` and ``k=None``).
     k_ : int
@@ -1407,30 +1479,44 @@ class SPARDA(BaseEstimator):
     def _permute_test(self, X, Y, n_permutations, rng):
         """Permutation test of a re-optimised, label-free-tuned divergence on all cells.
 
-        The statistic ``T(labels)`` is the largest ``J = D(beta) - lam ||beta||_1^2``
-        reached by the tightening (at most ``_PERMUTE_TIGHTEN_ITER`` steps) from the mean
-        difference and the two extreme eigenvectors of the covariance difference of the
-        labelled groups, on the test genes, at ``lam = _PERMUTE_LAM * lam0``.  Every piece
-        is one fixed function of (pooled cells, labels), computed identically for the
-        observed labelling (the identity, row 0 of the batch) and for every permuted one:
+        Two statistics are computed for every labelling: ``T_1``, the largest
+        ``J = D(beta) - lam ||beta||_1^2`` reached by the tightening (at most
+        ``_PERMUTE_TIGHTEN_ITER`` steps) from the mean difference and the two extreme
+        eigenvectors of the covariance difference of the labelled groups, on the test
+        genes, at ``lam = _PERMUTE_LAM * lam0``; and ``T_2``, the same for the shape part
+        of ``D`` (``W2^2`` of the projections with each group centred: ``D`` minus the
+        squared mean difference) at ``_PERMUTE_LAM`` times its own ``lam0``.  The mean
+        difference of 30 noise genes is the largest part of ``T_1``'s null spread, so a
+        change of spread or correlation alone stands out far more in ``T_2``; ``T_1``
+        keeps location changes.  They are combined by min-p: each labelling's p-value of
+        ``T_1`` and of ``T_2`` within the set of all labellings (observed included), the
+        statistic being ``1 - min`` of the two.  Every piece is one fixed function of
+        (pooled cells, labels), computed identically for the observed labelling (the
+        identity, row 0 of the batch) and for every permuted one:
 
         - the test genes: all genes, or the ``max_genes`` of largest pooled variance (label
           free) when there are more; ``scale_`` (``standardize``) is label-free;
         - ``lam0``: the mean over ``_LAM0_RELABELLINGS`` random relabellings of the pooled
           cells (rows put in a canonical order first, so it depends on the pooled multiset
-          only) of the largest marginal ``W2^2``: the noise level of the best single gene;
-        - the starts and the tightening are recomputed for every labelling.
+          only) of the largest marginal ``W2^2`` (and of the largest centred one for
+          ``T_2``): the noise level of the best single gene;
+        - the starts and the tightening are recomputed for every labelling; the min-p rule
+          is applied to every member of the set alike.
 
-        Under ``target = background`` the labellings are exchangeable, so
+        Under ``target = background`` the observed and permuted labellings are exchangeable,
+        and so are their combined statistics, so
         ``p = (1 + #{T_perm >= T_obs}) / (1 + n_permutations)`` is exact.  No lambda chosen
         on the observed labels enters (that would make the observed statistic special).
 
         Returns
         -------
         statistic : float
+            The observed labelling's ``1 - min(p_1, p_2)``.
         null : ndarray, shape (n_permutations,)
+            The permuted labellings' ``1 - min(p_1, p_2)``.
         info : dict
-            Test genes, ``lam0``, ``lam`` and the tightening cap.
+            Test genes, both ``lam0`` and ``lam``, the two observed statistics and their
+            own permutation p-values, and the tightening cap.
         """
         n, m = X.shape[0], Y.shape[0]
         Z = sp.vstack([X, Y], format="csr") if sp.issparse(X) or sp.issparse(Y) else np.vstack([X, Y])
@@ -1446,19 +1532,28 @@ class SPARDA(BaseEstimator):
         Z = Z - Z.mean(axis=0)
         N = n + m
         canon = Z[np.lexsort(Z.T[::-1])]
-        lam0 = float(np.mean([marginal_wasserstein2(canon[p[:n]], canon[p[n:]]).max()
-                              for p in (rng.permutation(N) for _ in range(_LAM0_RELABELLINGS))]))
-        lam = _PERMUTE_LAM * lam0
-        stats = np.empty(n_permutations + 1)
+        lam0 = np.zeros(2)
+        for p in (rng.permutation(N) for _ in range(_LAM0_RELABELLINGS)):
+            a, b = canon[p[:n]], canon[p[n:]]
+            lam0 += [marginal_wasserstein2(a, b).max(),
+                     marginal_wasserstein2(a - a.mean(axis=0), b - b.mean(axis=0)).max()]
+        lam0 /= _LAM0_RELABELLINGS
+        lams = _PERMUTE_LAM * lam0
+        stats = np.empty((n_permutations + 1, 2))
         for s in range(0, n_permutations + 1, _PERM_BATCH):
             e = min(s + _PERM_BATCH, n_permutations + 1)
             perms = rng.permuted(np.broadcast_to(np.arange(N), (e - s, N)), axis=1)
             if s == 0:
                 perms[0] = np.arange(N)  # the observed labelling
-            stats[s:e] = _relabelled_statistics(Z, n, perms, lam, _PERMUTE_TIGHTEN_ITER)
-        info = {"n_test_genes": int(genes.size), "lam0": lam0, "test_lam": float(lam),
+            stats[s:e] = _relabelled_statistics(Z, n, perms, lams, _PERMUTE_TIGHTEN_ITER)
+        level = _min_p_level(stats)
+        comp = (1 + np.sum(stats[1:] >= stats[0], axis=0)) / (n_permutations + 1)
+        info = {"n_test_genes": int(genes.size), "lam0": float(lam0[0]), "test_lam": float(lams[0]),
+                "shape_lam0": float(lam0[1]), "shape_test_lam": float(lams[1]),
+                "divergence_statistic": float(stats[0, 0]), "shape_statistic": float(stats[0, 1]),
+                "divergence_pvalue": float(comp[0]), "shape_pvalue": float(comp[1]),
                 "tighten_max_iter": _PERMUTE_TIGHTEN_ITER}
-        return float(stats[0]), stats[1:], info
+        return float(level[0]), level[1:], info
 
     def _split_test(self, X, Y, n_permutations, rng):
         """Sample-splitting test: direction learnt on half of the cells, tested on the others.

@@ -181,6 +181,10 @@ def summary_rows(adata: ad.AnnData, n_top: int = 10) -> Iterator[tuple[str, str]
     else:
         p = fmt(s.get("pvalue", float("nan")))
     yield f"p-value ({test['method']} test)" if test is not None else "permutation p-value", p
+    if test is not None and "shape_pvalue" in test:
+        # the permute test's two parts, combined by min-p into the p-value above
+        yield "p-values of the parts (divergence, its shape part)", (
+            f"{fmt(test['divergence_pvalue'])}, {fmt(test['shape_pvalue'])}")
     yield "divergence (W2^2 along beta)", fmt(s.get("divergence"))
     yield "genes selected", fmt(s.get("n_selected"))
     path = s.get("lambda_path")
