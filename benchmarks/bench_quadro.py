@@ -10,7 +10,8 @@ Settings (class 1 vs class 2, equal priors, test sets of 2000 per class):
     Gaussian.
 
 Methods: QUADRO (robust and sample estimators, lambdas by 5-fold CV; the sample one also with
-Ledoit-Wolf shrunk covariances, ``shrinkage='ledoit_wolf'``), LDA
+Ledoit-Wolf shrunk covariances, ``shrinkage='ledoit_wolf'``, which in (c) is what the default
+``shrinkage='auto'`` does already: every class there has fewer samples than features), LDA
 (Ledoit-Wolf shrinkage), regularised QDA ((1-r) S_k + r tr(S_k)/d I, r by CV;
 scikit-learn's QDA refuses classes with no more samples than features),
 L1-logistic regression on x and on (x, x x') (LogisticRegressionCV, C chosen by CV
@@ -18,6 +19,7 @@ accuracy, which did better here than log-loss). The Bayes
 error of each setting is estimated with the true densities on 200,000 draws.
 
 Usage (from the repository root): python -m benchmarks.bench_quadro [--quick] [--out FILE]
+[--settings abc] [--reps N] [--only METHOD ...] [--params JSON] [--no-timings]
 """
 
 from __future__ import annotations
@@ -114,11 +116,12 @@ def bayes_error(laws, n: int, rng) -> float:
     return float(np.mean((llr > 0) != (y == 1)))
 
 
-def methods(seed: int, quick: bool) -> dict:
+def methods(seed: int, quick: bool, params: dict | None = None) -> dict:
     cv = StratifiedKFold(5, shuffle=True, random_state=seed)
     cs = 6 if quick else 10
     # the paper's QUADRO uses every feature: no gene screening (n_features=None) in its simulations
     small = dict(lambda_grid=[1.0, 0.1], cv=3, n_features=None) if quick else dict(n_features=None)
+    small.update(params or {})
     return {
         "QUADRO robust": QUADRO(estimator="robust", random_state=seed, **small),
         "QUADRO sample": QUADRO(estimator="sample", random_state=seed, **small),
@@ -138,7 +141,7 @@ def methods(seed: int, quick: bool) -> dict:
 
 
 def run_setting(key: str, n_rep: int, seed: int = 0, n_test: int = 2000, quick: bool = False,
-                d: int | None = None, n: int | None = None, only=None) -> dict:
+                d: int | None = None, n: int | None = None, only=None, params: dict | None = None) -> dict:
     """Test errors (n_rep draws) of every method in one setting; returns {method: errors array}."""
     cfg = dict(SETTINGS[key])
     if d is not None:
@@ -153,7 +156,7 @@ def run_setting(key: str, n_rep: int, seed: int = 0, n_test: int = 2000, quick: 
     for rep in range(n_rep):
         X, y = draw(laws, cfg["n"], rng)
         Xt, yt = draw(laws, n_test, rng)
-        for name, model in methods(seed + rep, quick).items():
+        for name, model in methods(seed + rep, quick, params).items():
             if only is not None and name not in only:
                 continue
             t0 = time.perf_counter()
@@ -189,6 +192,12 @@ def report_setting(key: str, res: dict, bayes: float, out) -> None:
               f"{diff.mean():>+14.4f} ({se_diff:.4f})"
               f"{res['times'][name].mean():>8.2f}", file=out)
     print(f"lowest mean error: {best}", file=out)
+    others = [k for k in errs if not k.startswith("QUADRO")]
+    for name in (k for k in errs if k.startswith("QUADRO")):
+        if n_rep > 1 and others:
+            print(f"{name} minus: " + "; ".join(
+                f"{o} {(errs[name] - errs[o]).mean():+.4f} (paired se "
+                f"{(errs[name] - errs[o]).std(ddof=1) / np.sqrt(n_rep):.4f})" for o in others), file=out)
     for name, p in res.get("pairs", {}).items():
         print(f"{name}: gene pairs (off-diagonal Omega entries) in the final rule per draw {p[:, 0].tolist()}; "
               f"of them inside the changed 5 x 5 block (10 true pairs) {p[:, 1].tolist()}; "
@@ -266,8 +275,13 @@ def main(argv=None) -> None:
     parser.add_argument("--no-timings", action="store_true")
     parser.add_argument("--no-settings", action="store_true", help="timings only")
     parser.add_argument("--reps", type=int, default=10, help="draws per setting")
+    parser.add_argument("--only", nargs="*", default=None, help="methods to run (names as in the table)")
+    parser.add_argument("--params", default="{}", help="JSON dict of QUADRO parameters other than the defaults")
     args = parser.parse_args(argv)
     n_rep = 2 if args.quick else args.reps
+    import json
+
+    params = json.loads(args.params)
 
     class Tee:
         def __init__(self, *streams):
@@ -286,16 +300,18 @@ def main(argv=None) -> None:
     import os
 
     print("QUADRO benchmark (scontrast)", " --quick" if args.quick else "",
-          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average {os.getloadavg()[0]:.2f} at start",
-          file=out)
+          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average {os.getloadavg()[0]:.2f} at start"
+          + (f", QUADRO parameters {params}" if params else ""), file=out)
     with blas_threads(1):
         for key in ("" if args.no_settings else args.settings):
             t0 = time.perf_counter()
+            t_cpu = time.process_time()
             res = run_setting(key, n_rep, seed=100 * (ord(key) - ord("a")), quick=args.quick,
-                              n_test=500 if args.quick else 2000)
+                              n_test=500 if args.quick else 2000, only=args.only, params=params)
             bayes = bayes_error(res["laws"], 20_000 if args.quick else 200_000, np.random.default_rng(7))
             report_setting(key, res, bayes, out)
-            print(f"(setting {key} took {time.perf_counter() - t0:.0f} s)", file=out, flush=True)
+            print(f"(setting {key} took {time.perf_counter() - t0:.0f} s wall, {time.process_time() - t_cpu:.0f} s CPU; "
+                  f"load average {os.getloadavg()[0]:.2f})", file=out, flush=True)
         if not args.no_timings:
             timings(d_values=(20,) if args.quick else (50, 200), n=60 if args.quick else 200, out=out,
                     quick=args.quick)

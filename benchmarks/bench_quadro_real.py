@@ -44,7 +44,8 @@ inner folds, PCA) for the contrasts of ``--only``: with a few dozen cells in the
 cell moves the balanced error by 1/(2 n_small), and one seed's folds say little.
 
 Usage (from the repository root): python -m benchmarks.bench_quadro_real [--out FILE]
-[--only NAME ...] [--no-augur] [--n-jobs N] [--seeds S ...]
+[--only NAME ...] [--no-augur] [--n-jobs N] [--seeds S ...] [--params JSON]
+(``--params``: QUADRO parameters other than its defaults, e.g. '{"estimator": "sample"}', for trials)
 """
 
 from __future__ import annotations
@@ -212,14 +213,14 @@ def outer_folds(y, seed=SEED):
         np.zeros(y.size), y))
 
 
-def run_quadro(c: dict, n_jobs: int = 1, seed: int = SEED) -> dict:
+def run_quadro(c: dict, n_jobs: int = 1, seed: int = SEED, params: dict | None = None) -> dict:
     from scontrast import tl
     from scontrast.core import TARGET_KEY
 
     a = ad.AnnData(c["X"], var=pd.DataFrame({"highly_variable": True}, index=c["genes"]))
     a.obs[TARGET_KEY] = c["y"]
     t, cpu = time.perf_counter(), time.process_time()
-    tl.quadro(a, n_genes=None, outer_cv=OUTER_CV, random_state=seed, n_jobs=n_jobs)
+    tl.quadro(a, n_genes=None, outer_cv=OUTER_CV, random_state=seed, n_jobs=n_jobs, **(params or {}))
     sec, cpu = time.perf_counter() - t, time.process_time() - cpu
     q = a.uns["quadro"]
     return {"balanced_error": float(q["balanced_error"]), "auc": float(q["auc"]), "error": float(q["cv_error"]),
@@ -327,9 +328,12 @@ def main(argv=None):
     parser.add_argument("--only", nargs="*", default=None, help="substrings of the contrast names to run")
     parser.add_argument("--no-augur", action="store_true")
     parser.add_argument("--n-jobs", type=int, default=2, help="QUADRO's n_jobs (the workflow rule's threads: 2)")
+    parser.add_argument("--params", default="{}",
+                        help="JSON dict of QUADRO parameters other than the defaults (e.g. '{\"estimator\": \"sample\"}')")
     parser.add_argument("--seeds", type=int, nargs="*", default=None,
                         help="instead of the table: QUADRO and the PC logistic over these seeds")
     args = parser.parse_args(argv)
+    params = json.loads(args.params)
     lines = []
 
     def say(s=""):
@@ -337,7 +341,8 @@ def main(argv=None):
         lines.append(s)
 
     say(f"# bench_quadro_real, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
-        f"load average {os.getloadavg()[0]:.2f} at start, QUADRO n_jobs={args.n_jobs}")
+        f"load average {os.getloadavg()[0]:.2f} at start, QUADRO n_jobs={args.n_jobs}"
+        + (f", QUADRO parameters {params}" if params else ""))
     contrasts = wu2020() + pbmc68k() + pbmc3k()
     if args.only:
         contrasts = [c for c in contrasts if any(s in c["name"] for s in args.only)]
@@ -349,7 +354,7 @@ def main(argv=None):
             say(f"{'seed':>4}{'QUADRO':>9}{'logistic 50 PCs':>17}{'QUADRO CPU s':>14}{'load':>6}  fold lambda1")
             qs, ps = [], []
             for seed in args.seeds:
-                q = run_quadro(c, args.n_jobs, seed)
+                q = run_quadro(c, args.n_jobs, seed, params)
                 p = run_baselines(c, seed, l1=False)["logistic 50 PCs"]
                 qs.append(q["balanced_error"])
                 ps.append(p["balanced_error"])
@@ -368,7 +373,7 @@ def main(argv=None):
             f"{c['X'].shape[1]} candidate genes; majority baseline: error {min(n1, n0) / (n1 + n0):.3f}, "
             "balanced error 0.5")
         load0 = os.getloadavg()[0]
-        q = run_quadro(c, args.n_jobs)
+        q = run_quadro(c, args.n_jobs, params=params)
         base = run_baselines(c)
         aug = {"auc": float("nan"), "note": "not run (--no-augur)"} if args.no_augur else run_augur(c)
         say(f"{'method':<26}{'bal. error':>11}{'AUC':>8}{'error':>8}{'seconds':>9}")

@@ -858,7 +858,7 @@ def test_ledoit_wolf_shrinkage_of_the_moments():
     plain = estimate_moments(X1, X2, estimator="sample")
     shrunk = estimate_moments(X1, X2, estimator="sample", shrinkage="ledoit_wolf")
     assert np.linalg.eigvalsh(plain.Sigma1)[0] < 1e-10 < np.linalg.eigvalsh(shrunk.Sigma1)[0]
-    rho = ledoit_wolf_shrinkage(X2)
+    rho = ledoit_wolf_shrinkage(X2 / plain.scale)  # the amount of the standardised genes, whose covariance is shrunk
     assert 0 < rho <= 1
     expected = (1 - rho) * plain.Sigma2 + rho * np.trace(plain.Sigma2) / 30 * np.eye(30)
     np.testing.assert_allclose(shrunk.Sigma2, expected, rtol=1e-12, atol=1e-14)
@@ -872,3 +872,46 @@ def test_ledoit_wolf_shrinkage_of_the_moments():
     assert np.abs(a - b).max() < 0.01
     with pytest.raises(ScontrastError, match=r"^shrinkage: expected one of"):
         QUADRO(shrinkage="oas").fit(np.vstack([X1, X2]), np.r_[np.zeros(15), np.ones(15)])
+
+
+def test_shrinkage_is_per_gene_scale_free_and_auto_shrinks_only_singular_classes():
+    """The Ledoit-Wolf amount is that of the standardised genes; 'auto' shrinks a class iff n_k <= d."""
+    rng = np.random.default_rng(47)
+    small, large = rng.standard_normal((12, 20)), rng.standard_normal((60, 20))
+    units = np.geomspace(1e-3, 1e3, 20)  # the same genes in wildly different units
+    a = estimate_moments(small, large, estimator="sample", shrinkage="ledoit_wolf")
+    b = estimate_moments(small * units, large * units, estimator="sample", shrinkage="ledoit_wolf")
+    np.testing.assert_allclose(b.Sigma1, a.Sigma1, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(b.Sigma2, a.Sigma2, rtol=1e-9, atol=1e-12)
+    plain = estimate_moments(small, large, estimator="sample")
+    auto = estimate_moments(small, large, estimator="sample", shrinkage="auto")
+    np.testing.assert_array_equal(auto.Sigma1, a.Sigma1)  # 12 samples <= 20 genes: shrunk
+    np.testing.assert_array_equal(auto.Sigma2, plain.Sigma2)  # 60 > 20: the plug-in covariance
+    assert np.linalg.eigvalsh(plain.Sigma1)[0] < 1e-10 < np.linalg.eigvalsh(auto.Sigma1)[0]
+    # the estimator's default: its final fit on 12 + 60 samples shrinks the small class only
+    X, y = np.vstack([small, large]), np.r_[np.zeros(12, dtype=int), np.ones(60, dtype=int)]
+    m = QUADRO(lambda1=1.0, lambda2=0.1, estimator="sample", cv=None).fit(X, y)
+    assert m.shrinkage == "auto"
+    fit_auto = estimate_moments(small, large, estimator="sample", shrinkage="auto", pi=m.pi_)
+    p = RayleighProblem(fit_auto)
+    ref = p.reference_scale()
+    sol = solve_rayleigh(p, 1.0 * ref[0], 0.1 * ref[1])
+    np.testing.assert_allclose(m.Omega_, sol.Omega, atol=1e-6 * np.abs(sol.Omega).max())
+
+
+def test_cv_rule_1se_lambda1_orders_the_penalties_omega_first():
+    """Within one se: the largest lambda1, then its largest lambda2 (not the largest product)."""
+    from scontrast.quadro import _select
+
+    path = [(3.0, 3.0), (3.0, 0.3), (3.0, 0.03), (1.0, 0.03), (1.0, 0.3), (1.0, 3.0)]
+    folds = np.array([-0.01, 0.0, 0.01])  # one se of the mean = 0.01 / sqrt(3) ~ 0.0058
+    scores = np.array([0.700, 0.700, 0.798, 0.800, 0.790, 0.799])[:, None] + folds
+    assert path[_select(path, scores, "1se_lambda1")] == (3.0, 0.03)
+    assert path[_select(path, scores, "1se")] == (1.0, 3.0)  # the product: a corner with Omega
+    assert path[_select(path, scores, "best")] == (1.0, 0.03)
+    scores[1] = 0.797 + folds  # a more penalised lambda2 at lambda1 = 3 within one se
+    assert path[_select(path, scores, "1se_lambda1")] == (3.0, 0.3)
+    scores[:3] = 0.6 + folds  # no point of lambda1 = 3 within one se: the next lambda1 down
+    assert path[_select(path, scores, "1se_lambda1")] == (1.0, 3.0)
+    with pytest.raises(ScontrastError, match=r"^cv_rule: expected one of"):
+        QUADRO(cv_rule="2se").fit(np.zeros((20, 2)) + np.arange(20)[:, None], np.r_[np.zeros(10), np.ones(10)])
