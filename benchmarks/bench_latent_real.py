@@ -37,6 +37,12 @@ difference > 0.15 and none significant; K below the cap; R-hat <= 1.1; both step
 the split R-hat of every contrast but the timing one over seeds, at the defaults and with the
 optional split-merge / birth-death moves of ``LinearGaussianIBP`` (accepted counts, each chain's
 mean log joint and K, wall and CPU seconds with the load).
+
+``--coarsen`` (:func:`coarsen_benchmark`, committed output benchmarks/results/bench_latent_coarsen.txt):
+the coarsened posterior (``likelihood_power`` zeta < 1, Miller and Dunson 2019) over a grid of zeta
+and seeds: split R-hat, each chain's mean K, and the biology through ``tl.latent_features`` +
+``tl.fangs`` (FANGS K, largest |prevalence difference|, features with q <= 0.05) on every contrast
+but the timing one, then the planted benchmark's goal per zeta and seed.
 """
 
 from __future__ import annotations
@@ -229,6 +235,58 @@ def moves_benchmark(shipped_only: bool, seeds=(0, 1, 2), pbmc3k_seeds=(0, 1), **
                        f"(load {load0:.1f})")
 
 
+COARSEN_ZETAS = (1.0, 0.5, 0.3, 0.15, 0.1)
+
+
+def coarsen_benchmark(shipped_only: bool, zetas=COARSEN_ZETAS, seeds=(0, 1, 2), pbmc3k_seeds=(0, 1),
+                      planted_seeds=(0, 1, 2), **params) -> None:
+    """Split R-hat and the biology per contrast, zeta and seed with the coarsened posterior.
+
+    tl.latent_features (``likelihood_power=zeta``, chains' seed = the seed) + tl.fangs on each
+    contrast (2 threads); per run: split R-hat of the (tempered) log joint / K, each chain's mean K
+    after burn-in, its largest K, FANGS K, the largest |prevalence difference|, the features with
+    q <= 0.05, whether one has |difference| >= 0.3, wall / CPU seconds and the load. Then the
+    planted benchmark (goal met or not) per zeta and seed.
+    """
+    from scontrast import tl
+
+    for name, a, kind in contrasts(shipped_only):
+        if kind == "timing":
+            continue
+        for zeta in zetas:
+            for seed in (pbmc3k_seeds if name.startswith("pbmc3k") else seeds):
+                b = a.copy()
+                load0 = os.getloadavg()[0]
+                c0, t0 = time.process_time(), time.perf_counter()
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    tl.latent_features(b, random_state=seed, n_jobs=2, likelihood_power=zeta, **params)
+                    tl.fangs(b, random_state=seed, n_jobs=2)
+                lf, f = b.uns["latent_features"], b.uns["fangs"]
+                k = np.asarray(lf["K"])[:, lf["params"]["burn_in"]:]
+                diff = np.abs(np.asarray(f.get("feature_difference", []), dtype=float))
+                q = np.asarray(f.get("feature_qvalue", []), dtype=float)
+                ok = lf["rhat_log_joint"] <= 1.1 and lf["rhat_K"] <= 1.1
+                _print(f"{name:32s} {kind:8s} zeta {zeta:<4} seed {seed}: R-hat {lf['rhat_log_joint']:.2f} / "
+                       f"{lf['rhat_K']:.2f} {'ok ' if ok else 'BAD'}; chains' K {np.round(k.mean(1), 1).tolist()} "
+                       f"max {int(k.max())}; FANGS K {int(f['n_features'])}, max |diff| {diff.max(initial=0.0):.2f}, "
+                       f"q <= 0.05: {int(np.sum(q <= 0.05))}, |diff| >= 0.3 and q <= 0.05: "
+                       f"{bool(np.any((diff >= 0.3) & (q <= 0.05)))}; {time.perf_counter() - t0:.1f} s wall "
+                       f"{time.process_time() - c0:.1f} s CPU (load {load0:.1f})")
+    for zeta in zetas:
+        for seed in planted_seeds:
+            adata, sets, enriched = planted_programmes(seed=seed)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                tl.latent_features(adata, random_state=0, n_jobs=2, n_genes=60, likelihood_power=zeta, **params)
+                tl.fangs(adata, random_state=0, n_jobs=2)
+            lf = adata.uns["latent_features"]
+            rec = programme_recovery(adata, sets, enriched)
+            _print(f"planted (3,000 cells) zeta {zeta:<4} seed {seed}: R-hat {lf['rhat_log_joint']:.3f} / "
+                   f"{lf['rhat_K']:.3f}; FANGS K {int(adata.uns['fangs']['n_features'])}; Jaccard "
+                   f"{np.round(rec['jaccard'], 2).tolist()}; flagged {rec['flagged'].tolist()}; goal met: {rec['exact']}")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shipped-only", action="store_true", help="skip /work/shared/data/pbmc3k_raw.h5ad")
@@ -237,12 +295,17 @@ def main(argv=None):
     ap.add_argument("--timing-only", action="store_true", help="only the 3,000-cell timing contrast (pbmc3k)")
     ap.add_argument("--moves", action="store_true",
                     help="only the split-merge / birth-death comparison of R-hat over seeds (moves_benchmark)")
+    ap.add_argument("--coarsen", action="store_true",
+                    help="only the coarsened-posterior grid over likelihood_power (coarsen_benchmark)")
     args = ap.parse_args(argv)
     params = {"n_iter": 200, "burn_in": 100} if args.quick else {}
     _print(f"bench_latent_real: library defaults{' (QUICK: ' + str(params) + ')' if params else ''}; "
            f"load {os.getloadavg()}, {os.cpu_count()} cores")
     if args.moves:
         moves_benchmark(args.shipped_only, **params)
+        return
+    if args.coarsen:
+        coarsen_benchmark(args.shipped_only, **params)
         return
     if args.timing_only:
         for name, a, kind in contrasts(False):

@@ -105,7 +105,7 @@ def latent_features(
         ``alpha``, ``sigma_x``, ``sigma_a``, ``max_features``, ``max_new``,
         ``block_moves``, ``scale``, ``intercept``, ``noise``, ``noise_df``,
         ``init_features``, ``complement_moves``, ``split_merge_moves``, ``birth_death_moves``,
-        ``move_scans`` and the hyperpriors.
+        ``move_scans``, ``likelihood_power`` (coarsened posterior, 1 = exact) and the hyperpriors.
 
     Writes
     ------
