@@ -411,49 +411,6 @@ COMBOS = {"minp(full_l1sq_.5,shape_l1sq_.5)": ("full_l1sq_.5", "shape_l1sq_.5"),
           "minp(full_l1sq_.5,shape_l1sq_.25)": ("full_l1sq_.5", "shape_l1sq_.25")}
 
 
-def _tighten_rows_penalty(f, perms, B0, lam, kind, max_iter, step=0.5, min_step=1e-3, tol=1e-6):
-    """The permute test's batched tightening with an L1^2 ('l1sq', the library's) or L1 ('l1') penalty."""
-    from scontrast.sparda import _unit_rows
-
-    def pen(beta):
-        a = np.abs(beta).sum(axis=1)
-        return lam * (a * a if kind == "l1sq" else a)
-
-    beta = _unit_rows(np.array(B0, dtype=float))
-    D, g = f(beta, perms)
-    J = D - pen(beta)
-    eta = np.full(beta.shape[0], step)
-    done = np.zeros(beta.shape[0], dtype=bool)
-    for _ in range(max_iter):
-        gt = g - np.einsum("pd,pd->p", g, beta)[:, None] * beta
-        gn = np.linalg.norm(gt, axis=1)
-        done |= (gn == 0.0) | (eta < min_step)
-        act = np.flatnonzero(~done)
-        if act.size == 0:
-            break
-        s = eta[act] / gn[act]
-        b = beta[act]
-        cand = b + s[:, None] * gt[act]
-        if lam > 0:
-            thr = (2.0 * s * lam * np.abs(b).sum(axis=1)) if kind == "l1sq" else s * lam
-            shrunk = np.sign(cand) * np.maximum(np.abs(cand) - thr[:, None], 0.0)
-            empty = np.flatnonzero(~shrunk.any(axis=1))
-            if empty.size:
-                r = np.argmax(np.abs(cand[empty]), axis=1)
-                shrunk[empty, r] = cand[empty, r]
-            cand = shrunk
-        cand = _unit_rows(cand)
-        Dc, gc = f(cand, perms[act])
-        Jc = Dc - pen(cand)
-        Ja = J[act]
-        acc = Jc > Ja
-        done[act[acc & (Jc - Ja <= tol * np.abs(Ja))]] = True
-        up = act[acc]
-        beta[up], J[up], g[up] = cand[acc], Jc[acc], gc[acc]
-        eta[act] = np.where(acc, np.minimum(step, eta[act] * 1.5), eta[act] * 0.5)
-    return J
-
-
 def variant_pvalues(X, Y, n_perms: int, rng) -> dict:
     """p-value of every statistic of ``VARIANTS`` and ``COMBOS`` on the same labellings.
 
@@ -461,7 +418,7 @@ def variant_pvalues(X, Y, n_perms: int, rng) -> dict:
     relabellings; starts, tightening (50 steps) and min-p as in ``SPARDA._permute_test``,
     except that min-p ties count against the observed labelling here.
     """
-    from scontrast.sparda import _label_starts, _Labellings, _set_pvalues, marginal_wasserstein2
+    from scontrast.sparda import _label_starts, _Labellings, _set_pvalues, _tighten_rows, marginal_wasserstein2
 
     Z = np.vstack([X, Y])
     Z = Z / Z.std(axis=0)
@@ -484,7 +441,8 @@ def variant_pvalues(X, Y, n_perms: int, rng) -> dict:
         starts = _label_starts(Z, n, pp)
         for v, (centre, kind, mult) in VARIANTS.items():
             lam = mult * l0[int(centre)]
-            stats[v][s:e] = np.max([_tighten_rows_penalty(fs[centre], pp, B0, lam, kind, 50) for B0 in starts],
+            power = 2 if kind == "l1sq" else 1
+            stats[v][s:e] = np.max([_tighten_rows(fs[centre], pp, B0, lam, None, 50, power=power) for B0 in starts],
                                    axis=0)
     ranks = {v: _set_pvalues(t[:, None])[:, 0] for v, t in stats.items()}
     out = {v: float(r[0]) for v, r in ranks.items()}
