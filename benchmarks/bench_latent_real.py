@@ -1,7 +1,7 @@
 """Latent features + FANGS on real contrasts (issue 17): gene programmes, enrichment, convergence, time.
 
 Run (from the repository root):  .venv/bin/python -m benchmarks.bench_latent_real [--quick] [--shipped-only]
-[--planted-only] [--timing-only] [--moves]
+[--planted-only] [--timing-only] [--moves] [--coarsen] [--embedding]
 Output is printed; the committed copy of a full run is benchmarks/results/bench_latent_real.txt.
 
 Planted benchmark first (:func:`planted_programmes`): 3,000 cells x 60 genes, 4 overlapping
@@ -43,6 +43,18 @@ the coarsened posterior (``likelihood_power`` zeta < 1, Miller and Dunson 2019) 
 and seeds: split R-hat, each chain's mean K, and the biology through ``tl.latent_features`` +
 ``tl.fangs`` (FANGS K, largest |prevalence difference|, features with q <= 0.05) on every contrast
 but the timing one, then the planted benchmark's goal per zeta and seed.
+
+``--embedding`` (:func:`embedding_benchmark`, committed output benchmarks/results/bench_latent_embedding.txt):
+the sampler on a PCA embedding instead of genes (``use_rep``): per contrast but the timing one,
+``sc.pp.pca`` of the preprocessed log expression of its 2,000 HVGs (centred, genes not scaled,
+20 components, random_state 0), each component divided by its standard deviation (so the
+default sigma_a = 1 is in units of one component sd, as it is in gene z-scores), the first 10
+or all 20 columns (``n_dims``) explained at otherwise default settings, seeds 0-2: the same
+numbers per run as ``--coarsen``, plus the top genes of the feature of largest |prevalence
+difference| through its loadings mapped back to genes (sum over components of loading x
+component sd x PC gene weights). ``--pca-units`` keeps the components in PCA units instead (the
+sampler's own ``scale`` then divides the whole matrix by its overall sd, so PC1 weighs most);
+``--noise gene`` gives every component its own noise variance.
 """
 
 from __future__ import annotations
@@ -287,6 +299,72 @@ def coarsen_benchmark(shipped_only: bool, zetas=COARSEN_ZETAS, seeds=(0, 1, 2), 
                    f"{np.round(rec['jaccard'], 2).tolist()}; flagged {rec['flagged'].tolist()}; goal met: {rec['exact']}")
 
 
+EMBEDDING_KEY = "X_pca_unit"
+
+
+def pca_embedding(adata, n_comps: int = 20, key: str = EMBEDDING_KEY, unit_sd: bool = True) -> np.ndarray:
+    """PCA of the HVGs' log expression in ``obsm[key]``, each component scaled to unit sd (else in
+    PCA units); returns the (n_vars, n_comps) gene weights of the stored columns (PC gene weights
+    x the factor each column was divided by)."""
+    import scanpy as sc
+
+    a = adata.copy()
+    sc.pp.pca(a, n_comps=n_comps, mask_var="highly_variable", random_state=0)
+    emb = np.asarray(a.obsm["X_pca"], dtype=np.float64)
+    sd = emb.std(axis=0) if unit_sd else np.ones(emb.shape[1])
+    adata.obsm[key] = emb / sd
+    return np.asarray(a.varm["PCs"], dtype=np.float64) * sd
+
+
+def embedding_benchmark(shipped_only: bool, dims=(10, 20), seeds=(0, 1, 2), unit_sd: bool = True,
+                        **params) -> None:
+    """Split R-hat and the biology per contrast, embedding size and seed with ``use_rep`` (a PCA).
+
+    tl.latent_features (``use_rep`` = :func:`pca_embedding`, ``n_dims`` = 10 or 20, chains' seed =
+    the seed) + tl.fangs on each contrast but the timing one (2 threads); per run as
+    :func:`coarsen_benchmark`, plus the top genes of the feature of largest |prevalence difference|.
+    """
+    from scontrast import tl
+
+    for name, a, kind in contrasts(shipped_only):
+        if kind == "timing":
+            continue
+        weights = pca_embedding(a, max(dims), unit_sd=unit_sd)
+        for n_dims in dims:
+            for seed in seeds:
+                b = a.copy()
+                load0 = os.getloadavg()[0]
+                c0, t0 = time.process_time(), time.perf_counter()
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    tl.latent_features(b, use_rep=EMBEDDING_KEY, n_dims=n_dims, random_state=seed, n_jobs=2,
+                                       **params)
+                    tl.fangs(b, random_state=seed, n_jobs=2)
+                wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+                lf, f = b.uns["latent_features"], b.uns["fangs"]
+                k = np.asarray(lf["K"])[:, lf["params"]["burn_in"]:]
+                diff = np.asarray(f.get("feature_difference", []), dtype=float)
+                q = np.asarray(f.get("feature_qvalue", []), dtype=float)
+                ok = lf["rhat_log_joint"] <= 1.1 and lf["rhat_K"] <= 1.1 and k.max() < lf["params"]["max_features"]
+                best = bool(np.any((np.abs(diff) >= 0.3) & (q <= 0.05)))
+                goal = {"distinct": f"goal (|diff| >= 0.3, q <= 0.05) {'met' if best else 'NOT met'}",
+                        "null": "goal (none > 0.15, none significant) "
+                                + ("met" if np.abs(diff).max(initial=0.0) <= 0.15 and not np.any(q <= 0.05)
+                                   else "NOT met")}.get(kind, f"|diff| >= 0.3 and q <= 0.05: {best}")
+                top = ""
+                if diff.size:
+                    j = int(np.argmax(np.abs(diff)))
+                    g = np.asarray(f["loadings"], dtype=np.float64)[j] @ weights[:, :n_dims].T
+                    top = (f"; F{j + 1} (diff {diff[j]:+.2f}) top genes "
+                           f"{', '.join(b.var_names[np.argsort(-g)[:5]].astype(str))}")
+                units = "" if unit_sd else " (PCA units)"
+                _print(f"{name:32s} {kind:8s} PCA {n_dims}{units} seed {seed}: R-hat {lf['rhat_log_joint']:.2f} / "
+                       f"{lf['rhat_K']:.2f} {'ok ' if ok else 'BAD'}; chains' K {np.round(k.mean(1), 1).tolist()} "
+                       f"max {int(k.max())}; FANGS K {int(f['n_features'])}, max |diff| "
+                       f"{np.abs(diff).max(initial=0.0):.2f}, q <= 0.05: {int(np.sum(q <= 0.05))}; {goal}; "
+                       f"{wall:.1f} s wall {cpu:.1f} s CPU (load {load0:.1f}){top}")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shipped-only", action="store_true", help="skip /work/shared/data/pbmc3k_raw.h5ad")
@@ -297,15 +375,25 @@ def main(argv=None):
                     help="only the split-merge / birth-death comparison of R-hat over seeds (moves_benchmark)")
     ap.add_argument("--coarsen", action="store_true",
                     help="only the coarsened-posterior grid over likelihood_power (coarsen_benchmark)")
+    ap.add_argument("--embedding", action="store_true",
+                    help="only the sampler on a 10- / 20-component PCA embedding (embedding_benchmark)")
+    ap.add_argument("--pca-units", action="store_true", help="with --embedding: components not scaled to unit sd")
+    ap.add_argument("--noise", choices=["shared", "gene"], default=None,
+                    help="with --embedding: the sampler's noise model (default: the library's)")
     args = ap.parse_args(argv)
     params = {"n_iter": 200, "burn_in": 100} if args.quick else {}
-    _print(f"bench_latent_real: library defaults{' (QUICK: ' + str(params) + ')' if params else ''}; "
+    _print(f"bench_latent_real: library defaults{' (QUICK: ' + str(params) + ')' if params else ''}"
+           f"{'; PCA units' if args.pca_units else ''}{'; noise ' + args.noise if args.noise else ''}; "
            f"load {os.getloadavg()}, {os.cpu_count()} cores")
     if args.moves:
         moves_benchmark(args.shipped_only, **params)
         return
     if args.coarsen:
         coarsen_benchmark(args.shipped_only, **params)
+        return
+    if args.embedding:
+        extra = {} if args.noise is None else {"noise": args.noise}
+        embedding_benchmark(args.shipped_only, unit_sd=not args.pca_units, **params, **extra)
         return
     if args.timing_only:
         for name, a, kind in contrasts(False):
