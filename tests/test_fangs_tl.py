@@ -92,6 +92,12 @@ def test_fangs_from_adata_recovers_features(fitted, tmp_path):
     assert enriched[only_target].all() and np.asarray(info["feature_difference"])[only_target].min() > 0.5
     assert np.asarray(info["log_joint"]).shape == (2, 300)
     assert np.asarray(info["loadings"]).shape == (info["n_features"], 5)  # on the embedding's dims
+    # the planted case converged: both chains hold every feature of the estimate, alike (the
+    # shortfall from 1 is the cells whose features the data leave uncertain, in both chains)
+    support = np.asarray(info["feature_chain_support"])
+    assert support.shape == (info["n_features"], 2) and list(info["support_chains"]) == [0, 1]
+    assert support.min() > 0.75 and np.abs(support[:, 0] - support[:, 1]).max() < 0.1
+    assert not any("not held" in w for w in info["warnings"])
     out.write_h5ad(tmp_path / "fangs.h5ad")  # every uns value is storable
     back = ad.read_h5ad(tmp_path / "fangs.h5ad")
     np.testing.assert_array_equal(back.obsm["fangs_features"], est)
@@ -141,6 +147,36 @@ def test_fangs_from_a_list_and_bad_inputs(fitted):
         latent_features(adata.copy(), n_dims=2)
     with pytest.raises(ScontrastError, match=r"gene set 'highly_variable' is not a var column"):
         latent_features(adata.copy())  # the default explains genes
+
+
+def test_a_feature_of_one_chain_only_is_a_warning(fitted):
+    """Chain 1's samples lack the estimate's second feature: its support is 0 there, 1 in chain 0,
+    a warning names it (log, uns, summary), and the figure labels show the support per chain."""
+    from scontrast.latent_features import FeatureSamples
+    from scontrast.pl._fangs import feature_labels
+    from scontrast.tl._fangs import summary_rows
+
+    adata, Z = fitted
+    samples = [Z] * 6 + [Z[:, [0, 2]]] * 6
+    fs = FeatureSamples(samples=samples, extra={"chains": np.repeat([0, 1], 6)})
+    out = fangs(adata, samples=fs, a=0.6, n_jobs=1, random_state=0, copy=True)
+    info = out.uns["fangs"]
+    est = out.obsm["fangs_features"]
+    j = next(k for k in range(est.shape[1]) if np.array_equal(est[:, k], Z[:, 1]))
+    np.testing.assert_allclose(np.asarray(info["feature_chain_support"])[j], [1.0, 0.0])
+    others = np.delete(np.asarray(info["feature_chain_support"]), j, axis=0)
+    np.testing.assert_allclose(others, 1.0)
+    (warning,) = [w for w in info["warnings"] if "not held" in w]
+    assert f"F{j + 1} (1.00 / 0.00)" in warning and "of the 2 chains" in warning
+    rows = dict(summary_rows(out))
+    assert rows[f"feature F{j + 1}"].count("held by the chains' samples (Jaccard) 1.00 / 0.00") == 1
+    assert "held 1.00/0.00" in feature_labels(info, est.shape[1])[j]
+    # without chain labels all samples form one group: the feature is held by half of them
+    flat = fangs(adata, samples=samples, a=0.6, n_jobs=1, random_state=0, copy=True).uns["fangs"]
+    assert np.asarray(flat["feature_chain_support"]).shape == (est.shape[1], 1)
+    np.testing.assert_allclose(np.asarray(flat["feature_chain_support"])[j], [0.5])
+    with pytest.raises(ScontrastError, match=r"^samples: its chain labels have shape \(3,\) but there are 12"):
+        fangs(adata, samples=FeatureSamples(samples=samples, extra={"chains": np.zeros(3)}), n_jobs=1, copy=True)
 
 
 def test_front_ends_forward_model_parameters_and_refuse_unknown_ones(fitted):

@@ -51,6 +51,7 @@ __all__ = [
     "check_samples",
     "feature_enrichment",
     "feature_loadings",
+    "feature_support",
 ]
 
 # Column chunk of the overlap products: bounds the float32 temporaries to
@@ -196,6 +197,7 @@ class _Packed:
         self.S = (np.ascontiguousarray(np.concatenate(samples, axis=1)) if self.off[-1]
                   else np.zeros((self.n, 0), np.uint8))
         self.nnz = np.array([int(s.sum()) for s in samples], dtype=np.float64)
+        self.nnz_col = self.S.sum(axis=0, dtype=np.float64)
         self.rowany = np.stack([s.any(axis=1) for s in samples], axis=1)
         self.kmax = int(self.k.max())
 
@@ -975,6 +977,39 @@ def feature_enrichment(estimate, is_target) -> dict[str, np.ndarray]:
     q = false_discovery_control(p) if p.size else p.copy()
     return {"n_target": ht, "n_background": hb, "prevalence_target": ht / n_t, "prevalence_background": hb / n_b,
             "difference": ht / n_t - hb / n_b, "odds_ratio": odds, "pvalue": p, "qvalue": np.asarray(q, dtype=float)}
+
+
+def feature_support(samples, estimate, groups=None) -> tuple[np.ndarray, np.ndarray]:
+    """How closely each feature of an estimate recurs in the samples, per group of samples (e.g. chain).
+
+    samples: B binary (N, K_b) matrices; estimate (N, K) binary; groups (B,) labels of the
+    samples (None = one group). In every sample the estimate's features are matched one-to-one
+    to the sample's by maximum overlap (the alignment of the FARO loss, the same for every
+    ``a``); a feature's score in that sample is the Jaccard index of its cells and its match's
+    (0 when it has no match). Returns ``(support (K, G) float64, labels (G,))``: the mean score
+    over each group's samples, groups in sorted order. A feature near 1 in every chain is one
+    all chains hold; near 1 in one chain and low in another, one chain's mode only.
+    """
+    S = check_samples(samples)
+    E = _as_binary(estimate, "estimate", n_rows=S[0].shape[0])
+    g = np.zeros(len(S), dtype=np.int64) if groups is None else np.asarray(groups)
+    if g.shape != (len(S),):
+        raise ScontrastError(f"groups: has shape {g.shape} but there are {len(S)} samples")
+    labels, index = np.unique(g, return_inverse=True)
+    P = _Packed(S)
+    if P.S.shape[1] == 0 or E.shape[1] == 0:
+        return np.zeros((E.shape[1], labels.size)), labels
+    O = _overlaps(E, P.S)
+    v = np.empty(len(S))
+    assign = np.empty((len(S), E.shape[1]), dtype=np.int64)
+    _solve_blocks(O, P.off, v, assign)
+    matched = assign >= 0
+    cols = np.where(matched, P.off[:-1, None] + assign, 0)  # (B, K) column of each match in P.S
+    o = O[np.arange(E.shape[1])[None, :], cols]
+    union = E.sum(axis=0, dtype=np.float64)[None, :] + P.nnz_col[cols] - o
+    score = np.where(matched & (union > 0), o / np.where(union > 0, union, 1.0), 0.0)
+    support = np.stack([score[index == j].mean(axis=0) for j in range(labels.size)], axis=1)
+    return support.reshape(E.shape[1], labels.size), labels
 
 
 def feature_loadings(X, estimate, sigma_x: float, sigma_a: float, intercept: bool = False) -> np.ndarray:

@@ -67,6 +67,8 @@ key                dtype, shape            meaning
                                            ``off = [0, cumsum(n_features)]``
 ``cell_names``     str (N,), optional      the cells (rows), matched to ``obs_names``
 ``log_joint``      float64 (T,), optional  log p(X, [Z], hyperparameters) per sweep
+``chains``         int (B,), optional      the chain of each sample: ``tl.fangs`` then
+                                           reports each feature's support per chain
 other keys         numeric arrays          traces (``K``, ``alpha``, ``sigma_x``,
                                            ``sigma_a``, ``sweeps``), free-form
 =================  ======================  =========================================

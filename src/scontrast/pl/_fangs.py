@@ -24,7 +24,7 @@ def cell_order(features: np.ndarray, is_target: np.ndarray) -> np.ndarray:
 
 
 def feature_labels(uns: dict, k: int, n_genes: int = 3) -> list[str]:
-    """Row labels: 'F<j>  T <prevalence> / B <prevalence> [q]' and the feature's first top genes."""
+    """Row labels: 'F<j>  T <prevalence> / B <prevalence>, q <q> [*]  held <per chain>' and the first top genes."""
     labels = []
     for j in range(k):
         text = f"F{j + 1}"
@@ -33,6 +33,8 @@ def feature_labels(uns: dict, k: int, n_genes: int = 3) -> list[str]:
             q = float(uns["feature_qvalue"][j])
             star = " *" if bool(np.asarray(uns["feature_enriched"])[j]) else ""
             text += f"  T {pt:.2f} / B {pb:.2f}, q {q:.2g}{star}"
+        if "feature_chain_support" in uns and np.asarray(uns["feature_chain_support"]).shape[1] > 1:
+            text += "  held " + "/".join(f"{v:.2f}" for v in np.asarray(uns["feature_chain_support"])[j])
         if "feature_top_genes" in uns:
             text += "\n" + ", ".join(str(uns["feature_top_genes"][j]).split(", ")[:n_genes])
         labels.append(text)
@@ -68,7 +70,10 @@ def _heatmap(ax, features, is_target, uns, labels=("target", "background")):
         if d is not None and np.isfinite(d):
             title += f" (draws {d:.4g})"
     if "feature_qvalue" in uns:
-        title += "\n(T / B: prevalence in target / background; q: Fisher's exact, BH; * enriched)"
+        title += "\n(T / B: prevalence in target / background; q: Fisher's exact, BH; * enriched"
+        if "feature_chain_support" in uns and np.asarray(uns["feature_chain_support"]).shape[1] > 1:
+            title += "; held: mean Jaccard with its match in each chain's samples"
+        title += ")"
     ax.set_title(title, fontsize="medium")
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import logging
 import os
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import anndata as ad
 import numpy as np
 
 from .. import fangs as _fangs
-from ..core import TARGET_KEY, ScontrastError, check_int, check_real
+from ..core import TARGET_KEY, ScontrastError, ScontrastWarning, check_int, check_real
 from ..latent_features import FeatureSamples, load_samples
 from ._common import fmt, record_params, result_warnings
 from ._latent_features import INPUT_SUFFIX, samples_from_adata
@@ -60,20 +61,25 @@ def _aligned(feature_samples: FeatureSamples, adata: ad.AnnData, origin: str) ->
 
 
 def _resolve_samples(adata, samples, samples_key):
-    """(list of (n_obs, K_b) matrices, description of the source, log-joint trace or None)."""
+    """(list of (n_obs, K_b) matrices, description of the source, log-joint trace or None,
+    chain of each sample (B,) or None)."""
     if samples is None:
         out = samples_from_adata(adata, samples_key)
-        lj = adata.uns[samples_key].get("log_joint")
-        return out, f"adata (obsm['{samples_key}_samples'])", None if lj is None else np.asarray(lj)
+        info = adata.uns[samples_key]
+        lj, chains = info.get("log_joint"), info.get("chains")
+        return (out, f"adata (obsm['{samples_key}_samples'])", None if lj is None else np.asarray(lj),
+                None if chains is None else np.asarray(chains))
     if isinstance(samples, (str, os.PathLike)):
         try:
             fs = load_samples(samples)
         except ValueError as exc:
             raise ScontrastError(f"samples: {exc}") from None
-        return _aligned(fs, adata, f"'{Path(samples)}'"), str(samples), fs.log_joint
+        return _aligned(fs, adata, f"'{Path(samples)}'"), str(samples), fs.log_joint, fs.extra.get("chains")
     if isinstance(samples, FeatureSamples):
-        return _aligned(samples, adata, "the FeatureSamples"), "FeatureSamples", samples.log_joint
-    return samples, type(samples).__name__, None  # a list of matrices or a (B, N, K) array: check_samples judges
+        return (_aligned(samples, adata, "the FeatureSamples"), "FeatureSamples", samples.log_joint,
+                samples.extra.get("chains"))
+    # a list of matrices or a (B, N, K) array: check_samples judges
+    return samples, type(samples).__name__, None, None
 
 
 def fangs(
@@ -139,7 +145,12 @@ def fangs(
     ``initial_losses``, ``sweetened_losses``, ``accepted_flips``,
     ``timings`` (seconds: initialization, sweetening, total, draws),
     ``source`` and, when the samples carry it, ``log_joint`` ((n_chains, n_iter) or
-    (n_iter,)). With ``obs[key]`` holding both groups, per feature (K,):
+    (n_iter,)). ``feature_chain_support`` (K, C): per feature and chain, the mean over
+    that chain's samples of the Jaccard index between the feature's cells and those of its
+    match in the sample (:func:`scontrast.fangs.feature_support`; chains ``support_chains``
+    (C,), from ``tl.latent_features``'s samples or a samples file's ``chains``, else one
+    column); a feature below 0.5 in some chain is a warning: it may be one chain's mode.
+    With ``obs[key]`` holding both groups, per feature (K,):
     ``feature_prevalence_target``, ``feature_prevalence_background``,
     ``feature_difference``, ``feature_odds_ratio``, ``feature_pvalue`` (two-sided
     Fisher's exact test), ``feature_qvalue`` (Benjamini-Hochberg) and
@@ -157,16 +168,20 @@ def fangs(
     fdr = check_real(fdr, "fdr", 0.0, 1.0, strict_min=True)
     front = dict(samples=given, samples_key=samples_key, draws=draws, n_top_genes=n_top_genes, fdr=fdr, key=key)
     adata = adata.copy() if copy else adata
-    S, source, log_joint = _resolve_samples(adata, samples, samples_key)
+    S, source, log_joint, chains = _resolve_samples(adata, samples, samples_key)
     S = _fangs.check_samples(S)
     if S[0].shape[0] != adata.n_obs:
         raise ScontrastError(f"samples: {S[0].shape[0]} rows but the data has {adata.n_obs} cells")
+    if chains is not None and np.shape(chains) != (len(S),):
+        raise ScontrastError(f"samples: its chain labels have shape {np.shape(chains)} but there are {len(S)} samples")
 
     with result_warnings("fangs") as warned:
         result = _fangs.fangs(S, **model_params, n_jobs=n_jobs, random_state=random_state)
-    est = result.estimate
-    order = np.argsort(-est.sum(axis=0), kind="stable")
-    est = np.ascontiguousarray(est[:, order], dtype=np.uint8)
+        est = result.estimate
+        order = np.argsort(-est.sum(axis=0), kind="stable")
+        est = np.ascontiguousarray(est[:, order], dtype=np.uint8)
+        support, chain_labels = _fangs.feature_support(S, est, chains)
+        _warn_unsupported(support, chain_labels)
     timings = {k: float(v) for k, v in result.timings.items()}
     draws_loss, draws_index = float("nan"), -1
     if draws:
@@ -197,12 +212,30 @@ def fangs(
         draws_index=int(draws_index), n_features=int(est.shape[1]), n_samples=len(S),
         samples_K_values=k_values.astype(np.int64), samples_K_counts=k_counts.astype(np.int64),
         feature_n_cells=est.sum(axis=0).astype(np.int64), timings=timings, source=source,
+        feature_chain_support=support, support_chains=chain_labels.astype(np.int64),
         initial_losses=np.asarray(result.details["initial_losses"], dtype=float),
         sweetened_losses=np.asarray(result.details["sweetened_losses"], dtype=float),
         accepted_flips=np.asarray(result.details["accepted"], dtype=np.int64),
         **extra,
     )
     return adata if copy else None
+
+
+# A feature whose mean matched Jaccard index in some chain's samples is below this is held by the
+# samples of some chains only, or only loosely by any (a warning).
+SUPPORT_WARN = 0.5
+
+
+def _warn_unsupported(support: np.ndarray, chains: np.ndarray) -> None:
+    """Warn about the features (rows of ``support`` (K, C)) some chain's samples do not hold."""
+    weak = np.flatnonzero(support.min(axis=1, initial=1.0) < SUPPORT_WARN) if support.size else []
+    if len(weak) == 0:
+        return
+    names = ", ".join(f"F{j + 1} ({' / '.join(f'{v:.2f}' for v in support[j])})" for j in weak)
+    where = f"the samples of some of the {len(chains)} chains" if len(chains) > 1 else "most samples"
+    warnings.warn(f"features {names} are not held by {where} (mean matched Jaccard index below {SUPPORT_WARN}, "
+                  "per chain): they may be one chain's mode, not the posterior's; do not read them as findings",
+                  ScontrastWarning, stacklevel=2)
 
 
 def _gene_programmes(adata: ad.AnnData, samples_key: str, est: np.ndarray, n_top: int) -> dict:
@@ -243,8 +276,12 @@ def summary_rows(adata: ad.AnnData, n_top: int = 10) -> Iterator[tuple[str, str]
             where = ("enriched in target" if pt > pb else "enriched in background") if f["feature_enriched"][j] \
                 else "not enriched"
             top = ", ".join(str(genes[j]).split(", ")[:n_top]) if str(genes[j]) else ""
+            held = ""
+            if "feature_chain_support" in f:
+                held = "; held by the chains' samples (Jaccard) " + " / ".join(
+                    f"{v:.2f}" for v in np.asarray(f["feature_chain_support"])[j])
             yield (f"feature F{j + 1}", f"prevalence target {pt:.2f} / background {pb:.2f}, BH q = {fmt(q)} "
-                   f"({where})" + (f"; top genes: {top}" if top else ""))
+                   f"({where})" + held + (f"; top genes: {top}" if top else ""))
 
 
 __all__ = ["fangs", "summary_rows"]
