@@ -1,7 +1,8 @@
 """Latent features + FANGS on real contrasts (issue 17): gene programmes, enrichment, convergence, time.
 
 Run (from the repository root):  .venv/bin/python -m benchmarks.bench_latent_real [--quick] [--shipped-only]
-[--planted-only] [--timing-only] [--moves] [--coarsen] [--embedding]
+[--planted-only] [--timing-only] [--moves [--moves-variants V ...]] [--coarsen] [--embedding]
+[--growth [--growth-iter N] [--growth-budget CPU_S] [--growth-sizes N ...] [--growth-variants V ...]]
 Output is printed; the committed copy of a full run is benchmarks/results/bench_latent_real.txt.
 
 Planted benchmark first (:func:`planted_programmes`): 3,000 cells x 60 genes, 4 overlapping
@@ -33,7 +34,9 @@ time of each step with the machine load (``os.getloadavg()``). Goals (issue 17):
 difference > 0.15 and none significant; K below the cap; R-hat <= 1.1; both steps <= 60 s on
 3,000 cells.
 
-``--moves`` (:func:`moves_benchmark`, committed output benchmarks/results/bench_latent_moves.txt):
+``--moves [--moves-variants V ...]`` (:func:`moves_benchmark`, committed output benchmarks/results/bench_latent_moves.txt;
+``--moves-variants default session-6``: benchmarks/results/bench_latent_defaults.txt, the defaults against those
+before the noise-scale and death moves):
 the split R-hat of every contrast but the timing one over seeds, at the defaults and with the
 optional split-merge / birth-death moves of ``LinearGaussianIBP`` (accepted counts, each chain's
 mean log joint and K, wall and CPU seconds with the load).
@@ -43,6 +46,24 @@ the coarsened posterior (``likelihood_power`` zeta < 1, Miller and Dunson 2019) 
 and seeds: split R-hat, each chain's mean K, and the biology through ``tl.latent_features`` +
 ``tl.fangs`` (FANGS K, largest |prevalence difference|, features with q <= 0.05) on every contrast
 but the timing one, then the planted benchmark's goal per zeta and seed.
+
+``--growth`` (:func:`growth_benchmark`, committed output benchmarks/results/bench_latent_growth.txt):
+does the posterior number of features grow with the number of cells? The timing contrast (pbmc3k
+T cells vs all other cells) and its 50-gene matrix (``gene_matrix`` of the full contrast, so the
+genes and their standardisation are the same at every N); stratified subsamples (both groups in
+the full contrast's proportion, seed = N) of N = 250, 500, 1,000 and all 2,698 cells;
+``LinearGaussianIBP(...).fit`` on the rows of that matrix at the defaults and with the exact moves
+(``split_merge_moves=5, birth_death_moves=1, max_features=80``), 2 chains in 2 threads, seed 0. A
+100-sweep pilot of both variants at the largest N sets n_iter (1,000 when the whole mode fits
+``--growth-budget`` CPU seconds, default 2,400, else the largest multiple of 100 that does;
+burn_in = n_iter / 2; ``--growth-iter`` fixes it). Per run: each chain's mean K over the kept
+sweeps, final K and largest K (and whether it touched the cap), K after 10, 25, 50, 75 and 100%
+of the sweeps and the mean K of the second minus the first half of the kept sweeps (is K still
+rising?), mean log joint over the kept
+sweeps, split R-hat of the log joint and of K, accepted split-merge / birth-death counts, wall /
+CPU seconds and the load; then one line per N: mean posterior K (both chains) at the defaults
+and with the moves, and the moves' log-joint gain per cell. ``--growth-sizes`` /
+``--growth-variants`` run a part (e.g. the moves at N = 2,698 for 2,000 sweeps: does K level off?).
 
 ``--embedding`` (:func:`embedding_benchmark`, committed output benchmarks/results/bench_latent_embedding.txt):
 the sampler on a PCA embedding instead of genes (``use_rep``): per contrast but the timing one,
@@ -98,6 +119,9 @@ def run_one(name: str, adata, n_jobs: int = 2, n_genes: int | None = None, **par
            "K": int(f["n_features"]), "max_diff": float(np.max(np.abs(diff), initial=0.0)),
            "n_sig": int(np.sum(q <= 0.05)),
            "best": bool(np.any((np.abs(diff) >= 0.3) & (q <= 0.05)))}
+    held = np.asarray(f.get("feature_chain_support", np.ones((out["K"], 1))), dtype=float).min(axis=1, initial=1.0)
+    out["n_held"] = int(np.sum(held >= 0.5))
+    out["best_held"] = bool(np.any((np.abs(diff) >= 0.3) & (q <= 0.05) & (held >= 0.5)))
     _print(f"\n== {name}: {adata.n_obs} cells ({int(adata.obs['scontrast_target'].sum())} target), "
            f"{lf['n_dims_used']} genes, {np.asarray(lf['log_joint']).shape[0]} chains x {lf['params']['n_iter']} "
            f"sweeps (burn-in {lf['params']['burn_in']})")
@@ -111,10 +135,12 @@ def run_one(name: str, adata, n_jobs: int = 2, n_genes: int | None = None, **par
     genes = np.asarray(f.get("feature_top_genes", [""] * out["K"]), dtype=object)
     for j in range(out["K"]):
         _print(f"  F{j + 1}: target {f['feature_prevalence_target'][j]:.2f} background "
-               f"{f['feature_prevalence_background'][j]:.2f} q {f['feature_qvalue'][j]:.2g}  "
-               f"{', '.join(str(genes[j]).split(', ')[:6])}")
+               f"{f['feature_prevalence_background'][j]:.2f} q {f['feature_qvalue'][j]:.2g}  held "
+               + "/".join(f"{v:.2f}" for v in np.asarray(f["feature_chain_support"])[j])
+               + f"  {', '.join(str(genes[j]).split(', ')[:6])}")
     _print(f"  largest |prevalence difference| {out['max_diff']:.2f}; features with q <= 0.05: {out['n_sig']}; "
-           f"a feature with |difference| >= 0.3 and q <= 0.05: {out['best']}")
+           f"a feature with |difference| >= 0.3 and q <= 0.05: {out['best']} (and held >= 0.5 by every chain: "
+           f"{out['best_held']}); features held >= 0.5 by every chain: {out['n_held']} of {out['K']}")
     return out
 
 
@@ -182,10 +208,12 @@ def planted_benchmark(n_cells: int = 3000, n_genes: int = 60, seeds=(0, 1, 2), *
         adata, sets, enriched = planted_programmes(n_cells, n_genes, seed=seed)
         r = run_one(f"planted seed {seed}", adata, n_genes=n_genes, **params)
         rec = programme_recovery(adata, sets, enriched)
+        converged = r["rhat_lj"] <= 1.1 and r["rhat_K"] <= 1.1
         _print(f"  planted: Jaccard per programme {np.round(rec['jaccard'], 2).tolist()}, flagged "
                f"{rec['flagged'].tolist()} (truth {enriched.tolist()}), other features flagged "
-               f"{rec['extra_flagged']}; goal met: {rec['exact']}")
-        out.append({**r, **rec})
+               f"{rec['extra_flagged']}; programmes and flags: {rec['exact']}; both split R-hat <= 1.1: {converged}; "
+               f"goal met: {rec['exact'] and converged}")
+        out.append({**r, **rec, "exact": rec["exact"] and converged})
     return out
 
 
@@ -212,10 +240,11 @@ def contrasts(shipped_only: bool):
 
 
 MOVES = {"default": {}, "split-merge 5": {"split_merge_moves": 5}, "birth-death 1": {"birth_death_moves": 1},
-         "both": {"split_merge_moves": 5, "birth_death_moves": 1}}
+         "both": {"split_merge_moves": 5, "birth_death_moves": 1},
+         "session-6": {"noise_scale_moves": False, "death_moves": 0}}  # the defaults before noise scale / death moves
 
 
-def moves_benchmark(shipped_only: bool, seeds=(0, 1, 2), pbmc3k_seeds=(0, 1), **params) -> None:
+def moves_benchmark(shipped_only: bool, seeds=(0, 1, 2), pbmc3k_seeds=(0, 1), variants=tuple(MOVES), **params) -> None:
     """Split R-hat per contrast and seed with and without the split-merge and birth-death moves.
 
     LinearGaussianIBP on each contrast's gene matrix (as tl.latent_features builds it), 2 chains in
@@ -230,7 +259,7 @@ def moves_benchmark(shipped_only: bool, seeds=(0, 1, 2), pbmc3k_seeds=(0, 1), **
         if kind == "timing":
             continue
         X, _ = gene_matrix(a)
-        for vname, extra in MOVES.items():
+        for vname, extra in ((v, MOVES[v]) for v in variants):
             for seed in (pbmc3k_seeds if name.startswith("pbmc3k") else seeds):
                 load0 = os.getloadavg()[0]
                 c0, t0 = time.process_time(), time.perf_counter()
@@ -242,7 +271,8 @@ def moves_benchmark(shipped_only: bool, seeds=(0, 1, 2), pbmc3k_seeds=(0, 1), **
                 _print(f"{name:32s} {vname:14s} seed {seed}: R-hat {m.rhat_log_joint_:.2f} / {m.rhat_K_:.2f} "
                        f"{'ok ' if ok else 'BAD'}; chains' log joint {np.round(m.log_joint_[:, kept].mean(1)).astype(int).tolist()}"
                        f" K {np.round(m.n_features_[:, kept].mean(1), 1).tolist()}; accepted split-merge "
-                       f"{m.split_merge_accepted_.tolist()} birth-death {m.birth_death_accepted_.tolist()}; "
+                       f"{m.split_merge_accepted_.tolist()} birth-death {m.birth_death_accepted_.tolist()} death "
+                       f"{m.death_accepted_.tolist()}; "
                        f"{time.perf_counter() - t0:.1f} s wall {time.process_time() - c0:.1f} s CPU "
                        f"(load {load0:.1f})")
 
@@ -365,6 +395,121 @@ def embedding_benchmark(shipped_only: bool, dims=(10, 20), seeds=(0, 1, 2), unit
                        f"{wall:.1f} s wall {cpu:.1f} s CPU (load {load0:.1f}){top}")
 
 
+GROWTH_SIZES = (250, 500, 1000, 2698)
+GROWTH_VARIANTS = {"default": {}, "moves": {"split_merge_moves": 5, "birth_death_moves": 1, "max_features": 80}}
+
+
+def stratified_subsample(target: np.ndarray, n: int, seed: int) -> np.ndarray:
+    """Sorted indices of ``n`` cells drawn without replacement, each group (``target`` bool) in its
+    proportion (the target gets round(n x its fraction)); all cells when n >= their number."""
+    target = np.asarray(target, dtype=bool)
+    if n >= target.size:
+        return np.arange(target.size)
+    rng = np.random.default_rng(seed)
+    n_t = int(round(n * target.mean()))
+    idx_t, idx_b = np.flatnonzero(target), np.flatnonzero(~target)
+    return np.sort(np.concatenate([rng.choice(idx_t, n_t, replace=False), rng.choice(idx_b, n - n_t, replace=False)]))
+
+
+def _growth_fit(X, n_iter: int, burn_in: int, **extra) -> dict:
+    """One LinearGaussianIBP fit (2 chains, 2 threads, seed 0) with its numbers."""
+    from scontrast.latent_features import LinearGaussianIBP
+
+    load0 = os.getloadavg()[0]
+    c0, t0 = time.process_time(), time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m = LinearGaussianIBP(n_iter=n_iter, burn_in=burn_in, n_chains=2, n_jobs=2, random_state=0, **extra).fit(X)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    kept = slice(burn_in, None)
+    K = np.asarray(m.n_features_)
+    marks = [max(1, round(n_iter * f)) for f in (0.1, 0.25, 0.5, 0.75, 1.0)]
+    half = K[:, kept]
+    return {"model": m, "wall": wall, "cpu": cpu, "load": (load0, os.getloadavg()[0]),
+            "k_mean": K[:, kept].mean(1), "k_final": K[:, -1], "k_max": K.max(1),
+            "k_marks": (marks, K[:, [s - 1 for s in marks]]),
+            "k_drift": half[:, half.shape[1] // 2:].mean(1) - half[:, :half.shape[1] // 2].mean(1),
+            "cap": int(m.max_features), "lj_mean": np.asarray(m.log_joint_)[:, kept].mean(1),
+            "rhat_lj": float(m.rhat_log_joint_), "rhat_K": float(m.rhat_K_),
+            "sm": m.split_merge_accepted_, "bd": m.birth_death_accepted_}
+
+
+def growth_benchmark(sizes=GROWTH_SIZES, n_iter: int | None = None, budget_cpu: float = 2400.0,
+                     variants=tuple(GROWTH_VARIANTS)) -> list[dict]:
+    """Posterior K against the number of cells N, at the defaults and with the exact moves.
+
+    See the module docstring (``--growth``). ``n_iter`` None: a 100-sweep pilot of both variants at
+    the largest N gives each variant's CPU seconds per sweep, taken as proportional to N to
+    estimate the whole mode; n_iter = 1,000 if it fits ``budget_cpu`` (pilot included), else the
+    largest multiple of 100 that does (at least 200). burn_in = n_iter // 2. ``variants``: the
+    keys of ``GROWTH_VARIANTS`` to run (the final table needs both).
+    """
+    from scontrast.latent_features import LinearGaussianIBP
+    from scontrast.tl._latent_features import gene_matrix
+
+    if not PBMC3K.exists():
+        raise SystemExit(f"{PBMC3K} is not available (it is not shipped with scontrast): --growth needs it")
+    name, a = next((name, a) for name, a, kind in contrasts(False) if kind == "timing")
+    X_full, genes = gene_matrix(a)
+    target = a.obs["scontrast_target"].to_numpy(dtype=bool)
+    sizes = sorted({min(int(n), a.n_obs) for n in sizes})
+    _print(f"\n== growth: {name}, {a.n_obs} cells ({int(target.sum())} target), {X_full.shape[1]} genes "
+           f"(gene_matrix of the full contrast); N = {sizes}; variants "
+           f"{ {v: GROWTH_VARIANTS[v] for v in variants} }")
+    spent = 0.0
+    if n_iter is None:
+        idx = stratified_subsample(target, sizes[-1], sizes[-1])
+        per_sweep = {}
+        for vname in variants:
+            r = _growth_fit(X_full[idx], 100, 50, **GROWTH_VARIANTS[vname])
+            spent += r["cpu"]
+            per_sweep[vname] = r["cpu"] / 100
+            _print(f"  pilot N = {sizes[-1]} {vname}: 100 sweeps {r['wall']:.1f} s wall {r['cpu']:.1f} s CPU "
+                   f"(load {r['load'][0]:.2f} -> {r['load'][1]:.2f}); K after 100 sweeps {r['k_final'].tolist()}")
+        per_iter = sum(per_sweep.values()) * sum(sizes) / sizes[-1]
+        fit = int((budget_cpu - spent) / per_iter // 100 * 100)
+        n_iter = max(200, min(1000, fit))
+        _print(f"  estimated {per_iter:.2f} CPU s per sweep of every run (linear in N), {spent:.0f} s spent on the "
+               f"pilot of a {budget_cpu:.0f} s budget: n_iter = {n_iter}"
+               f"{'' if n_iter == 1000 else ' (scaled DOWN from the default 1000 to fit the budget)'}")
+    burn_in = n_iter // 2
+    _print(f"  n_iter {n_iter}, burn_in {burn_in} (kept sweeps {n_iter - burn_in}); cap: default "
+           f"{LinearGaussianIBP().max_features}, moves {GROWTH_VARIANTS['moves']['max_features']}")
+    rows = []
+    for n in sizes:
+        idx = stratified_subsample(target, n, n)
+        X = X_full[idx]
+        row = {"N": n, "target": int(target[idx].sum())}
+        for vname in variants:
+            r = _growth_fit(X, n_iter, burn_in, **GROWTH_VARIANTS[vname])
+            spent += r["cpu"]
+            row[vname] = r
+            touched = (r["k_max"] >= r["cap"]).tolist()
+            _print(f"  N {n:5d} ({row['target']} target) {vname:8s}: chains' mean K {np.round(r['k_mean'], 1).tolist()}"
+                   f" final K {r['k_final'].tolist()} max K {r['k_max'].tolist()} touched cap {r['cap']}: {touched}; "
+                   f"mean log joint {np.round(r['lj_mean']).astype(int).tolist()}; split R-hat log joint "
+                   f"{r['rhat_lj']:.2f} K {r['rhat_K']:.2f}; accepted split-merge {r['sm'].tolist()} birth-death "
+                   f"{r['bd'].tolist()}; {r['wall']:.1f} s wall {r['cpu']:.1f} s CPU (load {r['load'][0]:.2f} -> "
+                   f"{r['load'][1]:.2f})")
+            marks, km = r["k_marks"]
+            _print(f"        K after sweep {marks}: " + "; ".join(f"chain {c + 1} {km[c].tolist()}" for c in range(len(km)))
+                   + f"; mean K in the 2nd - 1st half of the kept sweeps {np.round(r['k_drift'], 1).tolist()}")
+        rows.append(row)
+    if set(variants) != set(GROWTH_VARIANTS):
+        return rows
+    _print(f"\n== posterior K against N ({n_iter} sweeps, burn-in {burn_in}; mean over both chains' kept sweeps; "
+           f"gain = (mean log joint with moves - at the defaults) / N, both chains averaged; drift = mean K in the 2nd - "
+           f"1st half of the kept sweeps with moves, both chains averaged; {spent:.0f} s CPU in all)")
+    _print(f"  {'N':>5s}  {'K default':>9s}  {'K moves':>7s}  {'max K moves':>11s}  {'drift':>5s}  {'gain / cell':>11s}  "
+           f"{'R-hat lj def/moves':>18s}")
+    for row in rows:
+        d, m = row["default"], row["moves"]
+        gain = (m["lj_mean"].mean() - d["lj_mean"].mean()) / row["N"]
+        _print(f"  {row['N']:5d}  {d['k_mean'].mean():9.1f}  {m['k_mean'].mean():7.1f}  {int(m['k_max'].max()):11d}  "
+               f"{m['k_drift'].mean():5.1f}  {gain:11.3f}  {d['rhat_lj']:8.2f} / {m['rhat_lj']:.2f}")
+    return rows
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shipped-only", action="store_true", help="skip /work/shared/data/pbmc3k_raw.h5ad")
@@ -373,10 +518,22 @@ def main(argv=None):
     ap.add_argument("--timing-only", action="store_true", help="only the 3,000-cell timing contrast (pbmc3k)")
     ap.add_argument("--moves", action="store_true",
                     help="only the split-merge / birth-death comparison of R-hat over seeds (moves_benchmark)")
+    ap.add_argument("--moves-variants", nargs="+", choices=list(MOVES), default=list(MOVES),
+                    help="with --moves: the sampler settings to compare (default all)")
     ap.add_argument("--coarsen", action="store_true",
                     help="only the coarsened-posterior grid over likelihood_power (coarsen_benchmark)")
     ap.add_argument("--embedding", action="store_true",
                     help="only the sampler on a 10- / 20-component PCA embedding (embedding_benchmark)")
+    ap.add_argument("--growth", action="store_true",
+                    help="only posterior K against the number of cells on pbmc3k T vs all (growth_benchmark)")
+    ap.add_argument("--growth-iter", type=int, default=None,
+                    help="with --growth: sweeps per chain (default: from a 100-sweep pilot and --growth-budget)")
+    ap.add_argument("--growth-sizes", type=int, nargs="+", default=list(GROWTH_SIZES),
+                    help="with --growth: the numbers of cells (default 250 500 1000 2698)")
+    ap.add_argument("--growth-variants", nargs="+", choices=list(GROWTH_VARIANTS), default=list(GROWTH_VARIANTS),
+                    help="with --growth: the sampler settings to run (default both; the final table needs both)")
+    ap.add_argument("--growth-budget", type=float, default=2400.0,
+                    help="with --growth: CPU seconds the whole mode may take (default 2400)")
     ap.add_argument("--pca-units", action="store_true", help="with --embedding: components not scaled to unit sd")
     ap.add_argument("--noise", choices=["shared", "gene"], default=None,
                     help="with --embedding: the sampler's noise model (default: the library's)")
@@ -385,8 +542,12 @@ def main(argv=None):
     _print(f"bench_latent_real: library defaults{' (QUICK: ' + str(params) + ')' if params else ''}"
            f"{'; PCA units' if args.pca_units else ''}{'; noise ' + args.noise if args.noise else ''}; "
            f"load {os.getloadavg()}, {os.cpu_count()} cores")
+    if args.growth:
+        growth_benchmark(args.growth_sizes, n_iter=args.growth_iter or params.get("n_iter"),
+                         budget_cpu=args.growth_budget, variants=args.growth_variants)
+        return
     if args.moves:
-        moves_benchmark(args.shipped_only, **params)
+        moves_benchmark(args.shipped_only, variants=args.moves_variants, **params)
         return
     if args.coarsen:
         coarsen_benchmark(args.shipped_only, **params)
