@@ -695,6 +695,24 @@ def _exact_tempered_t(X, s2x, sa, nu, zeta, k_max, alpha_prior=(1.0, 1.0), s2x_p
     return dict(zip(keys, p / p.sum()))
 
 
+def _ten_chains_match(X, exact, top, **kw):
+    """Ten single chains on the 2-cell problems (Student-t noise, baseline, sigma_a = 1, no complement
+    moves) against the exact class probabilities ``exact`` of the classes ``top``: a band of 4 standard
+    errors of the chains' spread plus 0.002 for the quadrature."""
+    freqs = []
+    for seed in range(10):
+        model = LinearGaussianIBP(n_iter=3000, burn_in=200, thin=1, n_chains=1, sigma_a=1.0, scale=False,
+                                  max_features=14, max_new=6, noise_df=4.0, init_features=0, complement_moves=False,
+                                  random_state=seed, **kw).fit(X)
+        keys = [lof_key(Z) for Z in model.samples_]
+        freqs.append([keys.count(q) / len(keys) for q in top])
+    freqs = np.array(freqs)
+    mean = freqs.mean(axis=0)
+    se = freqs.std(axis=0, ddof=1) / np.sqrt(len(freqs))
+    assert np.all(se < 0.015), se
+    np.testing.assert_array_less(np.abs(mean - np.array([exact[q] for q in top])), 4 * se + 0.002)
+
+
 def test_coarsened_sampler_with_student_t_weights_matches_the_exact_posterior():
     """likelihood_power = 0.4 with the default Student-t noise (noise_df = 4) and the baseline: the
     tempered conditional of the cells' weights (Gamma((nu + zeta D) / 2, (nu + zeta r / s2x) / 2))
@@ -713,18 +731,7 @@ def test_coarsened_sampler_with_student_t_weights_matches_the_exact_posterior():
         k_exact[len(key)] += p
     assert k_exact[9] < 3e-3
     top = sorted(exact, key=exact.get, reverse=True)[:5]
-    freqs = []
-    for seed in range(10):
-        model = LinearGaussianIBP(n_iter=3000, burn_in=200, thin=1, n_chains=1, sigma_a=1.0, sigma_x=math.sqrt(s2x),
-                                  scale=False, max_features=14, max_new=6, noise_df=4.0, init_features=0,
-                                  complement_moves=False, likelihood_power=zeta, random_state=seed).fit(X)
-        keys = [lof_key(Z) for Z in model.samples_]
-        freqs.append([keys.count(q) / len(keys) for q in top])
-    freqs = np.array(freqs)
-    mean = freqs.mean(axis=0)
-    se = freqs.std(axis=0, ddof=1) / np.sqrt(len(freqs))
-    assert np.all(se < 0.015), se
-    np.testing.assert_array_less(np.abs(mean - np.array([exact[q] for q in top])), 4 * se + 0.002)
+    _ten_chains_match(X, exact, top, sigma_x=math.sqrt(s2x), likelihood_power=zeta)
 
 
 @pytest.mark.parametrize("zeta", [1.0, 0.5])
@@ -797,15 +804,4 @@ def test_sampler_with_sampled_sigma_x_and_student_t_weights_matches_the_exact_po
     X = np.array([[1.6, 0.4, -0.9, 1.1], [0.2, 1.3, 0.5, -0.4]])
     exact = _exact_tempered_t(X, None, 1.0, 4.0, 1.0, k_max=9, s2x_prior=(1.0, 1.0))
     top = sorted(exact, key=exact.get, reverse=True)[:5]
-    freqs = []
-    for seed in range(10):
-        model = LinearGaussianIBP(n_iter=3000, burn_in=200, thin=1, n_chains=1, sigma_a=1.0, scale=False,
-                                  max_features=14, max_new=6, noise_df=4.0, init_features=0, complement_moves=False,
-                                  random_state=seed).fit(X)
-        keys = [lof_key(Z) for Z in model.samples_]
-        freqs.append([keys.count(q) / len(keys) for q in top])
-    freqs = np.array(freqs)
-    mean = freqs.mean(axis=0)
-    se = freqs.std(axis=0, ddof=1) / np.sqrt(len(freqs))
-    assert np.all(se < 0.015), se
-    np.testing.assert_array_less(np.abs(mean - np.array([exact[q] for q in top])), 4 * se + 0.002)
+    _ten_chains_match(X, exact, top)
