@@ -8,6 +8,7 @@ import warnings
 
 import numpy as np
 import pytest
+from scipy.special import logsumexp
 from scipy.stats import multivariate_normal
 from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
@@ -77,6 +78,21 @@ def test_collapsed_log_likelihood_is_the_gaussian_marginal():
         sum(multivariate_normal(np.zeros(6), 0.16 * np.eye(6)).logpdf(X[:, d]) for d in range(3)))
 
 
+def _log_ibp_alpha_integrated(Z, a0, b0, rate, harmonic):
+    """log P([Z]) with alpha ~ Gamma(a0, b0) integrated out analytically (``rate`` = b0 + the harmonic
+    sum the IBP's exp(-alpha H_N) adds, ``harmonic`` = H_N, which ibp_log_prob(Z, 1) subtracts)."""
+    k = Z.shape[1]
+    return (ibp_log_prob(Z, 1.0) + harmonic
+            + math.lgamma(a0 + k) - math.lgamma(a0) + a0 * math.log(b0) - (a0 + k) * math.log(rate))
+
+
+def _normalised(logp: dict) -> dict:
+    """{class: probability} from {class: unnormalised log probability}."""
+    keys = list(logp)
+    v = np.array([logp[q] for q in keys])
+    return dict(zip(keys, np.exp(v - logsumexp(v))))
+
+
 def exact_posterior(X, sigma_a, k_max, alpha_prior=(1.0, 1.0), s2x_prior=(1.0, 1.0), intercept=False, zeta=1.0):
     """P([Z] | X) over every left-ordered class with at most k_max features.
 
@@ -112,16 +128,8 @@ def exact_posterior(X, sigma_a, k_max, alpha_prior=(1.0, 1.0), s2x_prior=(1.0, 1
             ll = ll + 0.5 * (1.0 - zeta) * n * d * np.log(2 * np.pi * s2)
             if k == 2 and not intercept and zeta == 1.0:
                 assert ll[200] == pytest.approx(collapsed_log_likelihood(X, Z, math.sqrt(s2[200]), sigma_a))
-            top = (ll + log_w).max()
-            log_lik = top + np.log(np.exp(ll + log_w - top).sum())
-            # IBP probability with alpha integrated against its Gamma prior
-            rest = ibp_log_prob(Z, 1.0) + harmonic
-            log_ibp = math.lgamma(a0 + k) - math.lgamma(a0) + a0 * math.log(b0) - (a0 + k) * math.log(rate)
-            logp[lof_key(Z)] = log_ibp + rest + log_lik
-    keys = list(logp)
-    v = np.array([logp[k] for k in keys])
-    p = np.exp(v - v.max())
-    return dict(zip(keys, p / p.sum()))
+            logp[lof_key(Z)] = _log_ibp_alpha_integrated(Z, a0, b0, rate, harmonic) + logsumexp(ll + log_w)
+    return _normalised(logp)
 
 
 @pytest.mark.parametrize(("intercept", "zeta"), [(False, 1.0), (True, 1.0), (True, 0.4)])
@@ -694,17 +702,9 @@ def _exact_tempered_t(X, s2x, sa, nu, zeta, k_max, alpha_prior=(1.0, 1.0), s2x_p
                     x0, x1 = X[0, j], X[1, j]
                     quad = (x0 * x0 * c11 - 2 * x0 * x1 * c01 + x1 * x1 * c00) / det
                     ll = ll - np.log(2 * np.pi) - 0.5 * np.log(det) - 0.5 * quad
-                top = ll.max()
-                parts.append(top + np.log(np.exp(ll - top).sum()))
-            top = max(parts)
-            log_lik = top + np.log(np.sum(np.exp(np.array(parts) - top)))
-            rest = ibp_log_prob(Z, 1.0) + harmonic
-            log_ibp = math.lgamma(a0 + k) - math.lgamma(a0) + a0 * math.log(b0) - (a0 + k) * math.log(rate)
-            logp[lof_key(Z)] = log_ibp + rest + log_lik
-    keys = list(logp)
-    v = np.array([logp[q] for q in keys])
-    p = np.exp(v - v.max())
-    return dict(zip(keys, p / p.sum()))
+                parts.append(logsumexp(ll))
+            logp[lof_key(Z)] = _log_ibp_alpha_integrated(Z, a0, b0, rate, harmonic) + logsumexp(parts)
+    return _normalised(logp)
 
 
 def _ten_chains_match(X, exact, top, **kw):
