@@ -144,7 +144,7 @@ def test_startup_benchmark_covers_every_rule():
 
 
 def test_samples_file_honours_the_umask(tmp_path):
-    from scontrast.latent_features import save_samples
+    from scontrast.feature_samples import save_samples
 
     old = os.umask(0o022)
     try:

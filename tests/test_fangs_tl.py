@@ -11,7 +11,8 @@ import pytest
 from scontrast import io
 from scontrast.core import ScontrastError
 from scontrast.fangs import faro_loss
-from scontrast.latent_features import load_samples, save_samples, simulate_linear_gaussian
+from scontrast.feature_samples import load_samples, save_samples
+from scontrast.latent_features import simulate_linear_gaussian
 from scontrast.pl._fangs import cell_order
 from scontrast.pl._fangs import fangs as plot_fangs
 from scontrast.tl._fangs import fangs

@@ -40,6 +40,7 @@ from joblib import Parallel, delayed, effective_n_jobs
 from scipy.optimize import linear_sum_assignment
 
 from .core import ScontrastError, check_int, check_random_state, check_real, one_blas_thread
+from .feature_samples import _as_binary, check_samples
 
 __all__ = [
     "FangsResult",
@@ -72,55 +73,6 @@ def _check_n_jobs(n_jobs) -> int:
     if n_jobs is not None and check_int(n_jobs, "n_jobs") == 0:
         raise ScontrastError("n_jobs: expected a nonzero integer or None, got 0")
     return effective_n_jobs(n_jobs)
-
-
-def _as_binary(x, name: str, n_rows: int | None = None) -> np.ndarray:
-    """Validate one binary matrix and return it as uint8 (N x K)."""
-    arr = np.asarray(x)
-    if arr.ndim != 2:
-        raise ScontrastError(f"{name}: expected a 2-d N x K binary matrix, got {arr.ndim} dimension(s)")
-    if n_rows is not None and arr.shape[0] != n_rows:
-        raise ScontrastError(f"{name}: has {arr.shape[0]} rows but the samples have {n_rows} (rows are items)")
-    if arr.dtype == bool:
-        return arr.astype(np.uint8)
-    if not (np.issubdtype(arr.dtype, np.number)):
-        raise ScontrastError(f"{name}: expected numeric or boolean values, got dtype {arr.dtype}")
-    ok = (arr == 0) | (arr == 1)
-    if not ok.all():
-        bad = arr[~ok].flat[0]
-        raise ScontrastError(f"{name}: is not binary: it holds {int((~ok).sum())} entries other than 0/1 (e.g. {bad!r})")
-    return arr.astype(np.uint8)
-
-
-def check_samples(samples) -> list[np.ndarray]:
-    """Validate posterior samples of a feature allocation.
-
-    Parameters
-    ----------
-    samples : sequence of array-like, each (N, K_b), or array (B, N, K)
-        Binary matrices with the same number of rows N; K_b may vary
-        (including 0).
-
-    Returns
-    -------
-    list of uint8 ndarray (N, K_b)
-    """
-    if isinstance(samples, np.ndarray):
-        if samples.ndim != 3:
-            raise ScontrastError(f"samples: expected a 3-d (B, N, K) array or a list of matrices, got {samples.ndim} dimension(s)")
-        samples = list(samples)
-    if isinstance(samples, (str, bytes)) or not hasattr(samples, "__len__"):
-        raise ScontrastError("samples: expected a list of binary N x K_b matrices")
-    if len(samples) == 0:
-        raise ScontrastError("samples: is empty, at least one posterior sample is needed")
-    first = _as_binary(samples[0], "samples[0]")
-    n = first.shape[0]
-    if n == 0:
-        raise ScontrastError("samples[0]: has no rows, a feature allocation needs at least one item")
-    out = [first]
-    for b in range(1, len(samples)):
-        out.append(_as_binary(samples[b], f"samples[{b}]", n_rows=n))
-    return out
 
 
 # --------------------------------------------------------------------------- the loss

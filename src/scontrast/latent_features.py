@@ -66,28 +66,7 @@ Gaussian likelihood raised to zeta, which amounts to the cells' weights zeta * w
 step plus tempered conjugate updates of sigma_x^2 and w (see the class). Off by default (measured:
 no zeta both converges on real contrasts and keeps the planted programmes).
 
-Samples file (``save_samples`` / ``load_samples``): a numpy ``.npz``
-(compressed, no pickled objects) holding
-
-=================  ======================  =========================================
-key                dtype, shape            meaning
-=================  ======================  =========================================
-``format``         str                     ``"scontrast.feature_samples"``
-``version``        int                     1
-``Z``              uint8 (N, sum K_b)      the B samples side by side
-``n_features``     int64 (B,)              K_b: sample b is ``Z[:, off[b]:off[b+1]]``,
-                                           ``off = [0, cumsum(n_features)]``
-``cell_names``     str (N,), optional      the cells (rows), matched to ``obs_names``
-``log_joint``      float64 (T,), optional  log p(X, [Z], hyperparameters) per sweep
-``chains``         int (B,), optional      the chain of each sample: ``tl.fangs`` then
-                                           reports each feature's support per chain
-other keys         numeric arrays          traces (``K``, ``alpha``, ``sigma_x``,
-                                           ``sigma_a``, ``sweeps``), free-form
-=================  ======================  =========================================
-
-Only ``Z`` and ``n_features`` are required, so samples from any other
-feature-allocation sampler can be written in this format and summarised by
-the ``fangs`` rule.
+Posterior samples are written in the format of :mod:`scontrast.feature_samples`.
 """
 
 from __future__ import annotations
@@ -98,8 +77,6 @@ import time
 import warnings
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from pathlib import Path
 
 import numba
 import numpy as np
@@ -119,8 +96,8 @@ from .core import (
     progress,
     silenced_warnings,
     spawn_seed,
-    temporary_beside,
 )
+from .feature_samples import FeatureSamples, load_samples, pack_samples, save_samples, unpack_samples
 
 __all__ = [
     "LinearGaussianIBP",
@@ -137,8 +114,6 @@ __all__ = [
     "unpack_samples",
 ]
 
-FORMAT = "scontrast.feature_samples"
-VERSION = 1
 
 
 # --------------------------------------------------------------------------- compiled row sweep
@@ -1881,112 +1856,3 @@ def _run_chain(Xs, scale, p, seed, chain: int = 1) -> dict:
             "Z": Z[:, n_fixed:K].copy(), "A": A_out[n_fixed:].copy(), "split_merge_accepted": sm_accepted,
             "birth_death_accepted": bd_accepted, "death_accepted": death_accepted,
             "intercept": A_out[0].copy() if n_fixed else np.zeros(d)}
-
-
-# --------------------------------------------------------------------------- samples file
-
-
-def pack_samples(samples) -> tuple[np.ndarray, np.ndarray]:
-    """Samples side by side: ``(Z (N, sum K_b) uint8, n_features (B,) int64)``."""
-    from .fangs import check_samples
-
-    S = check_samples(samples)
-    k = np.array([s.shape[1] for s in S], dtype=np.int64)
-    Z = np.concatenate(S, axis=1) if k.sum() else np.zeros((S[0].shape[0], 0), dtype=np.uint8)
-    return np.ascontiguousarray(Z, dtype=np.uint8), k
-
-
-def unpack_samples(Z, n_features) -> list[np.ndarray]:
-    """Inverse of ``pack_samples``: the list of (N, K_b) matrices."""
-    Z = np.asarray(Z)
-    k = np.asarray(n_features)
-    if Z.ndim != 2:
-        raise ScontrastError(f"Z: expected a 2-d (N, sum K_b) matrix of packed samples, got {Z.ndim} dimension(s)")
-    if k.ndim != 1 or k.size == 0 or not np.issubdtype(k.dtype, np.integer) or (k < 0).any():
-        raise ScontrastError("n_features: expected a non-empty 1-d array of non-negative integers")
-    if int(k.sum()) != Z.shape[1]:
-        raise ScontrastError(f"n_features: sums to {int(k.sum())} but Z has {Z.shape[1]} columns")
-    off = np.concatenate([[0], np.cumsum(k)])
-    return [Z[:, off[b]:off[b + 1]] for b in range(k.size)]
-
-
-@dataclass
-class FeatureSamples:
-    """Posterior samples of a feature allocation read from a samples file."""
-
-    samples: list
-    cell_names: np.ndarray | None = None
-    log_joint: np.ndarray | None = None
-    extra: dict = field(default_factory=dict)
-
-    @property
-    def n_features(self) -> np.ndarray:
-        return np.array([s.shape[1] for s in self.samples], dtype=np.int64)
-
-
-def save_samples(path, samples, *, cell_names=None, log_joint=None, **traces) -> None:
-    """Write samples (and optional cell names, log-joint and traces) to a ``.npz``.
-
-    Written to a temporary file then renamed, so a killed job leaves no
-    truncated file. See the module docstring for the format.
-    """
-    Z, k = pack_samples(samples)
-    out = {"format": np.array(FORMAT), "version": np.array(VERSION), "Z": Z, "n_features": k}
-    if cell_names is not None:
-        names = np.asarray(cell_names).astype(str)
-        if names.shape != (Z.shape[0],):
-            raise ScontrastError(f"cell_names: has shape {names.shape} but the samples have {Z.shape[0]} rows")
-        out["cell_names"] = names
-    if log_joint is not None:
-        out["log_joint"] = np.asarray(log_joint, dtype=np.float64)
-    for key, value in traces.items():
-        if key in out:
-            raise ScontrastError(f"{key}: this trace name is a reserved key of the samples file")
-        arr = np.asarray(value)
-        if not np.issubdtype(arr.dtype, np.number):
-            raise ScontrastError(f"{key}: a trace must be numeric, got dtype {arr.dtype}")
-        out[key] = arr
-    path = Path(path)
-    tmp = temporary_beside(path)
-    try:
-        with open(tmp, "wb") as fh:
-            np.savez_compressed(fh, **out)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def load_samples(path) -> FeatureSamples:
-    """Read a samples file written by ``save_samples`` (or by hand in that format)."""
-    path = Path(path)
-    if not path.is_file():
-        raise ScontrastError(f"samples file '{path}': does not exist")
-    try:
-        data = np.load(path, allow_pickle=False)
-    except Exception as exc:  # numpy raises several types for non-npz files
-        raise ScontrastError(f"samples file '{path}': is not a readable .npz file ({exc})") from None
-    with data:
-        keys = set(data.files)
-        missing = {"Z", "n_features"} - keys
-        if missing:
-            raise ScontrastError(f"samples file '{path}': lacks {sorted(missing)} (see scontrast.latent_features)")
-        if "format" in keys and str(data["format"]) != FORMAT:
-            raise ScontrastError(f"samples file '{path}': has format '{data['format']}', expected '{FORMAT}'")
-        try:
-            samples = unpack_samples(data["Z"], data["n_features"])
-        except ValueError as exc:
-            raise ScontrastError(f"samples file '{path}': {exc}") from None
-        from .fangs import check_samples
-
-        try:
-            samples = check_samples(samples)
-        except ValueError as exc:
-            raise ScontrastError(f"samples file '{path}': {exc}") from None
-        names = data["cell_names"].astype(str) if "cell_names" in keys else None
-        if names is not None and names.shape != (samples[0].shape[0],):
-            raise ScontrastError(f"samples file '{path}': cell_names has shape {names.shape}, "
-                             f"expected ({samples[0].shape[0]},)")
-        log_joint = data["log_joint"] if "log_joint" in keys else None
-        extra = {k: data[k] for k in keys - {"Z", "n_features", "cell_names", "log_joint", "format", "version"}}
-    return FeatureSamples(samples=samples, cell_names=names, log_joint=log_joint, extra=extra)

@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import fangs as _fangs
 from ..core import TARGET_KEY, ScontrastError, ScontrastWarning, check_int, check_real
-from ..latent_features import FeatureSamples, load_samples
+from ..feature_samples import FeatureSamples, load_samples
 from ._common import fmt, record_params, result_warnings
 from ._latent_features import INPUT_SUFFIX, samples_from_adata
 

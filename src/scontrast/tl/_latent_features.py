@@ -9,7 +9,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..core import TARGET_KEY, ScontrastError, check_int
-from ..latent_features import LinearGaussianIBP, pack_samples, unpack_samples
+from ..feature_samples import pack_samples, unpack_samples
+from ..latent_features import LinearGaussianIBP
 from ._common import build_estimator, expression, fitted_params, gene_mask, record_params, result_warnings
 
 log = logging.getLogger(__name__)
