@@ -9,7 +9,8 @@ def main(smk):
     ds = smk.params.dataset
     adata = io.read_h5ad(smk.input.h5ad)
     out = preprocess(adata, groupby=ds["groupby"], target=ds["target"], background=ds["background"],
-                     counts=ds["counts"], layer=ds["layer"], **smk.params.cfg)
+                     counts=ds["counts"], layer=ds["layer"], replicate=ds["replicate"], paired=ds["paired"],
+                     **smk.params.cfg)
     info = out.uns["scontrast"]["preprocess"]
     info["input"] = str(smk.input.h5ad)
     info["dataset"] = str(smk.wildcards.get("dataset"))  # figure titles name the dataset

@@ -31,6 +31,7 @@ import pandas as pd
 import scipy.sparse as sp
 
 from .core import TARGET_KEY, ScontrastError, ScontrastWarning, package_versions
+from .design import REPLICATE_KEY, declare_design, undeclared_design_columns
 from .io import check_finite
 from .tl._common import result_warnings
 
@@ -178,7 +179,7 @@ def _validate_tpm(X, name: str = "X") -> None:
 # Slots the workflow's steps write; an input that already holds them (a finished scontrast.h5ad
 # fed back in) must not carry them into the new results. Exact names, or prefixes ending in '*'.
 METHOD_SLOTS = {
-    "obs": ("quadro_score", "quadro_pred", TARGET_KEY),
+    "obs": ("quadro_score", "quadro_pred", TARGET_KEY, REPLICATE_KEY),
     "var": ("sparda_*",),
     "obsm": ("X_sparda", "X_cpca*", "X_pcpca", "fangs_features"),
     "varm": ("sparda_directions", "cPCs*", "PCPCA_W"),
@@ -248,6 +249,9 @@ def preprocess(
     hvg_flavor: str = "seurat",
     target_sum: float | None = 1e4,
     min_cells_per_group: int = 10,
+    replicate: str | None = None,
+    paired: bool = False,
+    min_cells_per_replicate: int = 3,
 ) -> ad.AnnData:
     """Prepare ``adata`` (cells x genes) for the contrast of ``target`` vs ``background``.
 
@@ -278,6 +282,17 @@ def preprocess(
         ``normalize_total`` target for raw counts (None = the median of the cells' totals).
     min_cells_per_group
         Fail when a group keeps fewer cells than this after QC.
+    replicate
+        obs column naming each cell's replicate (donor, patient, sample), or None. Declared,
+        every p-value, error and enrichment of the methods is computed per replicate (see
+        :mod:`scontrast.design`); undeclared while a column named like one (``patient``,
+        ``donor``, ``sample``...) takes >= 2 values in both groups, a warning names it.
+    paired
+        Each replicate gives cells to both groups (tumour and normal tissue of one patient).
+        Unpaired, a replicate with cells in both groups is refused; paired, a replicate
+        missing a group is dropped with a warning.
+    min_cells_per_replicate
+        A replicate with fewer kept cells than this in a group is dropped with a warning.
 
     Returns
     -------
@@ -291,7 +306,8 @@ def preprocess(
         out = _preprocess(adata, groupby=groupby, target=target, background=background, counts=counts, layer=layer,
                           min_genes=min_genes, min_cells=min_cells, max_pct_mito=max_pct_mito,
                           mito_prefix=mito_prefix, n_top_genes=n_top_genes, hvg_flavor=hvg_flavor,
-                          target_sum=target_sum, min_cells_per_group=min_cells_per_group)
+                          target_sum=target_sum, min_cells_per_group=min_cells_per_group, replicate=replicate,
+                          paired=paired, min_cells_per_replicate=min_cells_per_replicate)
     out.uns["scontrast"]["preprocess"]["warnings"] = np.array(warned, dtype=object).astype(str)
     return out
 
@@ -304,7 +320,8 @@ def _group_name(labels: list[str], role: str) -> str:
 
 
 def _preprocess(adata, *, groupby, target, background, counts, layer, min_genes, min_cells, max_pct_mito,
-                mito_prefix, n_top_genes, hvg_flavor, target_sum, min_cells_per_group) -> ad.AnnData:
+                mito_prefix, n_top_genes, hvg_flavor, target_sum, min_cells_per_group, replicate, paired,
+                min_cells_per_replicate) -> ad.AnnData:
     import scanpy as sc  # here, not at module level: `import scontrast` stays light for every other job
 
     if counts not in ("raw", "tpm", "normalized"):
@@ -313,6 +330,8 @@ def _preprocess(adata, *, groupby, target, background, counts, layer, min_genes,
         raise ScontrastError(f"layer '{layer}' is absent (have {list(adata.layers.keys())})")
     matrix_name = "X" if layer is None else f"layers['{layer}']"
     labels = group_labels(adata.obs, groupby, target, background)
+    if replicate is not None and replicate not in adata.obs:
+        raise ScontrastError(f"obs column '{replicate}' (replicate) is absent; have {list(adata.obs.columns)[:20]}")
     keep = labels.notna().to_numpy()
     X = adata.X if layer is None else adata.layers[layer]
     if X is None:
@@ -371,14 +390,19 @@ def _preprocess(adata, *, groupby, target, background, counts, layer, min_genes,
     if zero_cells.any():
         removed_reason[np.flatnonzero(cell_ok)[zero_cells]] = "min_cells"
         out = out[~zero_cells].copy()
+    rows_in = np.flatnonzero(cell_ok)[~zero_cells]  # each row of `out` as a row of qc_table
 
+    out, design, design_keep = _apply_design(out, replicate=replicate, paired=paired, min_cells=min_cells_per_replicate,
+                                             groupby=groupby)
+    removed_reason[rows_in[~design_keep]] = "replicate"
     n_kept = {"target": int(out.obs[TARGET_KEY].sum()), "background": int((~out.obs[TARGET_KEY]).sum())}
     names = {"target": _group_name(_as_list(target), "target"),
              "background": _group_name(_as_list(background), "background")}
     limits = {"min_genes": f"below min_genes={min_genes}", "max_pct_mito": f"above max_pct_mito={max_pct_mito:g}",
               "min_cells": f"with no value left after min_cells={min_cells}"}
     for group, in_group in (("target", is_target), ("background", ~is_target)):
-        lost = n_in[group] - n_kept[group]
+        # cells of dropped replicates are warned replicate by replicate, not as QC losses
+        lost = n_in[group] - n_kept[group] - int((removed_reason[in_group] == "replicate").sum())
         if n_in[group] and lost > QC_WARN_FRACTION * n_in[group]:
             why = ", ".join(f"{int((removed_reason[in_group] == r).sum())} {text}" for r, text in limits.items()
                             if (removed_reason[in_group] == r).any())
@@ -411,9 +435,10 @@ def _preprocess(adata, *, groupby, target, background, counts, layer, min_genes,
                   layer=str(layer), min_genes=min_genes, min_cells=min_cells, max_pct_mito=max_pct_mito,
                   mito_prefix=mito_prefix, n_top_genes=n_top_genes, hvg_flavor=hvg_flavor,
                   target_sum="median" if target_sum is None else target_sum,
-                  min_cells_per_group=min_cells_per_group)
+                  min_cells_per_group=min_cells_per_group, replicate=str(replicate), paired=bool(paired),
+                  min_cells_per_replicate=min_cells_per_replicate)
     gone = removed_reason != ""
-    out.uns["scontrast"] = {"preprocess": {
+    out.uns["scontrast"] = {"design": design, "preprocess": {
         "params": params,
         "versions": package_versions(),
         "n_cells_in": n_in,
@@ -434,3 +459,38 @@ def _preprocess(adata, *, groupby, target, background, counts, layer, min_genes,
     log.info("kept %s cells and %d genes (%d highly variable)", n_kept, out.n_vars,
              int(out.var["highly_variable"].sum()))
     return out
+
+
+def _apply_design(out: ad.AnnData, *, replicate, paired, min_cells, groupby) -> tuple[ad.AnnData, dict, np.ndarray]:
+    """Keep the cells of the declared design's replicates.
+
+    Returns the kept cells, the design as ``uns['scontrast']['design']`` and the mask of kept rows.
+
+    Without a declared replicate the unit is the cell, and a column that looks like an undeclared
+    design (named like a donor or sample, >= 2 values within both groups) is warned about.
+    """
+    is_target = out.obs[TARGET_KEY].to_numpy()
+    if replicate is None:
+        if paired:
+            raise ScontrastError("paired: true needs a replicate column (replicate: <obs column>)")
+        suspects = undeclared_design_columns(out.obs, is_target, exclude={groupby, TARGET_KEY})
+        if suspects:
+            col = suspects[0]
+            warnings.warn(
+                f"obs column '{col}' looks like donors or samples ({out.obs.loc[is_target, col].nunique()} values in the "
+                f"target group, {out.obs.loc[~is_target, col].nunique()} in the background) but no replicate is declared: "
+                f"p-values and errors treat cells as independent, so differences between {col}s can read as "
+                f"differences between groups; declare replicate: {col} (and paired: true if each gives cells to both "
+                "groups)", ScontrastWarning, stacklevel=4)
+        return out, {"replicate": "none", "paired": False, "unit": "cell",
+                     "summary": "no replicate declared: cells are the unit",
+                     "undeclared_candidates": np.array(suspects, dtype=str)}, np.ones(out.n_obs, dtype=bool)
+    design = declare_design(out.obs[replicate].to_numpy(), is_target, column=replicate, paired=paired,
+                            min_cells=min_cells)
+    for name, why in design.dropped.items():
+        warnings.warn(f"replicate '{name}' of obs column '{replicate}' dropped: {why}", ScontrastWarning, stacklevel=4)
+    if not design.keep.all():
+        out = out[design.keep].copy()
+    out.obs[REPLICATE_KEY] = pd.Categorical(design.replicates[design.keep])
+    log.info("%s", design.summary())
+    return out, design.as_uns(), design.keep

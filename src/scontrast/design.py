@@ -1,0 +1,390 @@
+"""The study design: which replicate (donor, patient, sample) each cell comes from.
+
+Cells of one donor are not independent draws: donors differ from each other, so a test that
+treats cells as the unit reads a difference between *donors* as a difference between *groups*
+(pseudo-replication). When a replicate column is declared, every p-value, error and enrichment of
+scontrast is computed at the level of the replicate, with the functions of this module:
+
+- :func:`declare_design` validates the declaration (``replicate``, ``paired``) against the cells
+  and says which replicates are kept; :func:`preprocess <scontrast.preprocess.preprocess>` records
+  the result in ``obs['scontrast_replicate']`` and ``uns['scontrast']['design']``.
+- :func:`replicate_labellings` lists the relabellings that are equally likely under the null of
+  exchangeable replicates (unpaired: which replicates are target; paired: a swap of the two labels
+  within each replicate), all of them when few, a random sample otherwise; :func:`labelling_floor`
+  is the smallest p-value they allow.
+- :func:`grouped_folds` are cross-validation folds that hold out whole replicates.
+- :func:`replicate_mean_test` compares per-replicate summaries (e.g. a feature's prevalence) by
+  permutation of replicate labels or sign flips.
+- :func:`between_replicate_share` is the share of a score's variance that lies between replicates.
+- :func:`undeclared_design_columns` finds obs columns that look like an undeclared design.
+
+Everything here is numpy/pandas in, numpy out (no AnnData).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from .core import ScontrastError, check_int, check_random_state
+
+__all__ = [
+    "REPLICATE_KEY",
+    "DESIGN_LIKE",
+    "Design",
+    "declare_design",
+    "replicate_labellings",
+    "labelling_floor",
+    "cell_labels",
+    "grouped_folds",
+    "replicate_mean_test",
+    "between_replicate_share",
+    "undeclared_design_columns",
+]
+
+#: obs column that :func:`scontrast.preprocess.preprocess` fills with each kept cell's replicate
+REPLICATE_KEY = "scontrast_replicate"
+
+#: words that name a replicate-like obs column (matched as whole words of the column name)
+DESIGN_LIKE = ("donor", "patient", "sample", "individual", "subject", "mouse", "replicate", "batch",
+               "orig.ident", "library")
+
+
+@dataclass(frozen=True)
+class Design:
+    """A validated replicate design.
+
+    Attributes
+    ----------
+    column : str
+        The obs column the replicates were read from.
+    paired : bool
+        Each replicate gives cells to both groups (e.g. tumour and normal tissue of one patient).
+    keep : ndarray of bool, shape (N,)
+        Cells of the kept replicates.
+    replicates : ndarray of str, shape (N,)
+        Each cell's replicate ('' for a dropped cell).
+    target_replicates, background_replicates : tuple of str
+        The kept replicates of each group (paired: the same list twice).
+    dropped : dict
+        Dropped replicate -> the reason, one line each.
+    """
+
+    column: str
+    paired: bool
+    keep: np.ndarray
+    replicates: np.ndarray
+    target_replicates: tuple
+    background_replicates: tuple
+    dropped: dict = field(default_factory=dict)
+
+    def summary(self) -> str:
+        """One line stating the unit, e.g. ``replicate: patient, 6 target / 6 background (paired)``."""
+        kind = "paired" if self.paired else "unpaired"
+        return (f"replicate: {self.column}, {len(self.target_replicates)} target / "
+                f"{len(self.background_replicates)} background ({kind})")
+
+    def as_uns(self) -> dict:
+        """The design as ``uns['scontrast']['design']`` holds it (h5ad-writable values)."""
+        return {
+            "replicate": self.column,
+            "paired": bool(self.paired),
+            "unit": "replicate",
+            "summary": self.summary(),
+            "target_replicates": np.array(self.target_replicates, dtype=str),
+            "background_replicates": np.array(self.background_replicates, dtype=str),
+            "dropped": np.array([f"{r}: {why}" for r, why in self.dropped.items()], dtype=str),
+        }
+
+
+def declare_design(replicate, is_target, *, column: str, paired: bool = False, min_cells: int = 3) -> Design:
+    """Validate a replicate design against the cells.
+
+    Parameters
+    ----------
+    replicate : array-like, shape (N,)
+        Each cell's replicate (donor, patient, sample); missing values (NaN/None) drop the cell.
+    is_target : array-like of bool, shape (N,)
+    column : str
+        Name of the obs column ``replicate`` came from (for messages).
+    paired : bool
+        False: each replicate belongs to one group; a replicate with cells in both groups is
+        refused (one line suggesting ``paired: true``). True: each replicate gives cells to both
+        groups; a replicate missing a group is dropped with a reason.
+    min_cells : int
+        A replicate with fewer cells than this in a group it belongs to is dropped with a reason.
+
+    Returns
+    -------
+    Design
+
+    Raises
+    ------
+    ScontrastError
+        An unpaired replicate in both groups, or fewer than 2 replicates (pairs) left in a group.
+    """
+    check_int(min_cells, "min_cells_per_replicate", 1)
+    if not isinstance(paired, (bool, np.bool_)):
+        raise ScontrastError(f"paired: expected true or false, got {paired!r}")
+    rep = pd.Series(np.asarray(replicate, dtype=object))
+    is_target = np.asarray(is_target, dtype=bool)
+    has = rep.notna().to_numpy()
+    names = np.where(has, rep.astype(str).to_numpy(), "")
+    counts = pd.crosstab(names[has], is_target[has])
+    n_t = counts.get(True, pd.Series(0, index=counts.index))
+    n_b = counts.get(False, pd.Series(0, index=counts.index))
+    dropped: dict[str, str] = {}
+    if not paired:
+        both = [r for r in counts.index if n_t[r] > 0 and n_b[r] > 0]
+        if both:
+            raise ScontrastError(
+                f"replicate '{both[0]}' of obs column '{column}' has cells in both groups ({int(n_t[both[0]])} target, "
+                f"{int(n_b[both[0]])} background; {len(both)} such replicate(s)): declare paired: true if each "
+                "replicate gives cells to both groups")
+        for r in counts.index:
+            n = int(n_t[r] + n_b[r])
+            if n < min_cells:
+                dropped[r] = f"{n} cell(s), fewer than min_cells_per_replicate={min_cells}"
+    else:
+        for r in counts.index:
+            if n_t[r] == 0 or n_b[r] == 0:
+                dropped[r] = f"no {'target' if n_t[r] == 0 else 'background'} cell (paired design)"
+            elif min(n_t[r], n_b[r]) < min_cells:
+                dropped[r] = (f"{int(n_t[r])} target / {int(n_b[r])} background cells, fewer than "
+                              f"min_cells_per_replicate={min_cells} in a group")
+    kept = [r for r in counts.index if r not in dropped]
+    keep = has & np.isin(names, kept)
+    tgt = tuple(sorted(r for r in kept if n_t[r] > 0))
+    bkg = tuple(sorted(r for r in kept if n_b[r] > 0))
+    need = "pairs" if paired else "replicates"
+    if len(tgt) < 2 or len(bkg) < 2:
+        raise ScontrastError(
+            f"obs column '{column}' (replicate): {len(tgt)} target and {len(bkg)} background {need} remain"
+            f"{' after dropping ' + ', '.join(sorted(dropped)) if dropped else ''}; a replicate-level test needs "
+            "at least 2 in each group")
+    return Design(column=column, paired=bool(paired), keep=keep, replicates=np.where(keep, names, ""),
+                  target_replicates=tgt, background_replicates=bkg, dropped=dropped)
+
+
+def replicate_labellings(target_of_replicate, *, paired: bool, max_labellings: int = 1000,
+                         random_state=None) -> tuple[np.ndarray, bool]:
+    """The relabellings of replicates that are equally likely under the null.
+
+    Parameters
+    ----------
+    target_of_replicate : array-like of bool, shape (R,)
+        Unpaired: True for a target replicate. Paired: ignored but for its length R (the pairs).
+    paired : bool
+        Unpaired: a labelling chooses which R_t of the R replicates are target (C(R, R_t) of
+        them). Paired: a labelling swaps the two groups' labels within some replicates (2^R).
+    max_labellings : int
+        All labellings when there are at most this many, else this many drawn at random
+        (uniformly, with replacement, the observed labelling first).
+    random_state : None, int or Generator
+
+    Returns
+    -------
+    labellings : ndarray of bool, shape (L, R)
+        Row 0 is the observed labelling. Unpaired: True = the replicate is target. Paired: True =
+        the replicate's labels are swapped (row 0 all False).
+    exact : bool
+        True when every labelling is listed (the p-value is then exact).
+    """
+    obs = np.asarray(target_of_replicate, dtype=bool)
+    R = obs.size
+    check_int(max_labellings, "max_labellings", 2)
+    if paired:
+        total = 2 ** R
+        if total <= max_labellings:
+            codes = np.arange(total)
+            out = ((codes[:, None] >> np.arange(R)) & 1).astype(bool)
+            return out, True
+        rng = check_random_state(random_state)
+        out = rng.random((max_labellings, R)) < 0.5
+        out[0] = False
+        return out, False
+    r_t = int(obs.sum())
+    total = math.comb(R, r_t)
+    if total <= max_labellings:
+        rows = [obs]
+        for chosen in itertools.combinations(range(R), r_t):
+            lab = np.zeros(R, dtype=bool)
+            lab[list(chosen)] = True
+            if not np.array_equal(lab, obs):
+                rows.append(lab)
+        return np.array(rows), True
+    rng = check_random_state(random_state)
+    out = np.zeros((max_labellings, R), dtype=bool)
+    out[0] = obs
+    for i in range(1, max_labellings):
+        out[i, rng.choice(R, r_t, replace=False)] = True
+    return out, False
+
+
+def labelling_floor(labellings: np.ndarray, *, paired: bool, exact: bool, symmetric: bool = True) -> float:
+    """The smallest p-value the labellings allow.
+
+    Exact enumeration: the share of labellings that give the observed statistic by construction
+    (the observed one and, for a statistic ``symmetric`` in the two groups, its mirror: all swapped
+    when paired, the complement when both groups have as many replicates). Sampled: 1/L.
+    """
+    L, R = labellings.shape
+    if not exact:
+        return 1.0 / L
+    mirror = 1
+    if symmetric:
+        if paired:
+            mirror = 2
+        elif 2 * int(labellings[0].sum()) == R:
+            mirror = 2
+    return min(1.0, mirror / L)
+
+
+def cell_labels(labelling: np.ndarray, replicate_index: np.ndarray, is_target: np.ndarray, *, paired: bool) -> np.ndarray:
+    """Cell-level target flags under one replicate labelling.
+
+    Parameters
+    ----------
+    labelling : ndarray of bool, shape (R,)
+        One row of :func:`replicate_labellings`.
+    replicate_index : ndarray of int, shape (N,)
+        Each cell's replicate as an index into the labelling.
+    is_target : ndarray of bool, shape (N,)
+        The observed cell labels.
+
+    Returns
+    -------
+    ndarray of bool, shape (N,)
+    """
+    if paired:
+        return is_target ^ labelling[replicate_index]
+    return labelling[replicate_index]
+
+
+def grouped_folds(y, groups, n_splits: int, random_state=None) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Stratified cross-validation folds that never split a replicate.
+
+    Parameters
+    ----------
+    y : array-like, shape (N,)
+        Class labels.
+    groups : array-like, shape (N,)
+        Each cell's replicate: all its cells fall in the same fold.
+    n_splits : int
+        Folds; reduced to the number of replicates of the smaller class when fewer (leave one
+        replicate out per class).
+
+    Returns
+    -------
+    list of (train, test) index arrays
+    """
+    from sklearn.model_selection import StratifiedGroupKFold
+
+    y = np.asarray(y)
+    groups = np.asarray(groups)
+    per_class = [np.unique(groups[y == c]).size for c in np.unique(y)]
+    k = min(int(n_splits), min(per_class), np.unique(groups).size)
+    if k < 2:
+        raise ScontrastError(f"grouped folds: a class has {min(per_class)} replicate(s); holding out whole "
+                             "replicates needs at least 2 in each class")
+    seed = None if random_state is None else int(check_random_state(random_state).integers(2**31 - 1))
+    cv = StratifiedGroupKFold(n_splits=k, shuffle=True, random_state=seed)
+    return [(tr, te) for tr, te in cv.split(np.zeros((y.size, 1)), y, groups)]
+
+
+def replicate_mean_test(values, target_of_replicate, *, paired: bool, max_labellings: int = 9999,
+                        random_state=None) -> tuple[np.ndarray, np.ndarray, float]:
+    """Two-sided permutation test of a per-replicate summary between the groups.
+
+    Parameters
+    ----------
+    values : ndarray, shape (R, F) (unpaired) or (R, 2, F) (paired: [target, background] per pair)
+        A summary per replicate (e.g. each feature's prevalence among its cells), F features.
+    target_of_replicate : ndarray of bool, shape (R,)
+        Unpaired: the replicates' groups. Paired: ignored but for R.
+    paired : bool
+        Unpaired: the difference of the groups' means of replicates, against every (or sampled)
+        choice of target replicates. Paired: the mean within-pair difference, against sign flips.
+
+    Returns
+    -------
+    difference : ndarray, shape (F,)
+        Observed target minus background (mean over replicates).
+    pvalue : ndarray, shape (F,)
+        Share of labellings whose |difference| reaches the observed one (observed included).
+    floor : float
+        The smallest p-value these labellings allow.
+    """
+    values = np.asarray(values, dtype=float)
+    lab, exact = replicate_labellings(target_of_replicate, paired=paired, max_labellings=max_labellings,
+                                      random_state=random_state)
+    if paired:
+        d = values[:, 0] - values[:, 1]                     # (R, F)
+        signs = np.where(lab, -1.0, 1.0)                     # (L, R)
+        stats = signs @ d / d.shape[0]                       # (L, F)
+    else:
+        t = lab.astype(float)
+        stats = (t @ values) / t.sum(1, keepdims=True) - ((1 - t) @ values) / (1 - t).sum(1, keepdims=True)
+    obs = stats[0]
+    # relative tolerance: labellings that tie with the observed one in exact arithmetic count
+    tol = 1e-12 * max(1.0, float(np.abs(stats).max()))
+    pvalue = (np.abs(stats) >= np.abs(obs) - tol).mean(axis=0)
+    return obs, pvalue, labelling_floor(lab, paired=paired, exact=exact)
+
+
+def between_replicate_share(scores, replicates) -> np.ndarray:
+    """Share of each score's variance that lies between replicates (eta squared).
+
+    Parameters
+    ----------
+    scores : ndarray, shape (N, k)
+    replicates : array-like, shape (N,)
+
+    Returns
+    -------
+    ndarray, shape (k,)
+        Between-replicate sum of squares over the total, in [0, 1] (NaN for a constant score).
+    """
+    scores = np.asarray(scores, dtype=float)
+    if scores.ndim == 1:
+        scores = scores[:, None]
+    codes, inverse = np.unique(np.asarray(replicates), return_inverse=True)
+    centred = scores - scores.mean(0)
+    n = np.bincount(inverse, minlength=codes.size).astype(float)
+    means = np.stack([np.bincount(inverse, weights=centred[:, j], minlength=codes.size) for j in range(scores.shape[1])],
+                     axis=1) / n[:, None]
+    between = (n[:, None] * means ** 2).sum(0)
+    total = (centred ** 2).sum(0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(total > 0, between / total, np.nan)
+
+
+def _words(name: str) -> set[str]:
+    low = str(name).lower()
+    return {low} | set(re.split(r"[^a-z0-9.]+|(?<=[a-z])(?=[0-9])", low)) | set(re.split(r"[^a-z0-9]+", low))
+
+
+def undeclared_design_columns(obs: pd.DataFrame, is_target, *, exclude=()) -> list[str]:
+    """obs columns named like a replicate that take >= 2 values within both groups.
+
+    A column is named like a replicate when one of its words (split at non-alphanumerics) is one of
+    :data:`DESIGN_LIKE` or a plural of one (``donor``, ``patient_id``, ``sample``, ``orig.ident``,
+    ``mouse``...).
+    """
+    is_target = np.asarray(is_target, dtype=bool)
+    out = []
+    for col in obs.columns:
+        if col in exclude:
+            continue
+        words = _words(col)
+        if not any(w in words or w + "s" in words or w + "es" in words for w in DESIGN_LIKE):
+            continue
+        values = obs[col]
+        if values.loc[is_target].nunique(dropna=True) >= 2 and values.loc[~is_target].nunique(dropna=True) >= 2:
+            out.append(str(col))
+    return out
