@@ -35,6 +35,7 @@ include: "workflow/rules/pcpca.smk"
 include: "workflow/rules/quadro.smk"
 include: "workflow/rules/latent_features.smk"
 include: "workflow/rules/fangs.smk"
+include: "workflow/rules/pseudobulk.smk"
 include: "workflow/rules/collect.smk"
 include: "workflow/rules/summary.smk"
 

@@ -38,7 +38,7 @@ from typing import Any, Callable
 __all__ = ["run_rule", "METHOD_RULES"]
 
 #: Rules whose output ``h5ad`` is a method's delta: a failure there can be recorded in it.
-METHOD_RULES = ("sparda", "cpca", "pcpca", "quadro", "fangs")
+METHOD_RULES = ("sparda", "cpca", "pcpca", "quadro", "fangs", "pseudobulk")
 
 
 def _one_line(exc: BaseException) -> str:

@@ -8,7 +8,7 @@ import anndata as ad
 import numpy as np
 import pandas as pd
 
-from .tl import _cpca, _fangs, _pcpca, _quadro, _sparda
+from .tl import _cpca, _fangs, _pcpca, _pseudobulk, _quadro, _sparda
 
 # each method's rows come from its own front-end module (a method's change stays in its files)
 _SUMMARY_ROWS = {
@@ -17,6 +17,7 @@ _SUMMARY_ROWS = {
     "pcpca": _pcpca.summary_rows,
     "quadro": _quadro.summary_rows,
     "fangs": _fangs.summary_rows,
+    "pseudobulk": _pseudobulk.summary_rows,
 }
 
 __all__ = ["summarise", "to_html"]
@@ -29,6 +30,10 @@ def _rows(adata: ad.AnnData, n_top: int):
         yield "data", "contrast", f"{list(p['target'])} vs {list(p['background'])} in obs['{p['groupby']}']"
         yield "data", "cells (target / background)", f"{pre['n_cells_kept']['target']} / {pre['n_cells_kept']['background']}"
         yield "data", "genes kept (highly variable)", f"{pre['n_genes_kept']} ({pre['n_highly_variable']})"
+    design = adata.uns.get("scontrast", {}).get("design")
+    if isinstance(design, Mapping):
+        # the unit every p-value, error and q-value below is computed over
+        yield "data", "unit of the tests", str(design["summary"])
     for method, rows in _SUMMARY_ROWS.items():
         if isinstance(adata.uns.get(method), Mapping) and "failed" not in adata.uns[method]:
             for item, value in rows(adata, n_top):
@@ -38,7 +43,7 @@ def _rows(adata: ad.AnnData, n_top: int):
         yield method, "did not run", str(reason)
 
 
-_METHODS = ("sparda", "cpca", "pcpca", "quadro", "latent_features", "fangs")
+_METHODS = ("sparda", "cpca", "pcpca", "quadro", "latent_features", "fangs", "pseudobulk")
 
 
 def _warning_rows(adata: ad.AnnData):

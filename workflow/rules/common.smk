@@ -102,15 +102,30 @@ def plot_params(method):
     return dict(config[method].get("plot", {}))
 
 
+def runs(method, dataset):
+    """Whether a configured method runs on a dataset: pseudobulk needs a replicate and raw counts."""
+    if method == "pseudobulk":
+        ds = config["datasets"][dataset]
+        return ds.get("replicate") is not None and ds.get("counts", "raw") == "raw"
+    return True
+
+
 def method_outputs(wildcards):
-    """Delta files of the configured methods, merged by the collect rule."""
-    return [getattr(rules, m).output.h5ad.format(dataset=wildcards.dataset) for m in config["methods"]]
+    """Delta files of the configured methods that run on the dataset, merged by the collect rule."""
+    return [
+        getattr(rules, m).output.h5ad.format(dataset=wildcards.dataset)
+        for m in config["methods"]
+        if runs(m, wildcards.dataset)
+    ]
 
 
 def figure_outputs():
     """Every dataset's figures of the configured methods (one ``<method>_figure`` rule each)."""
     return [
-        getattr(rules, f"{m}_figure").output.figure.format(dataset=d) for d in DATASETS for m in config["methods"]
+        getattr(rules, f"{m}_figure").output.figure.format(dataset=d)
+        for d in DATASETS
+        for m in config["methods"]
+        if runs(m, d)
     ]
 
 

@@ -11,6 +11,7 @@ from ..core import lazy_attributes
 _WHERE = {
     "build_estimator": "._common", "gene_mask": "._common", "group_matrices": "._common",
     "record_params": "._common", "target_mask": "._common", "result_warnings": "._common",
+    "replicate_design": "._common", "pseudobulk": "._pseudobulk",
     "cpca": "._cpca", "fangs": "._fangs", "latent_features": "._latent_features",
     "samples_from_adata": "._latent_features", "pcpca": "._pcpca", "quadro": "._quadro", "sparda": "._sparda",
 }

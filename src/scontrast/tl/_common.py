@@ -23,7 +23,7 @@ from ..core import TARGET_KEY, ScontrastError, package_versions
 
 __all__ = [
     "TARGET_KEY", "build_estimator", "expression", "fitted_params", "fmt", "gene_mask", "group_matrices", "record_params",
-    "result_warnings", "target_mask",
+    "replicate_design", "result_warnings", "target_mask",
 ]
 
 # library noise about future API changes, not about the user's result: passed on untouched
@@ -67,6 +67,27 @@ def target_mask(adata: ad.AnnData, key: str = TARGET_KEY, min_cells: int = 1) ->
             f"obs['{key}'] has {n_t} target and {n_b} background cells; at least {min_cells} of each are needed"
         )
     return mask
+
+
+def replicate_design(adata: ad.AnnData) -> dict | None:
+    """The declared replicate design of ``adata`` (by :func:`scontrast.preprocess.preprocess`), or None.
+
+    Returns ``{'column', 'paired', 'summary', 'replicates'}`` where ``replicates`` (n_obs,) str
+    is each cell's replicate (``obs['scontrast_replicate']``); None when no replicate is declared
+    (the unit is the cell).
+    """
+    from ..design import REPLICATE_KEY
+
+    design = adata.uns.get("scontrast", {}).get("design", {})
+    if not isinstance(design, dict) or str(design.get("unit", "cell")) != "replicate":
+        return None
+    if REPLICATE_KEY not in adata.obs:
+        raise ScontrastError(f"uns['scontrast']['design'] declares replicates but obs['{REPLICATE_KEY}'] is missing")
+    reps = adata.obs[REPLICATE_KEY]
+    if reps.isna().any():
+        raise ScontrastError(f"obs['{REPLICATE_KEY}']: {int(reps.isna().sum())} cell(s) have no replicate")
+    return {"column": str(design["replicate"]), "paired": bool(design["paired"]), "summary": str(design["summary"]),
+            "replicates": reps.astype(str).to_numpy()}
 
 
 def gene_mask(adata: ad.AnnData, genes: str = "highly_variable") -> np.ndarray:

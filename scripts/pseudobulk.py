@@ -1,0 +1,14 @@
+"""Rule pseudobulk: results/{dataset}/preprocessed.h5ad -> pseudobulk.h5ad (PyDESeq2 per replicate, tl.pseudobulk)."""
+
+from scontrast import io, tl
+from scontrast._workflow import run_rule
+
+
+def main(smk):
+    adata = io.read_h5ad(smk.input.h5ad)
+    before = io.slot_keys(adata)
+    tl.pseudobulk(adata, **smk.params.cfg)
+    io.write_h5ad(io.extract_delta(adata, before), smk.output.h5ad)
+
+
+run_rule(snakemake, main)  # noqa: F821

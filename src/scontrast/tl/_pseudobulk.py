@@ -1,0 +1,104 @@
+"""AnnData front end of the replicate-level pseudobulk reference (PyDESeq2)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+
+import anndata as ad
+import numpy as np
+
+from ..core import CannotRun
+from ..pseudobulk import deseq2, pseudobulk_counts
+from ._common import TARGET_KEY, expression, fmt, record_params, replicate_design, result_warnings, target_mask
+
+log = logging.getLogger(__name__)
+
+__all__ = ["pseudobulk", "summary_rows"]
+
+
+def pseudobulk(
+    adata: ad.AnnData,
+    *,
+    layer: str = "counts",
+    key: str = TARGET_KEY,
+    min_total_count: int = 10,
+    alpha: float = 0.05,
+    copy: bool = False,
+):
+    """DESeq2 on counts summed per replicate and group: the donor-level mean test beside SPARDA.
+
+    Parameters
+    ----------
+    adata
+        Preprocessed cells with a declared replicate (``scontrast.preprocess(..., replicate=...)``)
+        and raw counts in ``layers[layer]``.
+    layer
+        The raw counts (``'counts'``, which preprocessing keeps for raw input).
+    key
+        Boolean obs column of the target/background split.
+    min_total_count
+        Genes with fewer counts over all pseudo-samples are not tested (NaN in ``var``).
+    alpha
+        FDR level of DESeq2's independent filtering and of the genes counted as significant.
+    copy
+        Return a copy instead of writing into ``adata``.
+
+    Returns
+    -------
+    None (or the AnnData with ``copy=True``), with ``var['pseudobulk_log2fc']`` (target over
+    background), ``var['pseudobulk_pvalue']``, ``var['pseudobulk_padj']`` and
+    ``uns['pseudobulk']`` (params, design formula, pseudo-samples, significant genes).
+
+    Raises
+    ------
+    CannotRun
+        No replicate is declared, or the layer holds no raw counts.
+    """
+    adata = adata.copy() if copy else adata
+    design = replicate_design(adata)
+    if design is None:
+        raise CannotRun("pseudobulk: no replicate declared (preprocess(..., replicate=<obs column>))")
+    if layer not in adata.layers:
+        raise CannotRun(f"pseudobulk: layer '{layer}' of raw counts is absent (raw-count input keeps it)")
+    is_target = target_mask(adata, key)
+    with result_warnings("pseudobulk") as warned:
+        summed, samples = pseudobulk_counts(expression(adata, layer), is_target, design["replicates"], adata.var_names)
+        res, formula = deseq2(summed, samples, paired=design["paired"], min_total_count=min_total_count, alpha=alpha)
+        n_sig = int((res["padj"] < alpha).sum())
+        if n_sig == 0:
+            log.info("pseudobulk: no gene at padj < %g over %s", alpha, design["summary"])
+    adata.var["pseudobulk_log2fc"] = res["log2FoldChange"].to_numpy(dtype=float)
+    adata.var["pseudobulk_pvalue"] = res["pvalue"].to_numpy(dtype=float)
+    adata.var["pseudobulk_padj"] = res["padj"].to_numpy(dtype=float)
+    order = np.argsort(res["pvalue"].fillna(np.inf).to_numpy(), kind="stable")
+    significant = [str(adata.var_names[i]) for i in order if res["padj"].iloc[i] < alpha]
+    record_params(
+        adata, "pseudobulk", dict(layer=layer, key=key, min_total_count=min_total_count, alpha=alpha), None,
+        warnings=warned, design_formula=formula, unit="replicate", design=design["summary"],
+        pseudo_samples=np.asarray(samples.index, dtype=str), cells_per_sample=samples["n_cells"].to_numpy(),
+        n_tested=int(res["pvalue"].notna().sum()), n_significant=n_sig,
+        significant_genes=np.array(significant, dtype=str),
+        top_genes=np.array([str(adata.var_names[i]) for i in order[:50]], dtype=str),
+    )
+    return adata if copy else None
+
+
+def summary_rows(adata: ad.AnnData, n_top: int = 10) -> Iterator[tuple[str, str]]:
+    """(item, value) rows of the summary for ``uns['pseudobulk']``, with SPARDA's overlap."""
+    s = adata.uns["pseudobulk"]
+    alpha = float(s["params"]["alpha"])
+    yield "design (unit: replicate)", f"{s['design']}; DESeq2 {s['design_formula']}"
+    yield f"genes at padj < {fmt(alpha)} (per replicate)", f"{int(s['n_significant'])} of {int(s['n_tested'])} tested"
+    lfc = adata.var["pseudobulk_log2fc"] if "pseudobulk_log2fc" in adata.var else None
+    top = list(np.asarray(s["top_genes"], dtype=str)[:n_top])
+    shown = ", ".join(f"{g} ({lfc[g]:+.2f})" if lfc is not None else g for g in top)
+    yield "top genes by p-value (log2 fold change)", shown
+    if "sparda_selected" in adata.var:
+        chosen = [str(g) for g in adata.var_names[adata.var["sparda_selected"].to_numpy(dtype=bool)]]
+        sig = set(np.asarray(s["significant_genes"], dtype=str))
+        in_top = [g for g in chosen if g in set(np.asarray(s["top_genes"], dtype=str))]
+        yield "SPARDA genes among pseudobulk's", (
+            f"{sum(g in sig for g in chosen)} of {len(chosen)} at padj < {fmt(alpha)}; {len(in_top)} in its top 50 by "
+            f"p-value{' (' + ', '.join(in_top[:n_top]) + ')' if in_top else ''}")
+
