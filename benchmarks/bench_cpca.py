@@ -179,43 +179,48 @@ def stage_times(d=1000, n=3000, seed=0, two_tasks=False):
     two_tasks=False: the one-thread pipeline; True: the pipeline used when the BLAS may use two
     threads (pairs of single-threaded tasks side by side).
     """
-    from scontrast import cpca as C
+    import scipy.linalg as sla
+
+    from scontrast.cpca._alpha import alpha_grid, select_alphas, subspace_affinity
+    from scontrast.cpca._eigen import _congruence, _congruence_two_tasks, _diagonal_basis_solve
+    from scontrast.cpca._moments import _Moments
+    from scontrast.cpca._threads import _side_by_side
 
     X, Y, _ = synthetic(n, n, d, seed=seed + d)
-    alphas = C.alpha_grid()
+    alphas = alpha_grid()
     out = {}
     t = time.perf_counter()
     with threadpool_limits(1):
-        mom = C._Moments(check_matrix(X, "X"), check_matrix(Y, "Y"), False)
+        mom = _Moments(check_matrix(X, "X"), check_matrix(Y, "Y"), False)
         out["input checks, means"] = time.perf_counter() - t
         if two_tasks:
             t = time.perf_counter()
             CY = mom.covariance_y(two_tasks=True)
             out["C_Y (row halves side by side)"] = time.perf_counter() - t
             t = time.perf_counter()
-            (lam, Q), (CX, L) = C._side_by_side(lambda: np.linalg.eigh(CY),
-                                                lambda: (lambda c: (c, np.linalg.cholesky(c)))(mom.covariance_x()))
+            (lam, Q), (CX, L) = _side_by_side(lambda: np.linalg.eigh(CY),
+                                              lambda: (lambda c: (c, np.linalg.cholesky(c)))(mom.covariance_x()))
             out["eigh(C_Y) alongside C_X + Cholesky"] = time.perf_counter() - t
             t = time.perf_counter()
-            B = C._congruence_two_tasks(CX, Q, L)
+            B = _congruence_two_tasks(CX, Q, L)
             out["C_X in that basis (halves)"] = time.perf_counter() - t
         else:
             t = time.perf_counter()
             CX, CY = mom.covariances()
             out["covariances"] = time.perf_counter() - t
             t = time.perf_counter()
-            lam, Q = C.sla.eigh(CY, driver="evd")
+            lam, Q = sla.eigh(CY, driver="evd")
             out["eigendecomposition of C_Y"] = time.perf_counter() - t
             t = time.perf_counter()
-            B = C._congruence(CX, Q)
+            B = _congruence(CX, Q)
             out["C_X in that basis"] = time.perf_counter() - t
         t = time.perf_counter()
-        Z, theta, res, its, gram = C._diagonal_basis_solve(B, lam, alphas, 2, 1e-10, 500, two_tasks)
+        Z, theta, res, its, gram = _diagonal_basis_solve(B, lam, alphas, 2, 1e-10, 500, two_tasks)
         out[f"Davidson, 41 alphas coarse-to-fine ({int(its.sum())} alpha-sweeps)"] = time.perf_counter() - t
         t = time.perf_counter()
         U = (Q @ Z.transpose(1, 0, 2).reshape(d, -1)).reshape(d, alphas.size, 2).transpose(1, 0, 2)
-        aff = C.subspace_affinity(U, gram)
-        C.select_alphas(aff, 4, 0)
+        aff = subspace_affinity(U, gram)
+        select_alphas(aff, 4, 0)
         out["loadings, affinity, spectral clustering"] = time.perf_counter() - t
     return out
 
@@ -244,15 +249,16 @@ def floor_times(d=1000, n=3000, seed=0, alpha_sweeps=222, k=2):
     """
     from scipy.linalg import lapack
 
-    from scontrast import cpca as C
+    from scontrast.cpca._eigen import _cholesky, _congruence
+    from scontrast.cpca._threads import _side_by_side
 
     X, Y, _ = synthetic(n, n, d, seed=seed + d)
     Xc, Yc = X - X.mean(axis=0), Y - Y.mean(axis=0)
     out = {}
     with threadpool_limits(1):
         out[f"one covariance ({n} x {d} syrk), one thread"] = _best_of(lambda: Yc.T @ Yc)
-        out["both covariances, two tasks side by side"] = _best_of(lambda: C._side_by_side(lambda: Xc.T @ Xc,
-                                                                                           lambda: Yc.T @ Yc))
+        out["both covariances, two tasks side by side"] = _best_of(lambda: _side_by_side(lambda: Xc.T @ Xc,
+                                                                                         lambda: Yc.T @ Yc))
         CY, CX = Yc.T @ Yc / (n - 1), Xc.T @ Xc / (n - 1)
         out["eigh(C_Y), one thread"] = _best_of(lambda: np.linalg.eigh(CY))
         lwork = int(lapack.dsytrd_lwork(d, lower=1)[0])
@@ -263,8 +269,8 @@ def floor_times(d=1000, n=3000, seed=0, alpha_sweeps=222, k=2):
 
         out["tridiagonalisation of C_Y + its Q (dsytrd, dorgqr), one thread"] = _best_of(householder)
         Q = np.linalg.eigh(CY)[1]
-        R = C._cholesky(CX)
-        halved = {"congruence Q' C_X Q (trmm + syrk), one thread": _best_of(lambda: C._congruence(CX, Q, R))}
+        R = _cholesky(CX)
+        halved = {"congruence Q' C_X Q (trmm + syrk), one thread": _best_of(lambda: _congruence(CX, Q, R))}
         V = np.random.default_rng(0).standard_normal((d, alpha_sweeps * (k + 2)))
         halved[f"Davidson products ({alpha_sweeps} alpha-sweeps x {k + 2} vectors), one thread"] = \
             _best_of(lambda: CX @ V)

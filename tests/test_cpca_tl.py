@@ -11,10 +11,10 @@ import scipy.sparse as sp
 import yaml
 
 from conftest import REPO, rule_object
-from scontrast import cpca as cpca_module
 from scontrast import io
 from scontrast.core import ScontrastError
 from scontrast.cpca import CPCA
+from scontrast.cpca import _estimator as cpca_module
 from scontrast.pl._cpca import cpca as plot_cpca
 from scontrast.tl._cpca import cpca
 

@@ -1,0 +1,205 @@
+"""Contrastive components for every alpha of a grid: the four solvers.
+
+For target cells X (n x d) and background cells Y (m x d), each centred on its own
+mean, the contrastive components at contrast strength ``alpha`` are the top
+eigenvectors of the symmetric matrix ``C_X - alpha * C_Y`` (sample covariances
+with denominators n - 1 and m - 1, as the reference package ``contrastive``).
+Four solvers give the same subspaces (to the tolerance ``tol``):
+
+``'full'``
+    the d x d covariances, then a partial symmetric eigensolver
+    (``scipy.linalg.eigh(subset_by_index=...)``) per alpha; for small d.
+``'covariance'``
+    the covariances once and one eigendecomposition ``C_Y = Q diag(lam) Q'``
+    shared by the whole grid: in that basis ``C_X - alpha C_Y`` is a fixed dense
+    matrix minus ``alpha * diag(lam)``, so a block Davidson iteration with the
+    diagonal as preconditioner converges in a few sweeps for every alpha, and all
+    alphas advance together (one matrix product per sweep for the whole grid).
+``'gram'``
+    when there are fewer cells than genes: the same iteration in exact coordinates
+    of the span of the centred cells (at most n + m - 2 dimensions; every direction
+    with non-zero variance lies in it, so nothing is truncated), built from the
+    cell x cell Gram matrices over blocks of genes. C_Y is diagonal in them by
+    construction: the eigendecomposition of the background's Gram matrix for the
+    background span, a pivoted Cholesky factor for the target directions outside it.
+``'implicit'``
+    no dense matrix at all: ``v -> C_X v - alpha C_Y v`` is applied through the
+    (sparse) data with implicit centring, in the batched Davidson iteration with the
+    gene-wise diagonal as preconditioner. The fallback when both genes and cells are
+    too many for a dense reduction; it can need many sweeps at large alpha when the
+    background covariance is ill-conditioned (a warning reports the residuals).
+
+In 'covariance' and 'gram' the grid is solved coarse to fine: every third alpha
+first, then the others from a Rayleigh-Ritz step in the span of those solutions
+(starting spaces only; every alpha is iterated to ``tol``). Threads: see
+:mod:`scontrast.cpca._threads`.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+import numpy as np
+import scipy.linalg as sla
+from scipy.linalg import lapack
+
+from ..core import ScontrastError, blas_threads
+from ._eigen import (
+    _congruence,
+    _congruence_two_tasks,
+    _davidson,
+    _diagonal_basis_solve,
+    _gram_two_tasks,
+    _norm_estimate,
+    _sign_flips,
+    _unit_starts,
+)
+from ._moments import _Moments
+from ._threads import _side_by_side, _two_tasks
+
+# Largest dense side of the shared reductions: d x d covariances ('covariance') or
+# cell x cell Gram matrices ('gram'); beyond it the operator is applied through the data.
+_DENSE_MAX = 12000
+
+
+def _cell_space_reduction(moments: _Moments, two_tasks: bool = False):
+    """Exact coordinates of the centred data in the (at most n + m - 2)-dimensional span of the cells.
+
+    With Z_Y = W diag(sig) V' from the eigendecomposition of K_YY, the first
+    coordinates are those of the background span (where C_Y = diag(sig)); the rest
+    come from a pivoted Cholesky factor of the target's Gram matrix outside that span
+    (where C_Y = 0). Every direction with non-zero variance in either group lies in
+    this span, so nothing is truncated: no PCA.
+
+    Returns
+    -------
+    B : (r, r) C_X in these coordinates; lam : (r,) C_Y's diagonal in them;
+    to_genes : callable (a, r, k) -> (a, d, k), coordinates to gene loadings
+
+    ``two_tasks``: the background's Gram matrix and its eigendecomposition alongside
+    the target's Gram blocks, and the large products in halves (see :func:`_two_tasks`).
+    """
+    if two_tasks:
+        moments.gene_major()  # once, before both tasks slice it
+        (sig, W), (kxy, kxx) = _side_by_side(lambda: np.linalg.eigh(moments.gram_blocks(("yy",))[0]),
+                                             lambda: moments.gram_blocks(("xy", "xx")))
+    else:
+        kyy, kxy, kxx = moments.gram_blocks()
+        sig, W = sla.eigh(kyy, driver="evd")
+        del kyy
+    keep = sig > 1e-12 * max(sig.max(initial=0.0), 0.0)
+    sig, W = sig[keep][::-1], np.ascontiguousarray(W[:, keep][:, ::-1])
+    if two_tasks:
+        h = sig.size // 2
+        P1 = np.hstack(_side_by_side(lambda: kxy @ W[:, :h], lambda: kxy @ W[:, h:])) / np.sqrt(sig)
+        R = kxx - _gram_two_tasks(P1.T)
+    else:
+        P1 = (kxy @ W) / np.sqrt(sig)
+        R = kxx - P1 @ P1.T
+        R = (R + R.T) / 2
+    n = R.shape[0]
+    factor, piv, rank, _ = lapack.dpstrf(R, tol=-1.0, lower=0)
+    rank = int(rank) if np.diag(R).max(initial=0.0) > 1e-12 * max(np.diag(kxx).max(initial=0.0), 1e-300) else 0
+    upper = np.triu(factor[:rank, :])               # R[p][:, p] = upper' upper, p = piv - 1
+    P2 = np.zeros((n, rank))
+    P2[piv - 1, :] = upper.T
+    Lx = np.hstack([P1, P2])
+    lam = np.concatenate([sig, np.zeros(rank)])
+    ry = sig.size
+
+    def to_genes(Z):
+        a, r, k = Z.shape
+        C = Z.transpose(1, 0, 2).reshape(r, a * k)
+        # target-cell coefficients G with P2' G = C_perp: every solution gives the same gene
+        # vector Z_X' G (restricted to outside the background span); take the one supported
+        # on the pivot cells, a triangular solve
+        G = np.zeros((n, a * k))
+        if rank:
+            G[piv[:rank] - 1] = sla.solve_triangular(upper[:, :rank], C[ry:], lower=False)
+        H = W @ ((C[:ry] - P1.T @ G) / np.sqrt(sig)[:, None])   # background-cell coefficients (m, a*k)
+        U = moments.rmatmat(G, H)
+        return U.reshape(-1, a, k).transpose(1, 0, 2)
+
+    return (_gram_two_tasks(Lx) if two_tasks else Lx.T @ Lx), lam, to_genes
+
+
+def _covariance_solve_two_tasks(moments: _Moments, alphas: np.ndarray, k: int, tol: float, max_iter: int):
+    """The 'covariance' solver as pairs of single-threaded tasks side by side (see :func:`_two_tasks`).
+
+    C_Y's eigendecomposition, the one long sequential step, runs alongside C_X and its
+    Cholesky factor; the congruence and the grid are split in halves.
+
+    Returns Q (d, d), then what :func:`_diagonal_basis_solve` returns.
+    """
+    CY = moments.covariance_y(two_tasks=True)
+
+    def target_side():
+        CX = moments.covariance_x()
+        try:
+            return CX, np.linalg.cholesky(CX)
+        except np.linalg.LinAlgError:
+            return CX, None
+
+    (lam, Q), (CX, L) = _side_by_side(partial(np.linalg.eigh, CY), target_side)
+    del CY  # d x d: free it before the congruence allocates
+    B = _congruence_two_tasks(CX, Q, L)
+    del CX, L
+    return (Q,) + _diagonal_basis_solve(B, lam, alphas, k, tol, max_iter, two_tasks=True)
+
+
+def _solve(moments: _Moments, alphas: np.ndarray, k: int, solver: str, tol: float, max_iter: int):
+    """Contrastive components for every alpha.
+
+    Returns
+    -------
+    U : (a, d, k) orthonormal columns; theta : (a, k); residual : (a,);
+    n_iter : (a,); gram : (a*k, a*k) = U_all' C_X U_all (for the projection affinity)
+    """
+    d = moments.X.shape[1]
+    n_alpha = alphas.size
+    if solver == "full":
+        CX, CY = moments.covariances()
+        U = np.empty((n_alpha, d, k))
+        theta = np.empty((n_alpha, k))
+        for i, a in enumerate(alphas):
+            w, E = sla.eigh(CX - a * CY, subset_by_index=[d - k, d - 1])
+            U[i], theta[i] = E[:, ::-1], w[::-1]
+        U *= _sign_flips(U)[:, None, :]
+        flat = U.transpose(1, 0, 2).reshape(d, -1)
+        return U, theta, np.zeros(n_alpha), np.ones(n_alpha, dtype=int), flat.T @ (CX @ flat)
+
+    if solver == "covariance":
+        if _two_tasks():
+            with blas_threads(1):
+                Q, Z, theta, res, its, gram = _covariance_solve_two_tasks(moments, alphas, k, tol, max_iter)
+        else:
+            CX, CY = moments.covariances()
+            lam, Q = sla.eigh(CY, driver="evd", overwrite_a=True, check_finite=False)
+            del CY
+            B = _congruence(CX, Q)
+            del CX
+            Z, theta, res, its, gram = _diagonal_basis_solve(B, lam, alphas, k, tol, max_iter)
+        U = (Q @ Z.transpose(1, 0, 2).reshape(d, -1)).reshape(d, alphas.size, k).transpose(1, 0, 2)
+    elif solver == "gram":
+        two = _two_tasks()
+        with blas_threads(1 if two else None):
+            B, lam, to_genes = _cell_space_reduction(moments, two)
+            if lam.size < k:
+                raise ScontrastError(f"n_components: {k} exceeds the rank of the centred data ({lam.size})")
+            Z, theta, res, its, gram = _diagonal_basis_solve(B, lam, alphas, k, tol, max_iter, two)
+            del B
+            U = to_genes(Z)
+    else:
+        kk = min(k + 2, d)
+        dx, dy = moments.diagonals()
+        scale = _norm_estimate(moments.matmat_x, d) + alphas * _norm_estimate(moments.matmat_y, d)
+        V0 = _unit_starts(dx[None, :] - alphas[:, None] * dy[None, :], 2 * kk)
+        U, theta, res, its = _davidson(moments.matmat_x, moments.matmat_y, dx, dy,
+                                       alphas, k, V0, scale, tol, max_iter, 4 * kk)
+        flat = U.transpose(1, 0, 2).reshape(d, -1)
+        gram = flat.T @ moments.matmat_x(flat)
+    flips = _sign_flips(U)
+    U = U * flips[:, None, :]
+    f = flips.reshape(-1)
+    gram = gram * f[:, None] * f[None, :]
+    return U, theta, res, its, gram

@@ -1,0 +1,24 @@
+"""The building blocks of benchmarks/bench_cpca.py run on tiny sizes."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+
+from benchmarks import bench_cpca
+
+
+def test_benchmark_core_runs_on_tiny_sizes():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        rows = bench_cpca.speed_rows(dims=(40,), n=150, repeats=1)
+    assert rows and rows[0]["d"] == 40 and rows[0]["ratio"] > 0 and rows[0]["same_alphas"] in (True, False)
+    sparse = bench_cpca.sparse_row(n_cells=200, n_genes=300)
+    assert sparse["seconds"] > 0 and sparse["max_residual"] < 1e-6
+    floor = bench_cpca.floor_times(d=40, n=150)
+    parts = list(floor.values())
+    assert all(v > 0 for v in parts)
+    # the bound: both covariances + the cheapest reduction + half the congruence and products
+    assert floor["lower bound on two cores (see docstring)"] == pytest.approx(
+        parts[1] + min(parts[2], parts[3], parts[6]) + (parts[4] + parts[5]) / 2)
