@@ -291,3 +291,56 @@ def test_gene_programmes_their_genes_and_enrichment(seed):
     assert "sampler: split R-hat log joint / K" in rows and rows["sampler: input"] == "50 genes"
     flagged_rows = [v for k, v in rows.items() if k.startswith("feature F") and "(enriched in target)" in v]
     assert len(flagged_rows) == 2 and all("top genes: g" in v for v in flagged_rows)
+
+
+def _donor_design(adata, n_donors, paired, rng):
+    """Declare a replicate design on made-up cells, as scontrast.preprocess records it."""
+    from scontrast.design import REPLICATE_KEY
+
+    is_target = adata.obs["scontrast_target"].to_numpy()
+    donor = rng.integers(0, n_donors, size=adata.n_obs)
+    names = np.where(is_target | paired, "d", "e").astype(object) + donor.astype(str)
+    adata.obs[REPLICATE_KEY] = pd.Categorical(names.astype(str))
+    adata.uns["scontrast"] = {"design": {"replicate": "donor", "paired": bool(paired), "unit": "replicate",
+                                         "summary": f"replicate: donor ({'paired' if paired else 'unpaired'})"}}
+    return names.astype(str)
+
+
+@pytest.mark.parametrize("paired", [False, True])
+def test_enrichment_is_over_replicates_when_declared(paired):
+    """A feature of two donors is 'significant' over cells but not over donors; one of all target cells is, at the floor."""
+    rng = np.random.default_rng(1)
+    n = 600
+    adata = ad.AnnData(X=np.zeros((n, 2), np.float32),
+                       obs=pd.DataFrame({"scontrast_target": np.arange(n) % 2 == 0}, index=[f"c{i}" for i in range(n)]))
+    donors = _donor_design(adata, 7 if paired else 6, paired, rng)  # 7 pairs: 2/128 survives BH over 2 features
+    is_target = adata.obs["scontrast_target"].to_numpy()
+    Z = np.zeros((n, 2), np.uint8)
+    Z[:, 0] = is_target & (rng.random(n) < 0.9)                        # every target donor, no background one
+    Z[:, 1] = np.isin(donors, ["d0", "d1"]) & is_target & (rng.random(n) < 0.9)  # a response of two donors only
+    samples = [Z.copy() for _ in range(20)]
+    fangs(adata, samples=samples, draws=False, random_state=0)
+    f = adata.uns["fangs"]
+    assert f["feature_unit"] == "replicate" and f["design"].startswith("replicate: donor")
+    floor = 2 / 2 ** 7 if paired else 2 / 924  # sign flips of 7 pairs / 6-of-12 choices, the mirror ties
+    assert f["feature_pvalue_floor"] == pytest.approx(floor)
+    big, small = (0, 1) if adata.obsm["fangs_features"][:, 0].sum() > adata.obsm["fangs_features"][:, 1].sum() else (1, 0)
+    assert f["feature_pvalue"][big] == pytest.approx(floor) and f["feature_enriched"][big]
+    assert f["feature_pvalue"][small] > 0.05 and not f["feature_enriched"][small]
+    cell_level = ad.AnnData(X=adata.X, obs=adata.obs[["scontrast_target"]].copy())
+    fangs(cell_level, samples=samples, draws=False, random_state=0)
+    assert cell_level.uns["fangs"]["feature_unit"] == "cell"
+    assert cell_level.uns["fangs"]["feature_qvalue"].max() < 1e-10  # cells read the donor feature as a finding
+
+
+def test_enrichment_floor_above_fdr_is_warned():
+    rng = np.random.default_rng(2)
+    n = 120
+    adata = ad.AnnData(X=np.zeros((n, 2), np.float32),
+                       obs=pd.DataFrame({"scontrast_target": np.arange(n) % 2 == 0}, index=[f"c{i}" for i in range(n)]))
+    _donor_design(adata, 3, False, rng)  # 3 vs 3 donors: floor 2/20
+    Z = (adata.obs["scontrast_target"].to_numpy()[:, None] & (rng.random((n, 1)) < 0.9)).astype(np.uint8)
+    fangs(adata, samples=[Z] * 10, draws=False, random_state=0)
+    warned = [w for w in adata.uns["fangs"]["warnings"] if "smallest p-value their relabellings allow is 0.1" in w]
+    assert len(warned) == 1 and "no feature can be called enriched" in warned[0]
+    assert not adata.uns["fangs"]["feature_enriched"].any()

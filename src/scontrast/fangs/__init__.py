@@ -13,7 +13,8 @@ Files:
 - ``_sweetening.py``: greedy one-entry flips with incremental bookkeeping (``_Sweetener``).
 - ``_search.py``: :func:`fangs` (initial candidates, parallel sweetenings) and :class:`FangsResult`.
 - ``_draws.py``: :func:`draws`, the best posterior sample.
-- ``_enrichment.py``: :func:`feature_enrichment`, target vs background per feature.
+- ``_enrichment.py``: :func:`feature_enrichment` (cells as the unit) and
+  :func:`replicate_feature_enrichment` (replicates as the unit), target vs background per feature.
 - ``_support.py``: :func:`feature_support` (per chain) and :func:`feature_loadings`.
 - ``_checks.py``: parameter checks shared by the functions (``a``, ``n_jobs``).
 
@@ -22,7 +23,7 @@ Notes and measurements: ``docs/fangs.md``.
 
 from ..feature_samples import check_samples
 from ._draws import draws
-from ._enrichment import feature_enrichment
+from ._enrichment import feature_enrichment, replicate_feature_enrichment
 from ._loss import expected_loss, faro_cost_matrix, faro_loss
 from ._search import FangsResult, fangs
 from ._support import feature_loadings, feature_support
@@ -36,6 +37,7 @@ __all__ = [
     "fangs",
     "check_samples",
     "feature_enrichment",
+    "replicate_feature_enrichment",
     "feature_loadings",
     "feature_support",
 ]

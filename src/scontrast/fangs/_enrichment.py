@@ -39,3 +39,64 @@ def feature_enrichment(estimate, is_target) -> dict[str, np.ndarray]:
     q = false_discovery_control(p) if p.size else p.copy()
     return {"n_target": ht, "n_background": hb, "prevalence_target": ht / n_t, "prevalence_background": hb / n_b,
             "difference": ht / n_t - hb / n_b, "odds_ratio": odds, "pvalue": p, "qvalue": np.asarray(q, dtype=float)}
+
+
+def replicate_feature_enrichment(estimate, is_target, replicates, *, paired: bool, max_labellings: int = 9999,
+                                 random_state=None) -> dict[str, np.ndarray]:
+    """Feature enrichment with the replicate (donor, sample) as the unit.
+
+    Each replicate's prevalence of each feature is computed in each group it gives cells to;
+    the groups' replicate-mean prevalences are compared by permutation of the replicate labels
+    (unpaired) or by sign flips of the within-replicate differences (paired), exactly when the
+    labellings are few (:func:`scontrast.design.replicate_mean_test`), then Benjamini-Hochberg
+    over the K features. Cells of one donor share that donor's prevalence, so a test over cells
+    reads donor differences as group differences; this one does not.
+
+    Parameters
+    ----------
+    estimate : (N, K) binary
+    is_target : (N,) bool
+    replicates : (N,) array-like, each cell's replicate
+    paired : bool
+        Every replicate gives cells to both groups.
+
+    Returns
+    -------
+    dict of (K,) arrays ``prevalence_target``, ``prevalence_background`` (means over the group's
+    replicates), ``difference``, ``pvalue``, ``qvalue``; ``replicate_names`` (R,),
+    ``replicate_prevalence`` (R, K) (paired: (R, 2, K), [target, background]) and the scalar
+    ``pvalue_floor`` (the smallest p-value the labellings allow).
+    """
+    from scipy.stats import false_discovery_control
+
+    from ..design import replicate_mean_test
+
+    E = _as_binary(estimate, "estimate").astype(float)
+    t = np.asarray(is_target, dtype=bool)
+    reps = np.asarray(replicates).astype(str)
+    if t.shape != (E.shape[0],) or reps.shape != (E.shape[0],):
+        raise ScontrastError(f"is_target, replicates: expected shape ({E.shape[0]},), got {t.shape} and {reps.shape}")
+    names = np.unique(reps)
+
+    def prevalence(mask):
+        return E[mask].mean(axis=0) if mask.any() else np.full(E.shape[1], np.nan)
+
+    if paired:
+        values = np.stack([[prevalence((reps == r) & t), prevalence((reps == r) & ~t)] for r in names])
+        groups = np.ones(names.size, dtype=bool)
+        pt, pb = values[:, 0].mean(axis=0), values[:, 1].mean(axis=0)
+    else:
+        groups = np.array([t[reps == r].all() for r in names])
+        mixed = [r for r in names if t[reps == r].any() and not t[reps == r].all()]
+        if mixed:
+            raise ScontrastError(f"replicates: '{mixed[0]}' has cells in both groups; declare the design paired")
+        values = np.stack([prevalence(reps == r) for r in names])
+        pt, pb = values[groups].mean(axis=0), values[~groups].mean(axis=0)
+    if np.isnan(values).any():
+        raise ScontrastError("replicates: a replicate has no cell in a group it must cover")
+    diff, p, floor = replicate_mean_test(values, groups, paired=paired, max_labellings=max_labellings,
+                                         random_state=random_state)
+    q = false_discovery_control(p) if p.size else p.copy()
+    return {"prevalence_target": pt, "prevalence_background": pb, "difference": diff, "pvalue": p,
+            "qvalue": np.asarray(q, dtype=float), "replicate_names": names, "replicate_prevalence": values,
+            "pvalue_floor": floor}

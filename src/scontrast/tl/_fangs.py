@@ -15,7 +15,7 @@ import numpy as np
 from .. import fangs as _fangs
 from ..core import TARGET_KEY, ScontrastError, ScontrastWarning, check_int, check_real
 from ..feature_samples import FeatureSamples, load_samples
-from ._common import fmt, record_params, result_warnings
+from ._common import fmt, record_params, replicate_design, result_warnings
 from ._latent_features import INPUT_SUFFIX, samples_from_adata
 
 log = logging.getLogger(__name__)
@@ -182,6 +182,13 @@ def fangs(
         est = np.ascontiguousarray(est[:, order], dtype=np.uint8)
         support, chain_labels = _fangs.feature_support(S, est, chains)
         _warn_unsupported(support, chain_labels)
+        extra = {}
+        if key in adata.obs:
+            is_target = adata.obs[key].to_numpy(dtype=bool)
+            extra = {"feature_n_target": est[is_target].sum(axis=0).astype(np.int64),
+                     "feature_n_background": est[~is_target].sum(axis=0).astype(np.int64)}
+            if is_target.any() and not is_target.all():
+                extra.update(_enrichment(adata, est, is_target, fdr, random_state))
     timings = {k: float(v) for k, v in result.timings.items()}
     draws_loss, draws_index = float("nan"), -1
     if draws:
@@ -190,16 +197,6 @@ def fangs(
         timings["draws"] = float(d.timings["total"])
     k_values, k_counts = np.unique([s.shape[1] for s in S], return_counts=True)
     adata.obsm["fangs_features"] = est
-    extra = {}
-    if key in adata.obs:
-        is_target = adata.obs[key].to_numpy(dtype=bool)
-        extra = {"feature_n_target": est[is_target].sum(axis=0).astype(np.int64),
-                 "feature_n_background": est[~is_target].sum(axis=0).astype(np.int64)}
-        if is_target.any() and not is_target.all():
-            enr = _fangs.feature_enrichment(est, is_target)
-            extra.update({f"feature_{name}": enr[name] for name in (
-                "prevalence_target", "prevalence_background", "difference", "odds_ratio", "pvalue", "qvalue")})
-            extra["feature_enriched"] = enr["qvalue"] <= fdr
     if samples is None:
         extra.update(_gene_programmes(adata, samples_key, est, n_top_genes))
     if log_joint is not None:
@@ -219,6 +216,34 @@ def fangs(
         **extra,
     )
     return adata if copy else None
+
+
+def _enrichment(adata: ad.AnnData, est: np.ndarray, is_target: np.ndarray, fdr: float, random_state) -> dict:
+    """Per-feature enrichment: over replicates when a design is declared, else over cells (Fisher)."""
+    design = replicate_design(adata)
+    if design is None:
+        enr = _fangs.feature_enrichment(est, is_target)
+        out = {f"feature_{name}": enr[name] for name in (
+            "prevalence_target", "prevalence_background", "difference", "odds_ratio", "pvalue", "qvalue")}
+        out.update(feature_test="Fisher's exact test over cells", feature_unit="cell")
+    else:
+        seed = random_state if isinstance(random_state, (int, np.integer)) else 0
+        enr = _fangs.replicate_feature_enrichment(est, is_target, design["replicates"], paired=design["paired"],
+                                                  random_state=seed)
+        if enr["pvalue_floor"] > fdr:
+            warnings.warn(
+                f"feature enrichment is tested over replicates ({design['summary']}): the smallest p-value their "
+                f"relabellings allow is {enr['pvalue_floor']:.3g}, above fdr={fdr:g}, so no feature can be called "
+                "enriched with this many replicates", ScontrastWarning, stacklevel=2)
+        out = {f"feature_{name}": enr[name] for name in (
+            "prevalence_target", "prevalence_background", "difference", "pvalue", "qvalue")}
+        out.update(feature_test=("sign-flip permutation of within-replicate differences" if design["paired"]
+                                 else "permutation of replicate labels") + " (replicate-mean prevalence)",
+                   feature_unit="replicate", feature_pvalue_floor=float(enr["pvalue_floor"]),
+                   feature_replicate_names=enr["replicate_names"], feature_replicate_prevalence=enr["replicate_prevalence"],
+                   design=design["summary"])
+    out["feature_enriched"] = out["feature_qvalue"] <= fdr
+    return out
 
 
 # A feature whose mean matched Jaccard index in some chain's samples is below this is held by the
@@ -269,6 +294,13 @@ def summary_rows(adata: ad.AnnData, n_top: int = 10) -> Iterator[tuple[str, str]
         yield "K over samples (K: count)", ", ".join(f"{k}: {c}" for k, c in zip(ks, counts))
     yield "expected FARO loss: FANGS vs draws", f"{fmt(f.get('expected_loss'))} vs {fmt(f.get('draws_expected_loss'))}"
     if "feature_qvalue" in f:
+        unit = str(f.get("feature_unit", "cell"))
+        test = str(f.get("feature_test", "Fisher's exact test over cells"))
+        if unit == "replicate":
+            test += f", {f['design']}; smallest possible p {fmt(float(f['feature_pvalue_floor']))}"
+        else:
+            test += " (cells treated as independent: declare a replicate when the cells come from several donors)"
+        yield f"feature enrichment test (unit: {unit})", test
         genes = np.asarray(f.get("feature_top_genes", [""] * int(f["n_features"])), dtype=object)
         for j in range(int(f["n_features"])):
             pt, pb = float(f["feature_prevalence_target"][j]), float(f["feature_prevalence_background"][j])
@@ -280,7 +312,7 @@ def summary_rows(adata: ad.AnnData, n_top: int = 10) -> Iterator[tuple[str, str]
             if "feature_chain_support" in f:
                 held = "; held by the chains' samples (Jaccard) " + " / ".join(
                     f"{v:.2f}" for v in np.asarray(f["feature_chain_support"])[j])
-            yield (f"feature F{j + 1}", f"prevalence target {pt:.2f} / background {pb:.2f}, BH q = {fmt(q)} "
+            yield (f"feature F{j + 1}", f"prevalence target {pt:.2f} / background {pb:.2f}, BH q = {fmt(q)} per {unit} "
                    f"({where})" + held + (f"; top genes: {top}" if top else ""))
 
 
