@@ -292,7 +292,10 @@ def grouped_folds(y, groups, n_splits: int, random_state=None) -> list[tuple[np.
     if k < 2:
         raise ScontrastError(f"grouped folds: a class has {min(per_class)} replicate(s); holding out whole "
                              "replicates needs at least 2 in each class")
-    seed = None if random_state is None else int(check_random_state(random_state).integers(2**31 - 1))
+    if random_state is None or isinstance(random_state, (int, np.integer)):
+        seed = random_state
+    else:
+        seed = int(check_random_state(random_state).integers(2**31 - 1))
     cv = StratifiedGroupKFold(n_splits=k, shuffle=True, random_state=seed)
     return [(tr, te) for tr, te in cv.split(np.zeros((y.size, 1)), y, groups)]
 

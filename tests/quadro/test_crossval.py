@@ -7,7 +7,7 @@ from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import StratifiedKFold
 
 from scontrast.core import ScontrastError, check_random_state, spawn_seed
-from scontrast.quadro._crossval import _select, cross_validated_scores
+from scontrast.quadro._crossval import _inner_folds, _select, cross_validated_scores
 from scontrast.quadro._estimator import QUADRO
 from scontrast.quadro._scores import balanced_error
 from scontrast.quadro._screen import RayleighScreen
@@ -121,3 +121,20 @@ def test_parallel_outer_folds_give_the_same_models():
     # the model's own checks of y still come first
     with pytest.raises(ScontrastError, match=r"^y: has 1 class"):
         cross_validated_scores(est.set_params(n_jobs=2), X, np.zeros(X.shape[0], dtype=int), 3)
+
+
+def test_inner_and_outer_folds_never_split_a_replicate():
+    rng = np.random.default_rng(0)
+    groups = np.repeat(np.arange(10), 12)
+    is_two = groups < 5
+    X = rng.standard_normal((groups.size, 4))
+    folds = _inner_folds(QUADRO(n_features=None), X, is_two, 3, 0, groups)
+    assert len(folds) == 3
+    for fold in folds:
+        assert not set(groups[fold.train]) & set(groups[fold.held_out])
+    model = QUADRO(lambda1=0.5, lambda2=0.5, cv=None, n_features=None)
+    out = cross_validated_scores(model, X, is_two, cv=5, random_state=0, groups=groups)
+    assert out.fold_lambdas.shape == (5, 2)
+    few = np.repeat(np.arange(6), 20)  # 3 replicates per class: at most 3 outer folds
+    out = cross_validated_scores(model, X, few < 3, cv=5, random_state=0, groups=few)
+    assert out.fold_lambdas.shape == (3, 2)

@@ -20,6 +20,7 @@ from sklearn.model_selection import StratifiedKFold
 from sklearn.utils import _safe_indexing
 
 from ..core import ScontrastError, blas_threads, check_int, check_option, check_random_state, progress, spawn_seed
+from ..design import grouped_folds
 from ._moments import Moments
 from ._scores import _auc, _quad_scores
 from ._solver import RayleighProblem, RayleighSolution, solve_rayleigh
@@ -111,10 +112,19 @@ class _Fold:
         return _quad_scores(X[np.ix_(rows, self.features)], sol.Omega, sol.delta, m.center, m.scale)
 
 
-def _inner_folds(model: QUADRO, X, is_two, cv: int, seed: int) -> list[_Fold]:
-    """The ``cv`` stratified folds, each with its genes and moments chosen on its training part only."""
+def _inner_folds(model: QUADRO, X, is_two, cv: int, seed: int, groups=None) -> list[_Fold]:
+    """The ``cv`` stratified folds, each with its genes and moments chosen on its training part only.
+
+    With ``groups`` (each sample's replicate) no replicate is split between training and held-out
+    parts (fewer folds when a class has fewer than ``cv`` replicates): the lambdas are chosen for
+    new replicates, not for new cells of the same ones.
+    """
+    if groups is None:
+        splits = StratifiedKFold(n_splits=cv, shuffle=True, random_state=seed).split(X, is_two)
+    else:
+        splits = grouped_folds(is_two, groups, cv, random_state=seed)
     folds = []
-    for tr, va in StratifiedKFold(n_splits=cv, shuffle=True, random_state=seed).split(X, is_two):
+    for tr, va in splits:
         feat, _ = model._screen(X[tr], is_two[tr])
         mom = model._moments(X[np.ix_(tr, feat)], is_two[tr])
         problem = RayleighProblem(mom)
@@ -143,7 +153,7 @@ def _row_behind(scores: np.ndarray, path, g: int, cv: int) -> bool:
     return bool(mean[row].max() < cut)
 
 
-def _cross_validate_path(model: QUADRO, X, is_two, path, cv: int, seed: int):
+def _cross_validate_path(model: QUADRO, X, is_two, path, cv: int, seed: int, groups=None):
     """Held-out scores along the lambda path.
 
     Returns
@@ -151,8 +161,9 @@ def _cross_validate_path(model: QUADRO, X, is_two, path, cv: int, seed: int):
     scores : (n_points, cv) held-out AUC (or minus the error) of every fold, NaN
         for the points after the walk stopped; oof : (n, n_points) out-of-fold Q.
     """
+    folds = _inner_folds(model, X, is_two, cv, seed, groups)
+    cv = len(folds)
     scores = np.full((len(path), cv), np.nan)
-    folds = _inner_folds(model, X, is_two, cv, seed)
     oof = np.full((X.shape[0], len(path)), np.nan)
     tol, max_iter = max(model.tol, model.cv_tol), int(model.max_iter)
     worse_rows = 0
@@ -195,7 +206,7 @@ class OutOfFold:
 
 
 def cross_validated_scores(estimator: QUADRO, X, y, cv: int = 5, *, nested: bool = True,
-                           random_state=None) -> OutOfFold:
+                           random_state=None, groups=None) -> OutOfFold:
     """Score every sample by a QUADRO model that was not trained on it.
 
     ``nested=True``: ``cv`` stratified outer folds (shuffled with a seed drawn from
@@ -214,6 +225,9 @@ def cross_validated_scores(estimator: QUADRO, X, y, cv: int = 5, *, nested: bool
     cv : int >= 2, outer folds; each class needs ``2 cv`` samples.
     nested : see above.
     random_state : None, int >= 0 or numpy Generator; seeds the outer folds.
+    groups : None or (n,) each sample's replicate (donor, sample): outer and inner folds then
+        hold out whole replicates (stratified group k-fold, fewer folds when a class has fewer
+        replicates than ``cv``), so the scores are those of new replicates.
 
     Returns
     -------
@@ -223,14 +237,20 @@ def cross_validated_scores(estimator: QUADRO, X, y, cv: int = 5, *, nested: bool
     check_option(nested, "nested", [True, False])
     rng = check_random_state(random_state)
     workers = 1 if estimator.n_jobs is None else min(check_int(estimator.n_jobs, "n_jobs", 1), cv + 1)
+    if groups is not None:
+        groups = np.asarray(groups)
+    fit_params = {} if groups is None else {"groups": groups}
     if not nested or workers == 1:
-        final = clone(estimator).fit(X, y)
+        final = clone(estimator).fit(X, y, **fit_params)
     if not nested:
         if final.oof_decision_ is None:
             raise ScontrastError("nested: False reports the estimator's own out-of-fold scores, but its cv is None")
         decision = final.oof_decision_.copy()
         return OutOfFold(decision, final.classes_[(decision > 0).astype(int)], np.empty((0, 2)), final, [])
     labels = np.asarray(y)
+    if groups is not None:
+        splits = grouped_folds(labels, groups, cv, random_state=spawn_seed(rng))
+        return _outer_fits(estimator, X, y, labels, splits, workers, final if workers == 1 else None, groups)
     counts = np.unique(labels, return_counts=True)[1]
     if counts.min() < 2 * cv:
         if workers > 1:
@@ -239,24 +259,35 @@ def cross_validated_scores(estimator: QUADRO, X, y, cv: int = 5, *, nested: bool
                              f"the smaller has {counts.min()}")
     folds = StratifiedKFold(n_splits=cv, shuffle=True, random_state=spawn_seed(rng))
     splits = list(folds.split(X, labels))
+    return _outer_fits(estimator, X, y, labels, splits, workers, final if workers == 1 else None)
+
+
+def _outer_fits(estimator: QUADRO, X, y, labels, splits, workers: int, final, groups=None) -> OutOfFold:
+    """Fit a clone on the training part of each outer split and score its held-out part."""
     # each outer model is a clone fitted on its training folds (what cross_validate does); the log
     # shows the progress of this long step fold by fold
     if workers == 1:
-        fitted = [(clone(estimator).fit(_safe_indexing(X, train), labels[train]), test)
+        fitted = [(clone(estimator).fit(_safe_indexing(X, train), labels[train], **_group_of(groups, train)), test)
                   for train, test in progress(splits, desc="quadro: outer folds", logger="scontrast.quadro")]
     else:
-        fitted, final = _fit_in_threads(estimator, X, y, labels, splits, workers)
-    return _outer_scores(fitted, final, X, labels.shape[0], cv)
+        fitted, final = _fit_in_threads(estimator, X, y, labels, splits, workers, groups)
+    return _outer_scores(fitted, final, X, labels.shape[0], len(splits))
 
 
-def _fit_in_threads(estimator: QUADRO, X, y, labels, splits, workers: int):
+def _group_of(groups, rows) -> dict:
+    """``fit``'s keyword for the replicates of ``rows`` (none without a design)."""
+    return {} if groups is None else {"groups": groups[rows]}
+
+
+def _fit_in_threads(estimator: QUADRO, X, y, labels, splits, workers: int, groups=None):
     """The outer models (with their test rows) and the final model, fitted in ``workers`` threads."""
     # each fit on one thread (the solver, Kendall's tau and most numpy steps release the GIL):
     # the same models as one at a time
     one = clone(estimator).set_params(n_jobs=1)
     with blas_threads(1), ThreadPoolExecutor(workers) as pool:
-        last = pool.submit(clone(one).fit, X, y)
-        jobs = [pool.submit(clone(one).fit, _safe_indexing(X, train), labels[train]) for train, _ in splits]
+        last = pool.submit(clone(one).fit, X, y, **_group_of(groups, slice(None)))
+        jobs = [pool.submit(clone(one).fit, _safe_indexing(X, train), labels[train], **_group_of(groups, train))
+                for train, _ in splits]
         fitted = [(job.result(), test) for job, (_, test) in
                   progress(list(zip(jobs, splits, strict=True)), desc="quadro: outer folds",
                            logger="scontrast.quadro")]

@@ -335,21 +335,29 @@ class QUADRO(ClassifierMixin, BaseEstimator):
 
     # ----------------------------------------------------------------- the fit's steps
 
-    def fit(self, X, y):
-        """Fit on X (n, d) and binary labels y (n,); returns self."""
+    def fit(self, X, y, groups=None):
+        """Fit on X (n, d) and binary labels y (n,); returns self.
+
+        ``groups`` (n,), each sample's replicate (donor, sample), makes the inner folds that
+        choose the lambdas hold out whole replicates.
+        """
         self._check_params()
         path = _lambda_path(self.lambda1, self.lambda2, self.lambda_grid)
         rng = check_random_state(self.random_state)
         X, y = self._validated(X, y)
         classes, is_two, cv = self._check_labels(y, len(path))
+        if groups is not None:
+            groups = np.asarray(groups)
+            if groups.shape != (X.shape[0],):
+                raise ScontrastError(f"groups: expected shape ({X.shape[0]},), got {groups.shape}")
         n_jobs = self.n_jobs
         with _numba_threads(n_jobs), blas_threads(n_jobs):
-            self._fit(X, is_two, classes, path, cv, rng)
+            self._fit(X, is_two, classes, path, cv, rng, groups)
         return self
 
-    def _fit(self, X, is_two, classes, path, cv, rng):
+    def _fit(self, X, is_two, classes, path, cv, rng, groups=None):
         self.classes_ = classes
-        best, oof = self._choose_lambdas(X, is_two, path, cv, rng)
+        best, oof = self._choose_lambdas(X, is_two, path, cv, rng, groups)
         self._warn_at_path_end(path)
 
         self.features_, screen = self._screen(X, is_two)
@@ -361,7 +369,7 @@ class QUADRO(ClassifierMixin, BaseEstimator):
         cal = oof[:, best] if oof is not None else _quad_scores(X, sol.Omega, sol.delta, mom.center, mom.scale)
         self._calibrate(cal, is_two, oof is not None)
 
-    def _choose_lambdas(self, X, is_two, path, cv, rng):
+    def _choose_lambdas(self, X, is_two, path, cv, rng, groups=None):
         """Cross-validate along ``path`` (unless ``cv`` is None) and choose a point.
 
         Sets ``cv_results_``, ``lambda1_`` and ``lambda2_``; returns the point's index and
@@ -370,7 +378,7 @@ class QUADRO(ClassifierMixin, BaseEstimator):
         if cv is None:
             scores, oof = np.zeros((len(path), 1)), None
         else:
-            scores, oof = _cross_validate_path(self, X, is_two, path, cv, spawn_seed(rng))
+            scores, oof = _cross_validate_path(self, X, is_two, path, cv, spawn_seed(rng), groups)
         explored = np.flatnonzero(~np.isnan(scores[:, 0]))
         best = int(explored[_select([path[i] for i in explored], scores[explored], self.cv_rule)])
         self.cv_results_ = {

@@ -26,6 +26,7 @@ from ._common import (
     fmt,
     gene_mask,
     record_params,
+    replicate_design,
     result_warnings,
     target_mask,
 )
@@ -204,8 +205,11 @@ def quadro(
     log.info("QUADRO on %d candidate genes of '%s', %d %s and %d %s cells", idx.size, genes,
              int(is_target.sum()), class_names[1], int((~is_target).sum()), class_names[0])
 
+    design = replicate_design(adata)
+    groups = None if design is None else design["replicates"][used]
     with result_warnings("quadro") as warned:
-        res = cross_validated_scores(model, X, is_target, outer_cv, nested=nested, random_state=random_state)
+        res = cross_validated_scores(model, X, is_target, outer_cv, nested=nested, random_state=random_state,
+                                     groups=groups)
     final, score, pred = res.final, res.decision, res.predicted.astype(bool)
 
     terms, linear = final.interactions(gene_names)
@@ -238,8 +242,11 @@ def quadro(
                  labels=None if labels is None else [str(v) for v in labels], outer_cv=outer_cv,
                  nested=bool(nested))
     model_params = fitted_params(model)
+    unit = {"unit": "cell"} if design is None else {
+        "unit": "replicate", "design": design["summary"], "n_outer_folds": int(len(res.fold_lambdas)),
+        "replicate_scores": _replicate_scores(groups, is_target, score, pred)}
     record_params(
-        adata, "quadro", {**front, **model_params}, random_state, warnings=warned,
+        adata, "quadro", {**front, **model_params}, random_state, warnings=warned, **unit,
         genes=gene_names[final.features_],
         n_candidates=int(idx.size),
         gene_folds={"gene": gene_names[shown], "n_folds": kept[shown],
@@ -288,11 +295,24 @@ def quadro(
     return adata if copy else None
 
 
+def _replicate_scores(groups, is_target, score, pred) -> dict:
+    """Held-out scores per (replicate, class): every outer fold held the replicate out whole."""
+    keys = sorted({(str(g), bool(t)) for g, t in zip(groups, is_target)})
+    rows = [np.flatnonzero((groups == g) & (is_target == t)) for g, t in keys]
+    return {"replicate": np.array([g for g, _ in keys], dtype=str), "is_target": np.array([t for _, t in keys]),
+            "n_cells": np.array([r.size for r in rows], dtype=np.int64),
+            "mean_score": np.array([score[r].mean() for r in rows]),
+            "fraction_called_target": np.array([pred[r].mean() for r in rows])}
+
+
 def summary_rows(adata: ad.AnnData, n_top: int = 10) -> Iterator[tuple[str, str]]:
     """(item, value) rows of the workflow's summary table for ``uns['quadro']``."""
     q = adata.uns["quadro"]
-    for key, label in (("balanced_error", "cross-validated balanced error (chance 0.5)"),
-                       ("cv_auc", "cross-validated AUC (chance 0.5)")):
+    held = "replicates held out" if str(q.get("unit", "cell")) == "replicate" else "cells held out"
+    if str(q.get("unit", "cell")) == "replicate":
+        yield "cross-validation unit", f"whole replicates held out ({q['design']}; {int(q['n_outer_folds'])} outer folds)"
+    for key, label in (("balanced_error", f"cross-validated balanced error, {held} (chance 0.5)"),
+                       ("cv_auc", f"cross-validated AUC, {held} (chance 0.5)")):
         if key in q:
             yield label, fmt(q[key])
     for name, value in dict(q.get("recall", {})).items():
