@@ -21,7 +21,8 @@ from scipy.linalg import subspace_angles
 from sklearn.exceptions import ConvergenceWarning
 from threadpoolctl import threadpool_limits
 
-from scontrast.pcpca import PCPCA, _loglik_and_grad, _stack, max_gamma, observed_loglik
+from scontrast.pcpca import PCPCA, max_gamma, observed_loglik
+from scontrast.pcpca._missing import _loglik_and_grad, _stack
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -1,28 +1,26 @@
-"""PCPCA estimator: reference package, closed-form invariants, admissible gamma, the paper's Figure 2,
-likelihood, embedding and generation."""
+"""PCPCA estimator: reference package, closed-form invariants, parameter checks, clipping, the paper's
+Figure 2, likelihood, embedding and generation."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from pcpca_helpers import correlated, two_groups
 from scipy.stats import multivariate_normal
 from sklearn.exceptions import NotFittedError
 
 from scontrast.core import ScontrastError
-from scontrast.pcpca import PCPCA, heldout_loglik, max_gamma, observed_loglik
+from scontrast.pcpca._closed_form import max_gamma
+from scontrast.pcpca._estimator import PCPCA
+from scontrast.pcpca._missing import observed_loglik
 
 Ref = pytest.importorskip("pcpca").PCPCA
 
 
-def correlated(n, D, seed, shift=0.0, scale=0.5):
-    rng = np.random.default_rng(seed)
-    return rng.normal(size=(n, D)) @ rng.normal(size=(D, D)) * scale + shift
-
-
 @pytest.fixture(scope="module")
 def pair():
-    return correlated(150, 12, 0, shift=3.0), correlated(120, 12, 1, shift=-1.0)
+    return two_groups()
 
 
 def figure2(seed):
@@ -40,9 +38,6 @@ def line_angle(u, v):
     return float(np.degrees(np.arccos(min(1.0, abs(u @ v)))))
 
 
-# ----------------------------------------------------------------------------- reference package
-
-
 @pytest.mark.parametrize("gamma_prime", [0.0, 0.25, 0.5])
 def test_equals_reference_where_its_answer_is_valid(pair, gamma_prime):
     X, Y = pair
@@ -55,32 +50,6 @@ def test_equals_reference_where_its_answer_is_valid(pair, gamma_prime):
     # Same loadings up to rotation: W W' is invariant.
     np.testing.assert_allclose(ours.W_ @ ours.W_.T, ref.W_mle @ ref.W_mle.T, atol=1e-10)
     np.testing.assert_allclose(np.abs(ours.W_), np.abs(ref.W_mle), atol=1e-10)  # distinct eigenvalues: signs only
-
-
-def test_reference_accepts_an_inadmissible_gamma_that_we_reject():
-    """Target variance dominated by one direction, background by another: the reference bound
-    (sum of target eigenvalues from index k, not k+1) admits a gamma' where sigma^2 < 0."""
-    rng = np.random.default_rng(3)
-    n = m = 400
-    X = rng.normal(size=(n, 3)) * np.sqrt([10.0, 1.0, 1.0])
-    Y = rng.normal(size=(m, 3)) * np.sqrt([0.1, 0.1, 2.0])
-    X, Y = X - X.mean(0), Y - Y.mean(0)
-    bound = max_gamma(X, Y, 1)
-    ref_bound = Ref(n_components=1).get_gamma_bound(X.T, Y.T)  # gamma' units, as its covariances are
-    assert ref_bound > 1.0 > bound * m / n  # the reference would allow any gamma' < 1
-    gamma = 0.5 * (bound + 1.0)
-    ref = Ref(n_components=1, gamma=gamma)
-    ref.fit(X.T, Y.T)
-    assert ref.sigma2_mle < 0  # invalid answer, silently returned
-    with pytest.raises(ValueError, match=r"need gamma < "):
-        PCPCA(1, gamma=gamma).fit(X, Y)
-    # The corrected (index k+1) Weyl bound is sufficient, hence below the exact bound.
-    mu = np.sort(np.linalg.eigvalsh(X.T @ X / n))[::-1]
-    rho = np.linalg.eigvalsh(Y.T @ Y / m).max()
-    assert mu[1:].sum() / (2 * rho) <= bound * m / n
-
-
-# ----------------------------------------------------------------------------- closed form
 
 
 def test_gamma_zero_is_ppca(pair):
@@ -189,26 +158,6 @@ def test_sparse_input_and_arpack_match_dense():
         max_gamma(dense_X, dense_Y, 3, eigen_solver="dense"), rel=1e-9)
 
 
-# ----------------------------------------------------------------------------- admissible range
-
-
-def test_max_gamma_is_the_end_of_the_admissible_range(pair):
-    X, Y = pair
-    bound = max_gamma(X, Y, 2)
-    assert 0 < bound < len(X) / len(Y)  # here sigma^2 > 0 binds, not n - gamma m > 0
-    PCPCA(2, gamma=0.999 * bound).fit(X, Y)
-    with pytest.raises(ValueError, match=f"need gamma < {bound:.6g}"):
-        PCPCA(2, gamma=1.001 * bound).fit(X, Y)
-    # Brute force: every gamma on a grid below the bound is admissible, every one above is not.
-    for g in np.linspace(0.0, 1.5 * bound, 31):
-        if g < bound:
-            model = PCPCA(2, gamma=g).fit(X, Y)
-            assert model.sigma2_ > 0 and np.all(np.isfinite(model.W_))
-        else:
-            with pytest.raises(ValueError, match="not admissible"):
-                PCPCA(2, gamma=g).fit(X, Y)
-
-
 def test_fit_reports_the_bound_and_clips_on_request(pair):
     X, Y = pair
     n, m = len(X), len(Y)
@@ -234,50 +183,6 @@ def test_fit_reports_the_bound_and_clips_on_request(pair):
     # 'clip' leaves an admissible gamma alone.
     kept = PCPCA(2, gamma_prime=0.2, on_inadmissible="clip").fit(X, Y)
     assert not kept.clipped_ and kept.gamma_prime_ == pytest.approx(0.2)
-
-
-def test_heldout_loglik_compares_with_ppca_on_the_same_split(pair):
-    X, Y = pair
-    model = PCPCA(2, gamma_prime=0.4).fit(X, Y)
-    out = heldout_loglik(model, X, Y, 0.2, random_state=0)
-    assert out["n_heldout"] == 30 and out["heldout_note"] == ""
-    test = np.sort(np.random.default_rng(0).permutation(len(X))[:30])
-    train = np.setdiff1d(np.arange(len(X)), test)
-    pc = PCPCA(2, gamma_prime=0.4).fit(X[train], Y)
-    pp = PCPCA(2, gamma_prime=0.0).fit(X[train], Y)
-    assert out["heldout_loglik"] == pytest.approx(pc.score(X[test]), rel=1e-12)
-    assert out["heldout_loglik_ppca"] == pytest.approx(pp.score(X[test]), rel=1e-12)
-    assert heldout_loglik(model, X, Y, 0.2, random_state=np.random.default_rng(0)) == out
-    skipped = heldout_loglik(model, X, Y, 0.0)
-    assert skipped["n_heldout"] == 0 and np.isnan(skipped["heldout_loglik"]) and skipped["heldout_note"]
-    tiny = heldout_loglik(model, X[:3], Y, 0.9)
-    assert np.isnan(tiny["heldout_loglik_ppca"]) and "too small" in tiny["heldout_note"]
-    with pytest.raises(ScontrastError, match=r"^holdout_fraction: expected"):
-        heldout_loglik(model, X, Y, 1.0)
-    with pytest.raises(NotFittedError):
-        heldout_loglik(PCPCA(), X, Y)
-
-
-def test_max_gamma_when_n_minus_gamma_m_binds():
-    """A background with little variance: sigma^2 stays positive, so the bound is n/m."""
-    rng = np.random.default_rng(2)
-    X = rng.normal(size=(90, 6)) * 2.0
-    Y = rng.normal(size=(60, 6)) * 0.1
-    assert max_gamma(X, Y, 2) == pytest.approx(90 / 60)
-    PCPCA(2, gamma_prime=0.999).fit(X, Y)
-    with pytest.raises(ValueError, match=r"n - gamma\*m"):
-        PCPCA(2, gamma_prime=1.0).fit(X, Y)
-
-
-def test_no_admissible_gamma_when_target_has_rank_k():
-    rng = np.random.default_rng(0)
-    X = rng.normal(size=(30, 1)) @ rng.normal(size=(1, 5))
-    Y = rng.normal(size=(30, 5))
-    with pytest.raises(ValueError, match="no gamma is admissible"):
-        max_gamma(X, Y, 1)
-
-
-# ----------------------------------------------------------------------------- Figure 2
 
 
 def test_figure2_line_rotates_about_90_degrees():
@@ -306,9 +211,6 @@ def test_figure2_over_seeds():
         angles.append(line_angle(w0, PCPCA(1, gamma_prime=0.9).fit(X, Y).W_[:, 0]))
     assert rejected < 20 and len(angles) > 20
     assert np.median(angles) > 75
-
-
-# ----------------------------------------------------------------------------- likelihood, embedding, samples
 
 
 def test_score_equals_scipy_logpdf(pair):

@@ -11,7 +11,8 @@ from scipy.linalg import subspace_angles
 from scipy.stats import multivariate_normal
 from sklearn.exceptions import ConvergenceWarning
 
-from scontrast.pcpca import PCPCA, _loglik_and_grad, _maximise, _stack, observed_loglik
+from scontrast.pcpca._estimator import PCPCA
+from scontrast.pcpca._missing import _loglik_and_grad, _maximise, _stack, observed_loglik
 
 ref_module = pytest.importorskip("pcpca.pcpca")
 
