@@ -418,7 +418,9 @@ def variant_pvalues(X, Y, n_perms: int, rng) -> dict:
     relabellings; starts, tightening (50 steps) and min-p as in ``SPARDA._permute_test``,
     except that min-p ties count against the observed labelling here.
     """
-    from scontrast.sparda import _label_starts, _Labellings, _set_pvalues, _tighten_rows, marginal_wasserstein2
+    from scontrast.sparda._test import _label_starts, _Labellings, _set_pvalues
+    from scontrast.sparda._tighten import _tighten_rows
+    from scontrast.sparda._wasserstein import marginal_wasserstein2
 
     Z = np.vstack([X, Y])
     Z = Z / Z.std(axis=0)
