@@ -202,3 +202,35 @@ def test_rule_scripts_write_the_delta_and_draw_it_without_x(tmp_path):
     n = delta.uns["cpca"]["alphas"].size
     assert len([a for a in fig.axes if a.get_visible() and a.get_title().startswith("alpha")]) == n
     matplotlib.pyplot.close(fig)
+
+
+def _declare(adata, donors):
+    from scontrast.design import REPLICATE_KEY
+
+    adata.obs[REPLICATE_KEY] = pd.Categorical(donors)
+    adata.uns["scontrast"] = {"design": {"replicate": "donor", "paired": False, "unit": "replicate",
+                                         "summary": "replicate: donor, 3 target / 2 background (unpaired)"}}
+
+
+def test_a_direction_that_separates_donors_is_warned():
+    """The target subgroups are donors (a donor axis) in one case and shared by every donor in the other."""
+    from scontrast.tl._cpca import summary_rows
+
+    adata = made_up(n_target=300, n_background=250, seed=1)
+    target = adata.obs["scontrast_target"].to_numpy()
+    sub = adata.obs["subgroup"].astype(str).to_numpy()
+    background_donors = np.where(np.arange(adata.n_obs) % 2 == 0, "n1", "n2")
+    _declare(adata, np.where(target, "donor_" + sub, background_donors))   # subgroup = donor
+    cpca(adata, random_state=0)
+    share = adata.uns["cpca"]["replicate_share"]
+    assert share[0] > 0.8
+    assert any("cPC 1:" in w and "between replicates" in w for w in adata.uns["cpca"]["warnings"])
+    assert dict(summary_rows(adata))["share of each cPC's target variance between replicates"].startswith(f"{share[0]:.2f}")
+
+    shared = made_up(n_target=300, n_background=250, seed=1)
+    rng = np.random.default_rng(0)
+    _declare(shared, np.where(target, rng.choice(["t1", "t2", "t3"], adata.n_obs), background_donors))
+    cpca(shared, random_state=0)
+    assert shared.uns["cpca"]["replicate_share"].max() < 0.1
+    assert not any("between replicates" in w for w in shared.uns["cpca"]["warnings"])
+    np.testing.assert_array_equal(shared.obsm["X_cpca"], adata.obsm["X_cpca"])  # the fit itself is untouched

@@ -152,3 +152,26 @@ def test_benchmark_core_runs_on_tiny_sizes():
     row = bench_pcpca.missing_data_speed(n=30, m=30, D=6, k=2, frac=0.2, n_iter=3, seed=0)
     assert row["ref_s"] > 0 and row["ours_s"] > 0 and np.isfinite(row["ours_objective"])
     assert row["ours_objective"] >= row["start_objective"]
+
+
+def test_share_of_the_components_between_donors():
+    """Donors cut along the target programme (a donor axis) vs donors drawn at random."""
+    from scontrast.design import REPLICATE_KEY
+
+    adata = made_up(n_target=200, n_background=150)
+    target = adata.obs["scontrast_target"].to_numpy()
+    programme = np.asarray(adata.X[:, :5].sum(axis=1)).ravel()
+    cuts = np.quantile(programme[target], [1 / 3, 2 / 3])
+    by_programme = np.where(target, np.array(["t1", "t2", "t3"])[np.searchsorted(cuts, programme)], "n1")
+    by_programme[~target & (np.arange(adata.n_obs) % 2 == 0)] = "n2"
+    for donors, expect_warning in ((by_programme, True),
+                                   (np.where(target, np.random.default_rng(0).choice(["t1", "t2", "t3"], adata.n_obs),
+                                             by_programme), False)):
+        a = adata.copy()
+        a.obs[REPLICATE_KEY] = pd.Categorical(donors)
+        a.uns["scontrast"] = {"design": {"replicate": "donor", "paired": False, "unit": "replicate",
+                                         "summary": "replicate: donor, 3 target / 2 background (unpaired)"}}
+        pcpca(a, gamma_prime=0.4, random_state=0)
+        share = a.uns["pcpca"]["replicate_share"]
+        warned = any("PCPCA component 1:" in w for w in a.uns["pcpca"]["warnings"])
+        assert warned == expect_warning and (share[0] > 0.5) == expect_warning

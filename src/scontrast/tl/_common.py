@@ -23,8 +23,11 @@ from ..core import TARGET_KEY, ScontrastError, package_versions
 
 __all__ = [
     "TARGET_KEY", "build_estimator", "expression", "fitted_params", "fmt", "gene_mask", "group_matrices", "record_params",
-    "replicate_design", "result_warnings", "target_mask",
+    "replicate_design", "replicate_share", "result_warnings", "target_mask",
 ]
+
+#: a direction whose variance among target cells lies more than this share between replicates is warned
+REPLICATE_SHARE_WARN = 0.5
 
 # library noise about future API changes, not about the user's result: passed on untouched
 _PASSED_ON = (DeprecationWarning, PendingDeprecationWarning, FutureWarning, ImportWarning)
@@ -88,6 +91,32 @@ def replicate_design(adata: ad.AnnData) -> dict | None:
         raise ScontrastError(f"obs['{REPLICATE_KEY}']: {int(reps.isna().sum())} cell(s) have no replicate")
     return {"column": str(design["replicate"]), "paired": bool(design["paired"]), "summary": str(design["summary"]),
             "replicates": reps.astype(str).to_numpy()}
+
+
+def replicate_share(adata: ad.AnnData, scores: np.ndarray, what: str, key: str = TARGET_KEY) -> dict:
+    """Share of each direction's variance among the target cells that lies between replicates.
+
+    ``scores`` (n_obs, k) are the cells' coordinates on ``k`` directions (e.g. ``obsm['X_cpca']``).
+    With a declared design, returns ``{'replicate_share': (k,), 'design': str}`` and warns
+    (``ScontrastWarning``) for each direction above :data:`REPLICATE_SHARE_WARN`: it mostly
+    separates replicates (a donor axis) rather than a sub-population they share. Without a
+    design, returns {}.
+    """
+    import warnings
+
+    from ..core import ScontrastWarning
+    from ..design import between_replicate_share
+
+    design = replicate_design(adata)
+    if design is None:
+        return {}
+    t = target_mask(adata, key)
+    share = between_replicate_share(np.asarray(scores)[t], design["replicates"][t])
+    for j in np.flatnonzero(share > REPLICATE_SHARE_WARN):
+        warnings.warn(f"{what} {j + 1}: {share[j]:.0%} of its variance among target cells lies between replicates "
+                      f"({design['summary']}): it mostly separates donors or samples, not a sub-population they share",
+                      ScontrastWarning, stacklevel=2)
+    return {"replicate_share": share, "design": design["summary"]}
 
 
 def gene_mask(adata: ad.AnnData, genes: str = "highly_variable") -> np.ndarray:

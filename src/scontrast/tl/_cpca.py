@@ -9,7 +9,17 @@ import anndata as ad
 import numpy as np
 
 from ..cpca import CPCA
-from ._common import TARGET_KEY, build_estimator, expression, fitted_params, fmt, group_matrices, record_params, result_warnings
+from ._common import (
+    TARGET_KEY,
+    build_estimator,
+    expression,
+    fitted_params,
+    fmt,
+    group_matrices,
+    record_params,
+    replicate_share,
+    result_warnings,
+)
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +103,9 @@ def cpca(
     default = model.default_index_
     adata.obsm["X_cpca"] = adata.obsm[keys[default]].copy()
     adata.varm["cPCs"] = adata.varm[f"cPCs_alpha{default}"].copy()
+    with result_warnings("cpca") as design_warned:
+        by_replicate = replicate_share(adata, adata.obsm["X_cpca"], "cPC", key)
+    warned += design_warned
     model_params = fitted_params(model)
     model_params["alpha"] = _alpha_param(model_params["alpha"])
     record_params(
@@ -104,7 +117,7 @@ def cpca(
         explained_contrast=np.asarray(model.explained_contrast_, dtype=float),
         grid_explained_contrast=np.asarray(model.grid_explained_contrast_, dtype=float),
         residuals=np.asarray(model.residuals_, dtype=float), solver=model.solver_,
-        n_target=int(X.shape[0]), n_background=int(Y.shape[0]), n_genes=int(mask.sum()),
+        n_target=int(X.shape[0]), n_background=int(Y.shape[0]), n_genes=int(mask.sum()), **by_replicate,
     )
     return adata if copy else None
 
@@ -114,5 +127,8 @@ def summary_rows(adata: ad.AnnData, n_top: int = 10) -> Iterator[tuple[str, str]
     """(item, value) rows of the workflow's summary table for ``uns['cpca']``."""
     c = adata.uns["cpca"]
     yield "alphas chosen", ", ".join(fmt(a) for a in np.asarray(c.get("alphas", []))[1:])
+    if "replicate_share" in c:
+        yield "share of each cPC's target variance between replicates", ", ".join(
+            f"{v:.2f}" for v in np.asarray(c["replicate_share"]))
 
 __all__ = ["cpca", "summary_rows"]

@@ -9,7 +9,17 @@ import anndata as ad
 import numpy as np
 
 from ..pcpca import PCPCA, heldout_loglik
-from ._common import TARGET_KEY, build_estimator, expression, fitted_params, fmt, group_matrices, record_params, result_warnings
+from ._common import (
+    TARGET_KEY,
+    build_estimator,
+    expression,
+    fitted_params,
+    fmt,
+    group_matrices,
+    record_params,
+    replicate_share,
+    result_warnings,
+)
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +81,9 @@ def pcpca(
     W = np.zeros((adata.n_vars, model.W_.shape[1]))
     W[mask] = model.W_
     adata.varm["PCPCA_W"] = W
+    with result_warnings("pcpca") as design_warned:
+        by_replicate = replicate_share(adata, adata.obsm["X_pcpca"], "PCPCA component", key)
+    warned += design_warned
     front = dict(genes=genes, layer=layer, key=key, holdout_fraction=holdout_fraction)
     model_params = fitted_params(model)
     n, m = X.shape[0], Y.shape[0]
@@ -82,7 +95,7 @@ def pcpca(
         n_target=int(n), n_background=int(m), n_genes=int(mask.sum()),
         objective=float(model.objective_), solver=model.solver_, converged=bool(model.converged_),
         n_iter=int(model.n_iter_), optimizer_message=model.optimizer_message_,
-        eigenvalues=np.asarray(model.eigenvalues_, dtype=float), **held,
+        eigenvalues=np.asarray(model.eigenvalues_, dtype=float), **held, **by_replicate,
     )
     return adata if copy else None
 
@@ -93,5 +106,8 @@ def summary_rows(adata: ad.AnnData, n_top: int = 10) -> Iterator[tuple[str, str]
     c = adata.uns["pcpca"]
     yield "gamma' (admissible below)", f"{fmt(c['gamma_prime'])} ({fmt(c['max_gamma_prime'])})"
     yield "held-out log-likelihood (PPCA)", f"{fmt(c['heldout_loglik'])} ({fmt(c['heldout_loglik_ppca'])})"
+    if "replicate_share" in c:
+        yield "share of each component's target variance between replicates", ", ".join(
+            f"{v:.2f}" for v in np.asarray(c["replicate_share"]))
 
 __all__ = ["pcpca", "summary_rows"]
