@@ -15,7 +15,7 @@ from scontrast import io
 from scontrast.core import ScontrastError
 from scontrast.pl._sparda import sparda as plot_sparda
 from scontrast.sparda import SPARDA
-from scontrast.tl._sparda import sparda
+from scontrast.tl._sparda import sparda, summary_rows
 
 matplotlib.use("Agg")
 
@@ -218,3 +218,20 @@ def test_rule_scripts_write_the_delta_and_draw_it_without_x(tmp_path):
     assert len(fig.axes[0].patches) == 2
     np.testing.assert_allclose(fig.get_size_inches(), schema["plot"]["properties"]["figsize"]["default"])
     matplotlib.pyplot.close(fig)
+
+
+def test_front_end_tests_per_replicate_on_wu2020_paired_by_patient():
+    """Tumour vs normal T cells of 6 patients, paired: 32 distinct swaps, floor 1/32, the unit in the summary."""
+    from scontrast.preprocess import preprocess
+
+    raw = ad.read_h5ad("data/wu2020_tcells_200.h5ad")
+    adata = preprocess(raw, groupby="source", target=["Tumor"], background=["NAT"], min_genes=20, n_top_genes=1000,
+                       replicate="patient", paired=True)
+    sparda(adata, random_state=0)
+    test = adata.uns["sparda"]["test"]
+    assert test["method"] == "replicate" and bool(test["paired"]) and int(test["n_replicates"]) == 6
+    assert int(test["n_labellings"]) == 32 and float(test["floor"]) == pytest.approx(1 / 32)
+    assert adata.uns["sparda"]["pvalue"] >= 1 / 32
+    rows = dict(summary_rows(adata))
+    assert "per replicate (6 replicates, paired; all of 32 relabellings, smallest possible p 0.03125)" in \
+        rows["p-value (replicate test)"]

@@ -91,6 +91,8 @@ def sparda(
     test = info.get("test")
     if not np.isfinite(p):
         ptxt = "no permutation test"
+    elif test is not None and str(test["method"]) == "replicate":
+        ptxt = f"p = {p:.3g} per replicate (smallest possible {float(test['floor']):.2g})"
     elif test is not None and bool(test["bound"]):
         ptxt = f"p <= {p:.2g} ({int(test['n_permutations'])} permutations)"
     else:

@@ -14,6 +14,7 @@ from joblib import Parallel, delayed
 from sklearn.model_selection import KFold
 
 from ..core import ScontrastError, ScontrastWarning, dense, one_blas_thread, progress, spawn_seed
+from ._replicate import replicate_folds
 from ._wasserstein import wasserstein2_1d
 
 
@@ -26,7 +27,7 @@ class _LambdaChoice:
             return np.zeros(1)
         return top * np.geomspace(1.0, self.lam_min_ratio, self.n_lambdas)
 
-    def _choose_lambda(self, X, Y, Xd, Yd, w2, screened, rng):
+    def _choose_lambda(self, X, Y, Xd, Yd, w2, screened, rng, reps=None):
         """The penalty of a fit: ``lam``, 0 with ``k``, else the CV rule on the path.
 
         Returns
@@ -54,7 +55,7 @@ class _LambdaChoice:
         lams = self._lambda_path(top)
         if lams.size == 1:
             return float(lams[0]), rel0, None, pda
-        cv = self._cross_validate(X, Y, lams, rng)
+        cv = self._cross_validate(X, Y, lams, rng, reps)
         return float(lams[cv["best_index"]]), rel0, cv, pda
 
     @one_blas_thread
@@ -76,8 +77,11 @@ class _LambdaChoice:
         return scores, nnz
 
     # --------------------------------------------------------------------- fit
-    def _cross_validate(self, X, Y, lams, rng) -> dict:
-        """Held-out divergence along the path and the rule's choice (the ``cv_results_`` dict)."""
+    def _cross_validate(self, X, Y, lams, rng, reps=None) -> dict:
+        """Held-out divergence along the path and the rule's choice (the ``cv_results_`` dict).
+
+        With ``reps`` (:class:`~._replicate.Replicates`) the folds hold out whole replicates.
+        """
         n, m = X.shape[0], Y.shape[0]
         folds = self.cv_folds
         if min(n, m) < 2 * folds:
@@ -85,13 +89,15 @@ class _LambdaChoice:
                 f"cv_folds: {folds} folds need at least {2 * folds} cells per group, got {n} and {m}; "
                 "lower cv_folds or set lam"
             )
-        kx = KFold(folds, shuffle=True, random_state=spawn_seed(rng)).split(np.arange(n))
-        ky = KFold(folds, shuffle=True, random_state=spawn_seed(rng)).split(np.arange(m))
+        if reps is None:
+            kx = KFold(folds, shuffle=True, random_state=spawn_seed(rng)).split(np.arange(n))
+            ky = KFold(folds, shuffle=True, random_state=spawn_seed(rng)).split(np.arange(m))
+            splits = [(trx, tex, try_, tey) for (trx, tex), (try_, tey) in zip(kx, ky)]
+        else:
+            splits = replicate_folds(reps, n, folds, spawn_seed(rng))
+            folds = len(splits)
         seeds = rng.integers(0, 2**63 - 1, size=folds)
-        jobs = [
-            delayed(self._cv_fold)(X, Y, trx, tex, try_, tey, lams, seeds[f])
-            for f, ((trx, tex), (try_, tey)) in enumerate(zip(kx, ky))
-        ]
+        jobs = [delayed(self._cv_fold)(X, Y, *split, lams, seeds[f]) for f, split in enumerate(splits)]
         res = list(progress(Parallel(n_jobs=self.n_jobs, return_as="generator")(jobs), total=folds,
                             desc="sparda: cross-validation folds", logger="scontrast.sparda"))
         scores = np.array([r[0] for r in res])

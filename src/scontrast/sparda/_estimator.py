@@ -27,6 +27,7 @@ from ..core import (
 )
 from ._cv import _LambdaChoice
 from ._relax import relax
+from ._replicate import Replicates
 from ._test import _Tests
 from ._tighten import _moment_starts, tighten
 from ._utils import _column_moments, _scale_columns, orient_to_target
@@ -64,7 +65,15 @@ class SPARDA(_LambdaChoice, _Tests, BaseEstimator):
         statistics at least as large as the observed one; when ``b = 0`` the p-value
         is its floor, an upper bound (a ``ScontrastWarning`` says so; ``test_``
         records ``b``).
-    test : {'auto', 'permute', 'split', 'refit'}, default 'auto'
+    test : {'auto', 'permute', 'split', 'refit', 'replicate'}, default 'auto'
+        ``'replicate'`` (and ``'auto'`` when ``fit`` is given each cell's replicate): the
+        ``'permute'`` statistics computed for relabellings of whole *replicates* (donors,
+        samples) rather than of cells: unpaired, which replicates are target; paired, swaps
+        of the two labels within replicates; all of them when at most ``n_permutations``
+        (exact; the floor ``1 / #labellings``, counting a labelling and its mirror once, is
+        warned when above 0.05), a random sample otherwise.  Cells of one donor are not
+        independent, so only this test holds its level when donors differ; the lambda
+        folds then hold out whole replicates too.
         ``'permute'``: permutation test on all cells of a statistic re-optimised for every
         labelling with label-free tuning: the largest penalised divergence
         ``D(beta) - lam ||beta||_1^2`` that the tightening (50 steps at most) reaches from the
@@ -80,9 +89,10 @@ class SPARDA(_LambdaChoice, _Tests, BaseEstimator):
         ``'refit'``: the fitted divergence itself, the whole fit at the chosen ``lam``/``k``
         repeated on every permutation (exact only for a fixed ``lam`` or ``k``: with the CV
         rule, the observed data's lambda is reused in the permutations).
-        ``'auto'``: ``'permute'`` when ``(n + m) * min(d, max_genes) <= 20000``, else
-        ``'split'``.  The reported direction is always the fit on all cells; the test only
-        supplies the p-value.  Power, calibration and cost of each: ``docs/sparda.md``.
+        ``'auto'``: ``'replicate'`` when replicates are given, else ``'permute'`` when
+        ``(n + m) * min(d, max_genes) <= 20000``, else ``'split'``.  The reported direction is
+        always the fit on all cells; the test only supplies the p-value.  Power, calibration
+        and cost of each: ``docs/sparda.md``.
     cv_folds : int
         Folds (within each group) for choosing ``lam``: the divergence of the held-out
         cells along the direction fitted on the rest, averaged over folds.
@@ -244,7 +254,7 @@ class SPARDA(_LambdaChoice, _Tests, BaseEstimator):
         check_int(self.k, "k", 1, allow_none=True)
         check_int(self.n_directions, "n_directions", 1)
         check_int(self.n_permutations, "n_permutations", 0, allow_none=True)
-        check_option(self.test, "test", ("auto", "permute", "split", "refit"))
+        check_option(self.test, "test", ("auto", "permute", "split", "refit", "replicate"))
         check_int(self.cv_folds, "cv_folds", 2)
         check_int(self.n_lambdas, "n_lambdas", 1)
         check_real(self.lam_min_ratio, "lam_min_ratio", 0, 1, strict_min=True)
@@ -367,13 +377,19 @@ class SPARDA(_LambdaChoice, _Tests, BaseEstimator):
         return self._direction(Xd, Yd, lam, k, rng)[2]["divergence"]
 
     # --------------------------------------------------------------------- fit
-    def fit(self, X, Y):
+    def fit(self, X, Y, replicates_x=None, replicates_y=None, paired: bool = False):
         """Fit on target cells ``X`` (n x d) and background cells ``Y`` (m x d).
 
         Parameters
         ----------
         X : ndarray or scipy.sparse matrix, shape (n, d)
         Y : ndarray or scipy.sparse matrix, shape (m, d)
+        replicates_x, replicates_y : array-like, shapes (n,) and (m,), optional
+            Each cell's replicate (donor, patient, sample). Given, the test is run over
+            relabellings of replicates (``test='replicate'``, see ``test``) and the lambda folds
+            hold out whole replicates.
+        paired : bool
+            Every replicate gives cells to both groups (its labels are swapped under the null).
 
         Returns
         -------
@@ -384,19 +400,25 @@ class SPARDA(_LambdaChoice, _Tests, BaseEstimator):
         # little on them, and its spinning threads fight the permutation / CV workers
         # (and other jobs) for the cores.
         with blas_threads(1):
-            return self._fit(X, Y)
+            return self._fit(X, Y, replicates_x, replicates_y, paired)
 
-    def _fit(self, X, Y):
+    def _fit(self, X, Y, replicates_x=None, replicates_y=None, paired=False):
         X, Y = check_pair(X, Y, min_rows=2)
         rng = check_random_state(self.random_state)
         n, d = X.shape
         m = Y.shape[0]
+        given = replicates_x is not None or replicates_y is not None
+        self.replicates_ = Replicates.from_labels(replicates_x, replicates_y, n, m, paired) if given else None
+        if self.test == "replicate" and self.replicates_ is None:
+            raise ScontrastError("test: 'replicate' needs each cell's replicate (fit(X, Y, replicates_x=..., "
+                                 "replicates_y=...))")
         self.scale_ = self._gene_scale(X, Y)
         Xd, Yd, screened, w2 = self._scale_screen_centre(X, Y)
         self.screened_ = screened
         self.marginal_w2_ = w2
         self.n_relax_cells_ = min(n, m, self.relax_max_cells)
-        lam, rel0, self.cv_results_, self.pda_divergence_ = self._choose_lambda(X, Y, Xd, Yd, w2, screened, rng)
+        lam, rel0, self.cv_results_, self.pda_divergence_ = self._choose_lambda(X, Y, Xd, Yd, w2, screened, rng,
+                                                                                self.replicates_)
         if self.cv_results_ is not None:
             self._warn_path_edge(self.cv_results_)
         self.lam_ = lam

@@ -18,6 +18,7 @@ import scipy.sparse as sp
 from joblib import Parallel, delayed
 
 from ..core import ScontrastError, ScontrastWarning, dense, one_blas_thread, progress
+from ._replicate import replicate_statistics
 from ._tighten import _moment_starts, _tighten_rows
 from ._utils import _column_moments, _pooled, _scale_columns
 from ._wasserstein import _permuted_w2, _quantile_grid, marginal_wasserstein2, wasserstein2_1d
@@ -27,7 +28,9 @@ from ._wasserstein import _permuted_w2, _quantile_grid, marginal_wasserstein2, w
 # then take about 3 CPU s), 'split' otherwise.  See the SPARDA docstring.
 _PERMUTE_MAX_SIZE = 20_000
 # Permutations when n_permutations=None, by test.
-_DEFAULT_PERMUTATIONS = {"split": 9999, "permute": 999, "refit": 99}
+_DEFAULT_PERMUTATIONS = {"split": 9999, "permute": 999, "refit": 99, "replicate": 999}
+# A replicate-level p-value whose floor is above this cannot show a difference at the usual level.
+_FLOOR_WARN = 0.05
 # The 'permute' statistic: lam = _PERMUTE_LAM * lam0 (lam0: the best single gene's
 # noise level, the mean of _LAM0_RELABELLINGS random relabellings), tightening capped
 # at _PERMUTE_TIGHTEN_ITER steps (the measurements that chose them: docs/sparda.md).
@@ -195,8 +198,16 @@ class _Tests:
 
     def _test_method(self, n: int, m: int, d: int) -> str:
         """The test run: ``self.test``, or for ``'auto'`` the rule in the class docstring."""
+        reps = getattr(self, "replicates_", None)
         if self.test != "auto":
+            if reps is not None and self.test != "replicate":
+                warnings.warn(
+                    f"test={self.test!r} relabels cells although replicates are given ({reps.summary()}): its p-value "
+                    "treats cells as independent, so differences between donors read as differences between groups; "
+                    "test='replicate' (or 'auto') tests at the level of the replicate", ScontrastWarning, stacklevel=5)
             return self.test
+        if reps is not None:
+            return "replicate"
         return "permute" if (n + m) * min(d, self.max_genes) <= _PERMUTE_MAX_SIZE else "split"
 
     def _run_test(self, X, Y, lam, rng) -> None:
@@ -208,6 +219,9 @@ class _Tests:
         method = self._test_method(n, m, d)
         n_perm = _DEFAULT_PERMUTATIONS[method] if self.n_permutations is None else int(self.n_permutations)
         if n_perm == 0:
+            return
+        if method == "replicate":
+            self._replicate_test(X, Y, n_perm, rng)
             return
         if method == "split":
             obs, null, info = self._split_test(X, Y, n_perm, rng)
@@ -319,6 +333,55 @@ class _Tests:
                 "divergence_pvalue": float(comp[0]), "shape_pvalue": float(comp[1]),
                 "tighten_max_iter": _PERMUTE_TIGHTEN_ITER}
         return float(level[0]), level[1:], info
+
+    def _replicate_test(self, X, Y, max_labellings, rng) -> None:
+        """The ``'permute'`` statistics over relabellings of replicates (:mod:`._replicate`).
+
+        The test genes and both ``lam0`` are label free as in ``'permute'`` (``lam0`` from
+        relabellings of half the pooled cells, whatever the observed group sizes), so every
+        labelling's statistic is one fixed function of (pooled cells, labels): under
+        exchangeable replicates ``p = #{level >= observed} / L`` over the ``L`` labellings
+        (observed included) is exact when they are all listed, and valid when sampled.
+        """
+        reps = self.replicates_
+        n = X.shape[0]
+        Z, genes = self._test_genes(X, Y)
+        lam0 = _noise_levels(Z, Z.shape[0] // 2, rng)
+        lams = _PERMUTE_LAM * lam0
+        def statistics(Z, size, perms):
+            return _relabelled_statistics(Z, size, perms, lams, _PERMUTE_TIGHTEN_ITER)
+
+        stats, exact = replicate_statistics(statistics, Z, n, reps, max_labellings, rng, _PERM_BATCH)
+        level = _min_p_level(stats)
+        L = stats.shape[0]
+        at_least = int(np.sum(level[1:] >= level[0]))
+        self.null_divergences_ = level[1:]
+        self.pvalue_ = float((1 + at_least) / L)
+        floor = 1.0 / L
+        comp = (1 + np.sum(stats[1:] >= stats[0], axis=0)) / L
+        self.test_ = {
+            "method": "replicate", "requested": self.test, "unit": "replicate", "design": reps.summary(),
+            "paired": reps.paired, "n_replicates": int(reps.names.size), "statistic": float(level[0]),
+            "n_permutations": L - 1, "n_labellings": L, "exact": bool(exact), "floor": floor,
+            "n_at_least": at_least, "bound": bool(at_least == 0 and not exact), "pvalue": self.pvalue_,
+            "n_test_genes": int(genes.size), "lam0": float(lam0[0]), "test_lam": float(lams[0]),
+            "shape_lam0": float(lam0[1]), "shape_test_lam": float(lams[1]),
+            "divergence_statistic": float(stats[0, 0]), "shape_statistic": float(stats[0, 1]),
+            "divergence_pvalue": float(comp[0]), "shape_pvalue": float(comp[1]),
+            "tighten_max_iter": _PERMUTE_TIGHTEN_ITER,
+        }
+        kind = "all" if exact else "a random sample of"
+        if floor > _FLOOR_WARN:
+            warnings.warn(
+                f"with {reps.summary()} there are only {L} distinct relabellings of the replicates, so the smallest "
+                f"possible p-value is {floor:.3g}: no difference can be shown at {_FLOOR_WARN} with this many "
+                "replicates (more donors or samples are needed)", ScontrastWarning, stacklevel=4)
+        elif at_least == 0:
+            warnings.warn(
+                f"p-value at its floor: the observed labelling is the most extreme of {kind} {L} relabellings of the "
+                f"replicates ({reps.summary()}), p = {self.pvalue_:.2g}"
+                + ("" if exact else " is a bound (raise n_permutations to resolve it)"),
+                ScontrastWarning, stacklevel=4)
 
     def _split_test(self, X, Y, n_permutations, rng):
         """Sample-splitting test: direction learnt on half of the cells, tested on the others.

@@ -9,7 +9,18 @@ import anndata as ad
 import numpy as np
 
 from ..sparda import SPARDA
-from ._common import TARGET_KEY, build_estimator, expression, fitted_params, fmt, group_matrices, record_params, result_warnings
+from ._common import (
+    TARGET_KEY,
+    build_estimator,
+    expression,
+    fitted_params,
+    fmt,
+    group_matrices,
+    record_params,
+    replicate_design,
+    result_warnings,
+    target_mask,
+)
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +88,7 @@ def sparda(
     adata = adata.copy() if copy else adata
     X, Y, mask = group_matrices(adata, genes=genes, layer=layer, key=key, min_cells=2)
     with result_warnings("sparda") as warned:
-        model.fit(X, Y)
+        model.fit(X, Y, **_replicates(adata, key))
     names = adata.var_names[mask].to_numpy()
     log.info("sparda: lambda=%.4g, %d genes selected, divergence %.4g, p=%s", model.lam_, model.selected_.size,
              model.divergence_, model.pvalue_)
@@ -170,14 +181,27 @@ def sparda(
 
 
 
+def _replicates(adata: ad.AnnData, key: str) -> dict:
+    """``fit``'s replicate keywords from the declared design (none without one: cells are the unit)."""
+    design = replicate_design(adata)
+    if design is None:
+        return {}
+    t = target_mask(adata, key)
+    return {"replicates_x": design["replicates"][t], "replicates_y": design["replicates"][~t], "paired": design["paired"]}
+
+
 def summary_rows(adata: ad.AnnData, n_top: int = 10) -> Iterator[tuple[str, str]]:
     """(item, value) rows of the workflow's summary table for ``uns['sparda']``."""
     s = adata.uns["sparda"]
     test = s.get("test")
-    if test is not None and int(test["n_at_least"]) == 0:
-        p = f"<= {fmt(s.get('pvalue'))} (none of {int(test['n_permutations'])} permutations as large)"
+    if test is not None and test["method"] == "replicate":
+        how = "all" if bool(test["exact"]) else "a random sample"
+        p = (f"{fmt(s.get('pvalue'))} per replicate ({test['design']}; {how} of {int(test['n_labellings'])} relabellings, "
+             f"smallest possible p {fmt(float(test['floor']))})")
+    elif test is not None and int(test["n_at_least"]) == 0:
+        p = f"<= {fmt(s.get('pvalue'))} per cell (none of {int(test['n_permutations'])} permutations as large)"
     elif test is not None:
-        p = f"{fmt(s.get('pvalue'))} ({int(test['n_at_least'])} of {int(test['n_permutations'])} permutations as large)"
+        p = f"{fmt(s.get('pvalue'))} per cell ({int(test['n_at_least'])} of {int(test['n_permutations'])} permutations as large)"
     else:
         p = fmt(s.get("pvalue", float("nan")))
     yield f"p-value ({test['method']} test)" if test is not None else "permutation p-value", p

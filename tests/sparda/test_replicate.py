@@ -1,0 +1,117 @@
+"""SPARDA's replicate-level test and folds (scontrast.sparda._replicate)."""
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from scontrast.core import ScontrastError
+from scontrast.sparda import SPARDA
+from scontrast.sparda._replicate import Replicates, _distinct_labellings, replicate_folds
+
+
+def _donors(n_donors, cells, genes, seed, effect=0.0, sd=1.0, paired=False):
+    """Donors with their own gene means (sd ``sd``); the target cells' gene 0 shifted by ``effect``."""
+    rng = np.random.default_rng(seed)
+    means = rng.normal(0, sd, size=(n_donors, genes))
+    if paired:
+        donor = np.tile(np.repeat(np.arange(n_donors), cells), 2)
+        target = np.arange(donor.size) < n_donors * cells
+    else:
+        donor = np.repeat(np.arange(n_donors), cells)
+        target = donor < n_donors // 2
+    Z = means[donor] + rng.standard_normal((donor.size, genes))
+    Z[target, 0] += effect
+    names = np.array([f"d{i}" for i in donor])
+    return Z[target], Z[~target], names[target], names[~target]
+
+
+def test_replicates_are_validated_in_one_line():
+    with pytest.raises(ScontrastError, match="'a' has cells in both groups; declare the design paired"):
+        Replicates.from_labels(["a", "b", "c"], ["a", "d", "e"], 3, 3, False)
+    with pytest.raises(ScontrastError, match="1 target and 2 background replicates"):
+        Replicates.from_labels(["a", "a"], ["b", "c"], 2, 2, False)
+    with pytest.raises(ScontrastError, match="'c' has no cell in one group of a paired design"):
+        Replicates.from_labels(["a", "b", "c"], ["a", "b", "b"], 3, 3, True)
+    with pytest.raises(ScontrastError, match=r"expected shapes \(3,\) and \(2,\)"):
+        Replicates.from_labels(["a", "b", "c"], ["d"], 3, 2, False)
+
+
+@pytest.mark.parametrize("r_t,r_b,paired,expected", [(3, 3, False, math.comb(6, 3) // 2), (4, 2, False, math.comb(6, 4)),
+                                                      (5, 5, True, 2 ** 5 // 2)])
+def test_each_labelling_and_its_mirror_is_evaluated_once(r_t, r_b, paired, expected):
+    if paired:
+        reps = Replicates.from_labels([f"p{i}" for i in range(r_t)], [f"p{i}" for i in range(r_b)], r_t, r_b, True)
+    else:
+        reps = Replicates.from_labels([f"t{i}" for i in range(r_t)], [f"b{i}" for i in range(r_b)], r_t, r_b, False)
+    lab, exact, L = _distinct_labellings(reps, 10_000, np.random.default_rng(0))
+    assert exact and L == expected == lab.shape[0]
+    np.testing.assert_array_equal(lab[0], reps.target if not paired else np.zeros(r_t, bool))
+    mirror = ~lab if (paired or r_t == r_b) else None
+    rows = {tuple(r) for r in lab}
+    assert len(rows) == L
+    if mirror is not None:  # no labelling kept together with its mirror
+        assert not rows & {tuple(r) for r in mirror}
+        full = rows | {tuple(r) for r in mirror}
+        brute = set(itertools.product([False, True], repeat=reps.target.size))
+        if not paired:
+            brute = {b for b in brute if sum(b) == r_t}
+        assert full == brute
+
+
+@pytest.mark.parametrize("paired", [False, True])
+def test_folds_hold_out_whole_replicates(paired):
+    X, Y, rx, ry = _donors(8, 10, 3, 0, paired=paired)
+    reps = Replicates.from_labels(rx, ry, rx.size, ry.size, paired)
+    folds = replicate_folds(reps, rx.size, 3, 0)
+    assert len(folds) == 3
+    seen_x, seen_y = np.zeros(rx.size, int), np.zeros(ry.size, int)
+    for trx, tex, try_, tey in folds:
+        assert not set(rx[trx]) & set(rx[tex]) and not set(ry[try_]) & set(ry[tey])
+        if paired:
+            assert set(rx[tex]) == set(ry[tey])
+        seen_x[tex] += 1
+        seen_y[tey] += 1
+    assert (seen_x == 1).all() and (seen_y == 1).all()
+
+
+def test_donor_differences_do_not_read_as_group_differences():
+    """4 vs 4 donors, no group effect: the cell-level test rejects, the replicate test holds its level."""
+    X, Y, rx, ry = _donors(8, 30, 10, 1)
+    cells = SPARDA(lam=0.5, n_permutations=199, random_state=0).fit(X, Y)
+    assert cells.test_["method"] == "permute" and cells.pvalue_ <= 0.01
+    model = SPARDA(lam=0.5, random_state=0).fit(X, Y, rx, ry)
+    t = model.test_
+    assert t["method"] == "replicate" and t["unit"] == "replicate" and t["exact"]
+    assert t["n_labellings"] == 35 and t["floor"] == pytest.approx(1 / 35)
+    assert model.pvalue_ > 0.05
+    assert model.pvalue_ == pytest.approx((1 + t["n_at_least"]) / 35)
+
+
+def test_replicate_test_finds_a_shift_every_donor_shares():
+    X, Y, rx, ry = _donors(12, 25, 8, 2, effect=2.5, sd=0.3)
+    model = SPARDA(lam=0.5, random_state=0).fit(X, Y, rx, ry)
+    assert model.test_["method"] == "replicate" and model.pvalue_ == pytest.approx(1 / 462)  # C(12, 6) / 2
+
+
+def test_paired_floor_is_warned_and_cell_tests_with_replicates_are_warned():
+    X, Y, rx, ry = _donors(4, 15, 5, 3, paired=True)
+    with pytest.warns(Warning, match=r"only 8 distinct relabellings .* smallest possible p-value is 0.125"):
+        model = SPARDA(lam=0.5, random_state=0).fit(X, Y, rx, ry, paired=True)
+    assert model.test_["paired"] and model.test_["n_labellings"] == 8
+    with pytest.warns(Warning, match="relabels cells although replicates are given"):
+        SPARDA(lam=0.5, test="permute", n_permutations=19, random_state=0).fit(X, Y, rx, ry, paired=True)
+    with pytest.raises(ScontrastError, match="test: 'replicate' needs each cell's replicate"):
+        SPARDA(lam=0.5, test="replicate").fit(X, Y)
+
+
+def test_calibrated_over_null_simulations():
+    """Type I error of the replicate test under donor effects, over 40 simulated 4 vs 4 designs.
+
+    Each exact p-value is a multiple of 1/35 and super-uniform under exchangeable donors; at
+    0.1 the rejection count is Binomial(40, <= 0.1): P(X >= 10) < 0.01.
+    """
+    p = [SPARDA(lam=0.5, random_state=s).fit(*_donors(8, 12, 6, 100 + s)[:2], *_donors(8, 12, 6, 100 + s)[2:])
+         .pvalue_ for s in range(40)]
+    assert sum(v <= 0.1 for v in p) < 10
