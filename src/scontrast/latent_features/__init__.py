@@ -1,0 +1,41 @@
+"""Latent features: the linear-Gaussian Indian buffet process model, sampled by collapsed Gibbs sampling.
+
+Files
+-----
+``_estimator``     ``LinearGaussianIBP`` (parameters, checks, the chains run and pooled; the model)
+``_chain``         one chain: its frozen settings (``_ChainSettings``), ICA start and sweep steps
+``_row_sweep``     the compiled row sweep (rank-one posterior updates, Gibbs and joint flips, new features)
+``_split_merge``   compiled split-merge moves
+``_moves``         restricted-Gibbs birth-death (compiled), death / random birth, complement, noise scale
+``_column_state``  the moving columns' Schur-complement state shared by the compiled whole-feature moves
+``_likelihood``    the collapsed likelihood (``collapsed_log_likelihood`` and its compiled forms) and the
+                   IBP prior terms (``ibp_log_prob``)
+``_diagnostics``   split R-hat, effective sample size, the convergence warnings
+``_simulate``      ``sample_ibp``, ``simulate_linear_gaussian``
+
+The samples file format is :mod:`scontrast.feature_samples` (its names are re-exported here).
+Measurements behind the defaults: ``docs/latent_features.md``.
+"""
+
+from __future__ import annotations
+
+from ..feature_samples import FeatureSamples, load_samples, pack_samples, save_samples, unpack_samples
+from ._diagnostics import effective_sample_size, split_rhat
+from ._estimator import LinearGaussianIBP
+from ._likelihood import collapsed_log_likelihood, ibp_log_prob
+from ._simulate import sample_ibp, simulate_linear_gaussian
+
+__all__ = [
+    "LinearGaussianIBP",
+    "split_rhat",
+    "effective_sample_size",
+    "ibp_log_prob",
+    "collapsed_log_likelihood",
+    "sample_ibp",
+    "simulate_linear_gaussian",
+    "FeatureSamples",
+    "save_samples",
+    "load_samples",
+    "pack_samples",
+    "unpack_samples",
+]

@@ -1,0 +1,162 @@
+"""The collapsed likelihood (loadings integrated out) and the prior terms of the sampler.
+
+Two forms of one quantity, log p(Y | Z) with A ~ N(0, s2a) integrated out:
+
+* from the Gram matrices G = Z'WZ and H = Z'WY, by a Cholesky factor of G + (v_x / s2a) I
+  (``_cholesky_terms``): ``collapsed_log_likelihood`` and the numpy moves (death / random
+  birth, complement) use it;
+* inside the compiled moves, the gain of one or two moving columns over the other columns, from
+  the scalars of their Schur complement (``_column_gain``, ``_pair_gain``, state layout below),
+  updated in O(K (K + D)) as cells join or leave a column.
+
+The row sweep's predictive ratio (``_row_sweep``) is the same likelihood seen one cell at a
+time (Sherman-Morrison), not a third copy.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+import numba
+import numpy as np
+from scipy.special import gammaln
+
+# The state of the moving columns a, b given the other columns o (split-merge, birth-death): the
+# scalars of their Schur complement, indices into the array ``st`` (see ``_split_merge``).
+_NA, _NB, _NAB, _TAA, _TBB, _TAB, _QAA, _QBB, _QAB = range(9)
+
+
+def _cholesky_terms(G, H, ridge: float) -> tuple[float, float]:
+    """(sum log diag L, |L^-1 H|^2) with L L' = G + ridge I: the log-determinant and quadratic parts.
+
+    log p(Y | Z) = const - D sum log diag L + |L^-1 H|^2 / (2 v_x) for G = Z'WZ, H = Z'WY,
+    ridge = v_x / s2a (the constant holds the K D / 2 log ridge term).
+    """
+    L = np.linalg.cholesky(G + ridge * np.eye(G.shape[0]))
+    half = np.linalg.solve(L, H)  # L^-1 H, so that |half|^2 = tr(H' (G + ridge I)^-1 H)
+    return float(np.sum(np.log(np.diag(L)))), float(np.sum(half * half))
+
+
+def collapsed_log_likelihood(X, Z, sigma_x: float, sigma_a: float) -> float:
+    """log p(X | Z, sigma_x, sigma_a) with the loadings A integrated out.
+
+    Griffiths and Ghahramani 2011, eq. 26: with W = Z'Z + (sigma_x / sigma_a)^2 I,
+    ``-ND/2 log 2pi - (N-K) D log sigma_x - K D log sigma_a - D/2 log|W|
+    - tr(X'X - X'Z W^-1 Z'X) / (2 sigma_x^2)``; equivalently each column of
+    X is N(0, sigma_a^2 Z Z' + sigma_x^2 I).
+
+    X (N, D) float, Z (N, K) binary.
+    """
+    X = np.asarray(X, dtype=np.float64)
+    Z = np.asarray(Z, dtype=np.float64)
+    n, d = X.shape
+    k = Z.shape[1]
+    out = -0.5 * n * d * math.log(2 * math.pi) - (n - k) * d * math.log(sigma_x) - k * d * math.log(sigma_a)
+    quad = float(np.sum(X * X))
+    if k:
+        log_diag, explained = _cholesky_terms(Z.T @ Z, Z.T @ X, (sigma_x / sigma_a) ** 2)
+        out -= d * log_diag
+        quad -= explained
+    return out - quad / (2 * sigma_x**2)
+
+
+@numba.njit(cache=True, nogil=True)
+def _column_gain(n, t, q, c_ratio, v_x, D):
+    """log p(Y | c, o) - log p(Y | o) (collapsed) of one column c given the others o (its K term included).
+
+    n, t, q: the column's weighted count, its part explained by the others and its residual
+    product (``st[_NA], st[_TAA], st[_QAA]`` or the b entries); c_ratio = v_x / s2a.
+    """
+    s = n + c_ratio - t
+    return 0.5 * D * math.log(c_ratio) - 0.5 * D * math.log(s) + q / (2.0 * v_x * s)
+
+
+@numba.njit(cache=True, nogil=True)
+def _pair_gain(st, c_ratio, v_x, D):
+    """log p(Y | a, b, o) - log p(Y | o) (collapsed), the two columns' part (each with its K term).
+
+    The 2 x 2 Schur complement of ``_column_gain``: its determinant does not factor into the
+    one-column form, so it is written out.
+    """
+    saa = st[_NA] + c_ratio - st[_TAA]
+    sbb = st[_NB] + c_ratio - st[_TBB]
+    sab = st[_NAB] - st[_TAB]
+    det = saa * sbb - sab * sab
+    return D * math.log(c_ratio) - 0.5 * D * math.log(det) + (
+        sbb * st[_QAA] - 2.0 * sab * st[_QAB] + saa * st[_QBB]) / (2.0 * v_x * det)
+
+
+# --------------------------------------------------------------------------- prior terms
+
+
+def _history_counts(Z) -> np.ndarray:
+    """K_h: how many columns of Z share each history (column pattern)."""
+    return np.array(list(Counter(col.tobytes() for col in np.ascontiguousarray(Z.T)).values()))
+
+
+def ibp_log_prob(Z, alpha: float) -> float:
+    """log P([Z] | alpha): IBP probability of the left-ordered class of Z.
+
+    Parameters
+    ----------
+    Z : array-like (N, K), binary; empty columns are ignored
+    alpha : float > 0
+
+    Returns
+    -------
+    float
+        ``K log a - sum_h log K_h! - a H_N + sum_k [log (N - m_k)! + log (m_k - 1)! - log N!]``
+        (Griffiths and Ghahramani 2011, eq. 14), K_h the number of columns
+        with history h.
+    """
+    Z = np.asarray(Z, dtype=np.uint8)
+    n = Z.shape[0]
+    Z = Z[:, Z.any(axis=0)]
+    k = Z.shape[1]
+    harmonic = float(np.sum(1.0 / np.arange(1, n + 1)))
+    out = k * math.log(alpha) - alpha * harmonic
+    if k:
+        out -= float(gammaln(_history_counts(Z) + 1.0).sum())
+        mk = Z.sum(axis=0).astype(np.float64)
+        out += float(np.sum(gammaln(n - mk + 1.0) + gammaln(mk) - gammaln(n + 1.0)))
+    return out
+
+
+def _ordered_log_prob(Z, alpha: float) -> float:
+    """log P(Z | alpha) of one ordered matrix (the sampler's state): log P([Z]) + sum_h log K_h!.
+
+    A class [Z] holds K! / prod_h K_h! orderings of its columns, equally likely, so a Metropolis
+    move between ordered matrices with the same K needs this ratio, not that of P([Z]): with
+    identical columns (K_h > 1) the two differ (e.g. two singletons of the same cell, whose
+    complement move makes two distinct columns).
+    """
+    Z = np.asarray(Z, dtype=np.uint8)
+    Z = Z[:, Z.any(axis=0)]
+    out = ibp_log_prob(Z, alpha)
+    if Z.shape[1]:
+        out += float(gammaln(_history_counts(Z) + 1.0).sum())
+    return out
+
+
+def _log_inv_gamma(x, shape, rate):
+    return shape * math.log(rate) - math.lgamma(shape) - (shape + 1.0) * math.log(x) - rate / x
+
+
+def _log_gamma_pdf(x, shape, rate):
+    return shape * math.log(rate) - math.lgamma(shape) + (shape - 1.0) * math.log(x) - rate * x
+
+
+def _gram_log_likelihood(G, H, c_ratio: float, v_x: float, k_term: bool = True) -> float:
+    """log p(Y | Z) up to a term free of Z, from G = Z'WZ (K, K) and H = Z'WY (K, D).
+
+    ``K D / 2 log c_ratio - D sum log diag L + |L^-1 H|^2 / (2 v_x)``, c_ratio = v_x / s2a;
+    ``k_term=False`` leaves out the first term, for the moves that keep K (complement).
+    """
+    k, d = H.shape
+    if k == 0:
+        return 0.0
+    log_diag, explained = _cholesky_terms(G, H, c_ratio)
+    if k_term:
+        return 0.5 * d * k * math.log(c_ratio) - d * log_diag + explained / (2.0 * v_x)
+    return -d * log_diag + explained / (2.0 * v_x)
