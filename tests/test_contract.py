@@ -6,7 +6,7 @@ int or a ``numpy.random.Generator``, reproducible for a given seed, one error ty
 (``ScontrastError``, a ``ValueError``) with one message style for bad parameters.
 The generic checks of ``sklearn.utils.estimator_checks`` that do not assume ``fit(X, y)``
 with a label vector run on all of them; QUADRO, a classifier, passes ``check_estimator``
-whole (tests/test_quadro.py).
+whole (tests/quadro/test_estimator.py).
 """
 
 from __future__ import annotations

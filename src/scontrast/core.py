@@ -169,7 +169,7 @@ def silenced_warnings():
     ``warnings.catch_warnings`` saves and restores the process-wide filter list; two threads
     interleaving their enter and exit restore each other's state and can leave ``'ignore'``
     installed for good, silencing every later warning of the process (a test in
-    tests/test_latent_features.py caught it losing R-hat warnings).  The lock keeps each
+    tests/latent_features/ caught it losing R-hat warnings).  The lock keeps each
     save-and-restore whole; use this, not ``catch_warnings``, wherever a method may run in a
     thread.  Only for third-party noise that says nothing about the result.
     """
