@@ -253,7 +253,7 @@ def bench_madelon(quick: bool, jobs: int) -> None:
         t = time.perf_counter()
         stab = stability_frequencies(X, Y, STABILITY_RATIOS, top, 4 if quick else STABILITY_B, seed, jobs)
         t_stab = time.perf_counter() - t
-        for r, (f, _w, _) in stab.items():
+        for r, (f, _, _) in stab.items():
             paths[f"SPARDA stability {r:g}"] = path_stability(f)
         fmax = np.max([f for f, _, _ in stab.values()], axis=0)
         wmax = np.max([w for _, w, _ in stab.values()], axis=0)
@@ -282,7 +282,7 @@ def bench_madelon(quick: bool, jobs: int) -> None:
                     extra += f"  directions found {p[7]}"
                 _print(f"   param {p[0]:>10.4g}  nnz {p[1]:>4}  relevant {p[2]:>2}  false+ {p[3]:>4}{extra}")
             rows.setdefault(name, []).append(_summary(path))
-        for r, (f, _w, wall) in stab.items():
+        for r, (f, _, wall) in stab.items():
             rel, noise = np.sort(f[:N_RELEVANT])[::-1], np.sort(f[N_RELEVANT:])[::-1]
             _print(f"SPARDA stability {r:g} (lambda {r * top:.4g}, {4 if quick else STABILITY_B} "
                    f"half-subsamples, {wall:.0f} s wall on {jobs} workers): frequencies of the 20 relevant "

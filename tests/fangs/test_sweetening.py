@@ -20,7 +20,7 @@ def test_incremental_flips_equal_recomputation(a):
     samples += [rand_fa(rng, 25, int(rng.integers(0, 6)), 0.3) for _ in range(5)]  # off-mode samples, K_b = 0 too
     P = _Packed(check_samples(samples))
     state = _Sweetener(P, samples[0], a)
-    for _step in range(250):
+    for _ in range(250):
         i, j = int(rng.integers(25)), int(rng.integers(state.width))
         delta, pending = state.evaluate(i, j, early_stop=False)
         flipped = state.E.copy()
