@@ -1,0 +1,314 @@
+"""Donors and samples: do p-values, errors and enrichments hold at the level of the replicate?
+
+Three parts (issue 30); every number is printed with the machine load.
+
+1. ``--splits``: donor-split nulls on the shipped wu2020 T cells. The T cells of one tissue (NAT,
+   then Tumor) of the patients with >= 4 such cells are split into two sets of patients (every
+   split into halves, or ``--max-splits`` of them evenly spaced): no condition differs, only the
+   donors. Each split is run as a user would, with the library defaults, twice: with
+   ``replicate: patient`` declared and without (today's behaviour). Reported per split and in
+   total: SPARDA's p (replicate test / cell-level permute test), QUADRO's cross-validated AUC
+   (folds holding out patients / cells), the pseudobulk DESeq2 genes at padj < 0.05 (declared
+   only), the cell-level E-test users run from pertpy (computed by hand on 30 PCs, 199
+   permutations; pertpy 1.0.3's own labels its p-values in the wrong order, see ANCHORS.md) and,
+   with ``--fangs``, whether FANGS calls any feature enriched.
+2. ``--paired``: Tumor vs NAT paired by patient (6 patients with >= 3 cells in both): SPARDA's
+   replicate test and its genes next to PyDESeq2's ``~patient + source`` pseudobulk.
+3. ``--sim N``: pseudo-donors of real cells (pbmc3k CD4 T cells, raw counts, read from
+   ``/work/shared/data/pbmc3k_raw.h5ad``; skipped when absent; a panel of their 300 most variable
+   genes among those seen in >= 20% of the cells): ``--donors`` (6) donors per group,
+   each ``--cells`` (60) cells drawn from the pool, every donor's genes scaled by exp(N(0, 0.3^2))
+   (Poisson resampling of the counts), and, in the target donors, a planted effect in 5 genes
+   shared by every donor: ``none`` (type I error), ``mean`` (counts x 2: a mean shift), or
+   ``spread`` (a per-cell factor exp(N(0, 0.8^2) - 0.32) common to the 5 genes: their spread
+   and co-expression change, their mean does not). Reported: the share of simulations where
+   SPARDA's replicate test (p <= 0.05), PyDESeq2 pseudobulk (a planted gene at padj < 0.05, or
+   for ``none`` any gene) and the cell-level E-test (p <= 0.05) reject. SPARDA runs with
+   ``k=5`` here, which skips the lambda cross-validation: the test's statistic does not depend
+   on the chosen lambda, only the reported genes do.
+
+Usage (from the repository root): python -m benchmarks.bench_donors [--splits] [--paired]
+[--sim N] [--scenarios none mean spread] [--max-splits K] [--fangs] [--seed S]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import logging
+import os
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import anndata as ad
+import numpy as np
+import pandas as pd
+import scipy.sparse as sp
+
+REPO = Path(__file__).resolve().parents[1]
+WU2020 = REPO / "data" / "wu2020_tcells_200.h5ad"
+PBMC3K = Path("/work/shared/data/pbmc3k_raw.h5ad")
+PRE = dict(min_genes=20, n_top_genes=1000)  # the demo config's wu2020 settings
+
+
+def say(*args):
+    print(*args, flush=True)
+
+
+def quiet():
+    warnings.simplefilter("ignore")
+    logging.disable(logging.WARNING)
+
+
+# --------------------------------------------------------------------------- the E-test users run
+
+
+def etest(adata: ad.AnnData, n_perm: int = 199, seed: int = 0) -> float:
+    """Energy-distance permutation test over cells on 30 PCs of the HVGs (pertpy's E-test, by hand)."""
+    from scipy.spatial.distance import cdist
+    from sklearn.decomposition import PCA
+
+    X = adata.X[:, adata.var["highly_variable"].to_numpy()]
+    X = X.toarray() if sp.issparse(X) else np.asarray(X)
+    pcs = PCA(min(30, X.shape[1], X.shape[0] - 1), random_state=0).fit_transform(X)
+    D = cdist(pcs, pcs)
+    t = adata.obs["scontrast_target"].to_numpy()
+
+    def stat(lab):
+        return 2 * D[np.ix_(lab, ~lab)].mean() - D[np.ix_(lab, lab)].mean() - D[np.ix_(~lab, ~lab)].mean()
+
+    rng = np.random.default_rng(seed)
+    obs = stat(t)
+    null = [stat(rng.permutation(t)) for _ in range(n_perm)]
+    return (1 + sum(v >= obs for v in null)) / (1 + n_perm)
+
+
+# --------------------------------------------------------------------------- 1. donor splits
+
+
+def patient_splits(patients: list[str], max_splits: int) -> list[tuple[str, ...]]:
+    """Every split of the patients into halves (first half's patients), each unordered split once."""
+    R = len(patients)
+    half = R // 2
+    combos = [c for c in itertools.combinations(patients, half) if R % 2 or patients[0] in c]
+    if len(combos) > max_splits:
+        combos = [combos[i] for i in np.linspace(0, len(combos) - 1, max_splits).round().astype(int)]
+    return combos
+
+
+def run_split(cells: ad.AnnData, first: tuple[str, ...], declared: bool, fangs: bool) -> dict:
+    from scontrast import tl
+    from scontrast.preprocess import preprocess
+
+    a = cells.copy()
+    a.obs["half"] = np.where(a.obs["patient"].astype(str).isin(first), "A", "B")
+    out = {}
+    pp = preprocess(a, groupby="half", target=["A"], background=["B"], replicate="patient" if declared else None, **PRE)
+    tl.sparda(pp, random_state=0)
+    out["sparda_p"] = float(pp.uns["sparda"]["pvalue"])
+    out["sparda_test"] = str(pp.uns["sparda"]["test"]["method"])
+    tl.quadro(pp, random_state=0)
+    out["quadro_auc"] = float(pp.uns["quadro"]["auc"])
+    out["etest_p"] = etest(pp)
+    if declared:
+        tl.pseudobulk(pp)
+        out["pseudobulk_genes"] = int(pp.uns["pseudobulk"]["n_significant"])
+    if fangs:
+        tl.latent_features(pp, random_state=0)
+        tl.fangs(pp, random_state=0)
+        out["fangs_enriched"] = int(np.sum(pp.uns["fangs"].get("feature_enriched", [])))
+        out["fangs_max_diff"] = float(np.max(np.abs(pp.uns["fangs"].get("feature_difference", [0.0]))))
+    return out
+
+
+def donor_splits(max_splits: int, fangs: bool) -> None:
+    raw = ad.read_h5ad(WU2020)
+    for source in ("NAT", "Tumor"):
+        cells = raw[raw.obs["source"] == source].copy()
+        counts = cells.obs["patient"].astype(str).value_counts()
+        patients = sorted(counts.index[counts >= 4])
+        cells = cells[cells.obs["patient"].astype(str).isin(patients)].copy()
+        splits = patient_splits(patients, max_splits)
+        say(f"\n## {source} T cells of {len(patients)} patients with >= 4 cells ({cells.n_obs} cells): "
+            f"{len(splits)} splits {len(patients) // 2} vs {len(patients) - len(patients) // 2} by patient "
+            f"(load {os.getloadavg()[0]:.2f})")
+        say("split (first half) | SPARDA p: replicate / cell | QUADRO AUC: patient folds / cell folds | E-test p (cells) "
+            "| pseudobulk genes" + (" | FANGS enriched: declared / undeclared" if fangs else ""))
+        rows = []
+        t0 = time.time()
+        for first in splits:
+            dec = run_split(cells, first, True, fangs)
+            und = run_split(cells, first, False, fangs)
+            rows.append((dec, und))
+            extra = f" | {dec['fangs_enriched']} / {und['fangs_enriched']}" if fangs else ""
+            say(f"{'+'.join(first):40s} | {dec['sparda_p']:.3f} / {und['sparda_p']:.3f} | {dec['quadro_auc']:.2f} / "
+                f"{und['quadro_auc']:.2f} | {und['etest_p']:.3f} | {dec['pseudobulk_genes']}{extra}")
+        n = len(rows)
+        rej_d = sum(d["sparda_p"] <= 0.05 for d, _ in rows)
+        rej_u = sum(u["sparda_p"] <= 0.05 for _, u in rows)
+        band = 0.05 + 2 * np.sqrt(0.05 * 0.95 / n)
+        say(f"SPARDA p <= 0.05: declared {rej_d}/{n} ({rej_d / n:.2f}; nominal 0.05, binomial 2-sd band <= {band:.2f}), "
+            f"undeclared {rej_u}/{n} ({rej_u / n:.2f})")
+        floors = {round(1 / max(1, len(patient_splits(patients, 10**9)) * (2 if len(patients) % 2 == 0 else 1)), 4)}
+        say(f"  the replicate test's floor with these designs: {sorted(floors)} (exact over the patients' relabellings)")
+        auc_d = np.mean([d["quadro_auc"] for d, _ in rows])
+        auc_u = np.mean([u["quadro_auc"] for _, u in rows])
+        say(f"QUADRO mean AUC: patient folds {auc_d:.3f} (goal 0.5 +- 0.1), cell folds {auc_u:.3f}")
+        say(f"E-test (cells) p <= 0.05: {sum(u['etest_p'] <= 0.05 for _, u in rows)}/{n}")
+        say(f"pseudobulk DESeq2, splits with a gene at padj < 0.05: {sum(d['pseudobulk_genes'] > 0 for d, _ in rows)}/{n}")
+        if fangs:
+            say(f"FANGS, splits with an enriched feature: declared {sum(d['fangs_enriched'] > 0 for d, _ in rows)}/{n}, "
+                f"undeclared {sum(u['fangs_enriched'] > 0 for _, u in rows)}/{n}")
+        say(f"({time.time() - t0:.0f} s, load {os.getloadavg()[0]:.2f})")
+
+
+# --------------------------------------------------------------------------- 2. paired Tumor vs NAT
+
+
+def paired_tumour_vs_nat() -> None:
+    from scontrast import tl
+    from scontrast.preprocess import preprocess
+
+    raw = ad.read_h5ad(WU2020)
+    say(f"\n## Tumor vs NAT, paired by patient (load {os.getloadavg()[0]:.2f})")
+    for declared in (True, False):
+        pp = preprocess(raw, groupby="source", target=["Tumor"], background=["NAT"],
+                        replicate="patient" if declared else None, paired=declared, **PRE)
+        tl.sparda(pp, random_state=0)
+        s = pp.uns["sparda"]
+        genes = ", ".join(map(str, s["selected_genes"][:10]))
+        say(f"{'declared (paired)' if declared else 'undeclared (cells)':20s}: {pp.n_obs} cells; SPARDA {s['test']['method']} "
+            f"test p = {s['pvalue']:.4f}; genes: {genes}")
+        if declared:
+            t = s["test"]
+            say(f"  {t['design']}: {t['n_labellings']} relabellings (exact: {bool(t['exact'])}), smallest possible p "
+                f"{t['floor']:.4f}; parts: divergence p {t['divergence_pvalue']:.3f}, shape p {t['shape_pvalue']:.3f}")
+            tl.pseudobulk(pp)
+            pb = pp.uns["pseudobulk"]
+            top = pp.var.sort_values("pseudobulk_pvalue").head(8)
+            say(f"  PyDESeq2 {pb['design_formula']}: {pb['n_significant']} genes at padj < 0.05 of {pb['n_tested']} "
+                f"tested; smallest p: " + ", ".join(f"{g} (p {r.pseudobulk_pvalue:.2g}, padj {r.pseudobulk_padj:.2g}, "
+                                                     f"log2FC {r.pseudobulk_log2fc:+.2f})" for g, r in top.iterrows()))
+            sel = [str(g) for g in s["selected_genes"]]
+            ranks = pp.var["pseudobulk_pvalue"].rank()
+            say("  SPARDA's genes' pseudobulk p-value ranks: " + ", ".join(
+                f"{g} {int(ranks[g]) if np.isfinite(ranks[g]) else 'untested'}" for g in sel[:10]))
+
+
+# --------------------------------------------------------------------------- 3. pseudo-donor simulation
+
+
+def pbmc3k_cd4_counts() -> tuple[sp.csr_matrix, np.ndarray]:
+    """Raw counts of the pbmc3k CD4 T cells (labels of bench_quadro_real) and gene names."""
+    import scanpy as sc
+
+    from benchmarks.bench_quadro_real import pbmc3k_labels
+
+    _, names, lab = pbmc3k_labels()
+    a = ad.read_h5ad(PBMC3K)
+    a.var_names_make_unique()
+    sc.pp.filter_cells(a, min_genes=200)
+    sc.pp.filter_genes(a, min_cells=3)
+    mito = np.asarray(a[:, a.var_names.str.startswith("MT-")].X.sum(axis=1)).ravel()
+    a = a[mito / np.asarray(a.X.sum(axis=1)).ravel() < 0.05].copy()
+    assert a.n_obs == lab.size and np.array_equal(np.asarray(a.var_names), names)
+    keep = lab == "CD4 T"
+    C = sp.csr_matrix(a.X[keep])
+    # the 300 most variable (log-normalised) of the genes seen in at least 20% of the cells: a panel
+    # every method sees whole (SPARDA's 100 test genes are then chosen among them without labels)
+    expressed = np.flatnonzero(np.asarray((C > 0).mean(axis=0)).ravel() >= 0.2)
+    logc = np.log1p(C[:, expressed].multiply(1e4 / np.asarray(C.sum(axis=1))).toarray())
+    panel = expressed[np.sort(np.argsort(-logc.var(axis=0))[:300])]
+    return C[:, panel], names[panel]
+
+
+def simulate(pool: sp.csr_matrix, genes: np.ndarray, scenario: str, donors: int, cells: int,
+             rng: np.random.Generator) -> tuple[ad.AnnData, np.ndarray]:
+    """Pseudo-donors of real cells; the planted genes (indices) of the target donors."""
+    C = pool.toarray().astype(float)
+    mean = C.mean(axis=0)
+    candidates = np.flatnonzero((mean > 2) & (mean < 30))   # well expressed: visible after log-normalisation
+    planted = rng.choice(candidates, 5, replace=False)
+    rows, donor, target = [], [], []
+    for d in range(2 * donors):
+        idx = rng.choice(C.shape[0], cells, replace=False)
+        lam = C[idx] * np.exp(rng.normal(0, 0.3, size=C.shape[1]))[None, :]
+        is_t = d < donors
+        if is_t and scenario == "mean":
+            lam[:, planted] *= 2.0
+        elif is_t and scenario == "spread":
+            lam[:, planted] *= np.exp(rng.normal(0, 0.8, size=(cells, 1)) - 0.32)
+        rows.append(rng.poisson(lam))
+        donor += [f"d{d}"] * cells
+        target += [is_t] * cells
+    obs = pd.DataFrame({"group": np.where(target, "T", "B"), "donor": donor}, index=[f"c{i}" for i in range(len(donor))])
+    adata = ad.AnnData(sp.csr_matrix(np.vstack(rows).astype(np.float32)), obs=obs, var=pd.DataFrame(index=genes))
+    return adata, planted
+
+
+def simulation(n_sims: int, scenarios: list[str], donors: int, cells: int, seed: int) -> None:
+    from scontrast import tl
+    from scontrast.preprocess import preprocess
+
+    if not PBMC3K.exists():
+        say(f"# {PBMC3K} is absent: the pseudo-donor simulation is skipped")
+        return
+    pool, genes = pbmc3k_cd4_counts()
+    say(f"\n## Pseudo-donor simulation: {donors} vs {donors} donors of {cells} pbmc3k CD4 T cells each "
+        f"({pool.shape[0]} in the pool, {genes.size} genes), donor log-sd 0.3, {n_sims} simulations per scenario "
+        f"(load {os.getloadavg()[0]:.2f})")
+    for scenario in scenarios:
+        rng = np.random.default_rng([seed, ["none", "mean", "spread"].index(scenario)])
+        hits = {"sparda": 0, "pseudobulk": 0, "etest": 0}
+        ps = []
+        t0 = time.time()
+        for _ in range(n_sims):
+            a, planted = simulate(pool, genes, scenario, donors, cells, rng)
+            pp = preprocess(a, groupby="group", target=["T"], background=["B"], replicate="donor", min_genes=0,
+                            min_cells=1, max_pct_mito=100, n_top_genes=300, min_cells_per_group=2)
+            tl.sparda(pp, k=5, random_state=int(rng.integers(2**31)))
+            p = float(pp.uns["sparda"]["pvalue"])
+            ps.append(p)
+            hits["sparda"] += p <= 0.05
+            tl.pseudobulk(pp)
+            padj = pp.var["pseudobulk_padj"].to_numpy()
+            names = set(genes[planted])
+            sig = set(pp.var_names[np.nan_to_num(padj, nan=1.0) < 0.05])
+            hits["pseudobulk"] += bool(sig) if scenario == "none" else bool(sig & names)
+            hits["etest"] += etest(pp, seed=int(rng.integers(2**31))) <= 0.05
+        what = "any gene" if scenario == "none" else "a planted gene"
+        band = 0.05 + 2 * np.sqrt(0.05 * 0.95 / n_sims)
+        say(f"{scenario:6s}: SPARDA replicate test p <= 0.05 in {hits['sparda']}/{n_sims} ({hits['sparda'] / n_sims:.3f}); "
+            f"pseudobulk DESeq2 ({what} at padj < 0.05) {hits['pseudobulk']}/{n_sims} ({hits['pseudobulk'] / n_sims:.3f}); "
+            f"cell-level E-test p <= 0.05 {hits['etest']}/{n_sims} ({hits['etest'] / n_sims:.3f})"
+            + (f"; nominal 0.05, 2-sd band <= {band:.3f}" if scenario == "none" else "")
+            + f"; median SPARDA p {np.median(ps):.3f} ({time.time() - t0:.0f} s, load {os.getloadavg()[0]:.2f})")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--splits", action="store_true")
+    parser.add_argument("--paired", action="store_true")
+    parser.add_argument("--sim", type=int, default=0)
+    parser.add_argument("--scenarios", nargs="+", default=["none", "mean", "spread"])
+    parser.add_argument("--donors", type=int, default=6)
+    parser.add_argument("--cells", type=int, default=60)
+    parser.add_argument("--max-splits", type=int, default=35)
+    parser.add_argument("--fangs", action="store_true")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    quiet()
+    say(f"# bench_donors {' '.join(sys.argv[1:])}; {time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} cores, "
+        f"load {os.getloadavg()[0]:.2f}")
+    if args.paired:
+        paired_tumour_vs_nat()
+    if args.splits:
+        donor_splits(args.max_splits, args.fangs)
+    if args.sim:
+        simulation(args.sim, args.scenarios, args.donors, args.cells, args.seed)
+
+
+if __name__ == "__main__":
+    main()
