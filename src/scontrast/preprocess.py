@@ -324,6 +324,61 @@ def _preprocess(adata, *, groupby, target, background, counts, layer, min_genes,
                 min_cells_per_replicate) -> ad.AnnData:
     import scanpy as sc  # here, not at module level: `import scontrast` stays light for every other job
 
+    labels, keep, X, dtype = _checked_input(adata, groupby=groupby, target=target, background=background,
+                                            counts=counts, layer=layer, replicate=replicate)
+    out = _two_groups(adata, X, labels, keep, dtype)
+    is_target = out.obs[TARGET_KEY].to_numpy()
+    n_in = {"target": int(is_target.sum()), "background": int((~is_target).sum())}
+    out, qc = _quality_control(sc, out, counts=counts, min_genes=min_genes, min_cells=min_cells,
+                               max_pct_mito=max_pct_mito, mito_prefix=mito_prefix)
+    removed_reason = qc["removed_reason"]
+
+    out, design, design_keep = _apply_design(out, replicate=replicate, paired=paired, min_cells=min_cells_per_replicate,
+                                             groupby=groupby)
+    removed_reason[qc["rows_in"][~design_keep]] = "replicate"
+    n_kept = {"target": int(out.obs[TARGET_KEY].sum()), "background": int((~out.obs[TARGET_KEY]).sum())}
+    _check_group_losses(is_target, removed_reason, n_in, n_kept, target=target, background=background,
+                        min_genes=min_genes, max_pct_mito=max_pct_mito, min_cells=min_cells,
+                        min_cells_per_group=min_cells_per_group)
+    _normalise_and_flag(sc, out, counts=counts, target_sum=target_sum, n_top_genes=n_top_genes,
+                        hvg_flavor=hvg_flavor)
+
+    params = dict(groupby=groupby, target=_as_list(target), background=_as_list(background), counts=counts,
+                  layer=str(layer), min_genes=min_genes, min_cells=min_cells, max_pct_mito=max_pct_mito,
+                  mito_prefix=mito_prefix, n_top_genes=n_top_genes, hvg_flavor=hvg_flavor,
+                  target_sum="median" if target_sum is None else target_sum,
+                  min_cells_per_group=min_cells_per_group, replicate=str(replicate), paired=bool(paired),
+                  min_cells_per_replicate=min_cells_per_replicate)
+    gone = removed_reason != ""
+    qc_table = qc["qc_table"]
+    out.uns["scontrast"] = {"design": design, "preprocess": {
+        "params": params,
+        "versions": package_versions(),
+        "n_cells_in": n_in,
+        "n_cells_kept": n_kept,
+        "n_genes_in": int(adata.n_vars),
+        "n_genes_kept": int(out.n_vars),
+        "n_highly_variable": int(out.var["highly_variable"].sum()),
+        "n_mito_genes": int(qc["mito"].sum()),
+        "mito_filter": bool(qc["mito_filter"] and qc["mito"].any()),
+        # the QC metrics of the removed cells (the kept cells' are in obs): the QC figure shows both
+        "qc_removed": {
+            "cell": np.asarray(qc_table.index[gone], dtype=str),
+            "target": is_target[gone],
+            "reason": removed_reason[gone].astype(str),
+            **{k: qc_table[k].to_numpy(dtype=float)[gone] for k in qc_table.columns},
+        },
+    }}
+    log.info("kept %s cells and %d genes (%d highly variable)", n_kept, out.n_vars,
+             int(out.var["highly_variable"].sum()))
+    return out
+
+
+def _checked_input(adata, *, groupby, target, background, counts, layer, replicate):
+    """The group labels, the mask of the two groups' cells, their matrix checked against ``counts``, its dtype.
+
+    The checks run in this order so that the first problem met is the one reported.
+    """
     if counts not in ("raw", "tpm", "normalized"):
         raise ScontrastError(f"counts must be 'raw', 'tpm' or 'normalized', got {counts!r}")
     if layer is not None and layer not in adata.layers:
@@ -351,7 +406,11 @@ def _preprocess(adata, *, groupby, target, background, counts, layer, min_genes,
     if dtype == np.float64:
         log.info("%s holds counts up to %g, above float32's exact integers (2**24): counts kept in float64",
                  matrix_name, values.max())
+    return labels, keep, X, dtype
 
+
+def _two_groups(adata, X, labels, keep, dtype) -> ad.AnnData:
+    """A fresh AnnData of the two groups' cells, flagged in ``obs[TARGET_KEY]``, without the slots of a past run."""
     stale = method_slots(adata)
     if stale:
         log.info("input slots written by scontrast's own steps are dropped (a finished result fed back in?): %s",
@@ -363,16 +422,24 @@ def _preprocess(adata, *, groupby, target, background, counts, layer, min_genes,
         var=adata.var[[]].copy(),
     )
     out.obs[TARGET_KEY] = (labels[keep] == "target").to_numpy()
-    is_target = out.obs[TARGET_KEY].to_numpy()
-    n_in = {"target": int(is_target.sum()), "background": int((~is_target).sum())}
+    return out
 
+
+def _quality_control(sc, out, *, counts, min_genes, min_cells, max_pct_mito, mito_prefix) -> tuple[ad.AnnData, dict]:
+    """The cells and genes passing QC, and what the record needs of it.
+
+    Returns the filtered AnnData and ``mito`` (mask of the input genes), ``mito_filter``,
+    ``removed_reason`` (per input cell, '' when kept), ``qc_table`` (the QC metrics of every
+    input cell) and ``rows_in`` (each kept row as a row of ``qc_table``).
+    """
     mito = _mito_mask(out.var_names, mito_prefix)
     out.var["mt"] = mito
     sc.pp.calculate_qc_metrics(out, qc_vars=["mt"], percent_top=None, log1p=False, inplace=True)
     mito_filter = counts in ("raw", "tpm") and max_pct_mito < 100
     if mito_filter and not mito.any():
+        # stacklevel: this function, _preprocess, preprocess, then the user's call
         warnings.warn(f"mito_prefix '{mito_prefix}' matches no gene, so max_pct_mito={max_pct_mito:g} removed no "
-                      f"cell{_mito_advice(out.var_names, mito_prefix)}", ScontrastWarning, stacklevel=3)
+                      f"cell{_mito_advice(out.var_names, mito_prefix)}", ScontrastWarning, stacklevel=4)
     low_genes = out.obs["n_genes_by_counts"].to_numpy() < min_genes
     high_mito = (out.obs["pct_counts_mt"].to_numpy() > max_pct_mito) & ~low_genes if mito_filter and mito.any() \
         else np.zeros(out.n_obs, dtype=bool)
@@ -390,12 +457,14 @@ def _preprocess(adata, *, groupby, target, background, counts, layer, min_genes,
     if zero_cells.any():
         removed_reason[np.flatnonzero(cell_ok)[zero_cells]] = "min_cells"
         out = out[~zero_cells].copy()
-    rows_in = np.flatnonzero(cell_ok)[~zero_cells]  # each row of `out` as a row of qc_table
+    rows_in = np.flatnonzero(cell_ok)[~zero_cells]
+    return out, {"mito": mito, "mito_filter": mito_filter, "removed_reason": removed_reason, "qc_table": qc_table,
+                 "rows_in": rows_in}
 
-    out, design, design_keep = _apply_design(out, replicate=replicate, paired=paired, min_cells=min_cells_per_replicate,
-                                             groupby=groupby)
-    removed_reason[rows_in[~design_keep]] = "replicate"
-    n_kept = {"target": int(out.obs[TARGET_KEY].sum()), "background": int((~out.obs[TARGET_KEY]).sum())}
+
+def _check_group_losses(is_target, removed_reason, n_in, n_kept, *, target, background, min_genes, max_pct_mito,
+                        min_cells, min_cells_per_group) -> None:
+    """Warn about a group QC thinned by more than ``QC_WARN_FRACTION``; refuse one left too small."""
     names = {"target": _group_name(_as_list(target), "target"),
              "background": _group_name(_as_list(background), "background")}
     limits = {"min_genes": f"below min_genes={min_genes}", "max_pct_mito": f"above max_pct_mito={max_pct_mito:g}",
@@ -406,8 +475,9 @@ def _preprocess(adata, *, groupby, target, background, counts, layer, min_genes,
         if n_in[group] and lost > QC_WARN_FRACTION * n_in[group]:
             why = ", ".join(f"{int((removed_reason[in_group] == r).sum())} {text}" for r, text in limits.items()
                             if (removed_reason[in_group] == r).any())
+            # stacklevel: this function, _preprocess, preprocess, then the user's call
             warnings.warn(f"QC removed {lost} of {n_in[group]} {names[group]} cells "
-                          f"({100 * lost / n_in[group]:.0f}%): {why}", ScontrastWarning, stacklevel=3)
+                          f"({100 * lost / n_in[group]:.0f}%): {why}", ScontrastWarning, stacklevel=4)
     for group, n in n_kept.items():
         if n < min_cells_per_group:
             raise ScontrastError(
@@ -415,6 +485,9 @@ def _preprocess(adata, *, groupby, target, background, counts, layer, min_genes,
                 f"{min_cells_per_group}"
             )
 
+
+def _normalise_and_flag(sc, out, *, counts, target_sum, n_top_genes, hvg_flavor) -> None:
+    """Log-normalise ``out`` in place as ``counts`` requires (raw counts kept in a layer) and flag its HVGs."""
     if counts == "raw":
         out.layers["counts"] = out.X.copy()
         sc.pp.normalize_total(out, target_sum=target_sum)
@@ -430,35 +503,6 @@ def _preprocess(adata, *, groupby, target, background, counts, layer, min_genes,
     else:
         sc.pp.highly_variable_genes(out, n_top_genes=n_hvg, flavor=hvg_flavor, subset=False)
         out.uns.pop("hvg", None)
-
-    params = dict(groupby=groupby, target=_as_list(target), background=_as_list(background), counts=counts,
-                  layer=str(layer), min_genes=min_genes, min_cells=min_cells, max_pct_mito=max_pct_mito,
-                  mito_prefix=mito_prefix, n_top_genes=n_top_genes, hvg_flavor=hvg_flavor,
-                  target_sum="median" if target_sum is None else target_sum,
-                  min_cells_per_group=min_cells_per_group, replicate=str(replicate), paired=bool(paired),
-                  min_cells_per_replicate=min_cells_per_replicate)
-    gone = removed_reason != ""
-    out.uns["scontrast"] = {"design": design, "preprocess": {
-        "params": params,
-        "versions": package_versions(),
-        "n_cells_in": n_in,
-        "n_cells_kept": n_kept,
-        "n_genes_in": int(adata.n_vars),
-        "n_genes_kept": int(out.n_vars),
-        "n_highly_variable": int(out.var["highly_variable"].sum()),
-        "n_mito_genes": int(mito.sum()),
-        "mito_filter": bool(mito_filter and mito.any()),
-        # the QC metrics of the removed cells (the kept cells' are in obs): the QC figure shows both
-        "qc_removed": {
-            "cell": np.asarray(qc_table.index[gone], dtype=str),
-            "target": is_target[gone],
-            "reason": removed_reason[gone].astype(str),
-            **{k: qc_table[k].to_numpy(dtype=float)[gone] for k in qc_table.columns},
-        },
-    }}
-    log.info("kept %s cells and %d genes (%d highly variable)", n_kept, out.n_vars,
-             int(out.var["highly_variable"].sum()))
-    return out
 
 
 def _apply_design(out: ad.AnnData, *, replicate, paired, min_cells, groupby) -> tuple[ad.AnnData, dict, np.ndarray]:

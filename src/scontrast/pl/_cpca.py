@@ -42,6 +42,35 @@ def cpca(
 
     Reads only ``obs``, ``obsm`` and ``uns`` (no expression matrix).
     """
+    uns, names, alphas, components, k = _checked(adata, color=color, components=components)
+    is_target = adata.obs[key].to_numpy(dtype=bool)
+    fig, axes = _panels(ax, len(names), panel_size)
+    s = point_size if point_size is not None else max(2.0, min(30.0, 3000.0 / max(adata.n_obs, 1)))
+    colouring = _colouring(adata, color=color, key=key, is_target=is_target)
+
+    rng = np.random.default_rng(0)
+    sc = None
+    for i, (panel, name) in enumerate(zip(axes, names)):
+        E = np.asarray(adata.obsm[name])
+        x, y = _coordinates(E, components, rng)
+        sc = _scatter(panel, x, y, is_target, colouring, s=s, show_background=show_background)
+        a = alphas[i] if i < alphas.size else float("nan")
+        chosen = " (default)" if int(uns.get("default_index", -1)) == i else ""
+        panel.set_title("alpha = 0 (PCA of target)" if a == 0 else f"alpha = {a:.3g}{chosen}")
+        panel.set_xlabel(f"cPC {components[0] + 1 if k > 1 else 1}")
+        panel.set_ylabel(f"cPC {components[1] + 1}" if k > 1 else "jitter")
+
+    _legend(fig, adata, is_target, colouring, color=color, show_background=show_background)
+    if sc is not None:
+        fig.colorbar(sc, ax=axes[:len(names)], label=f"{color} (target cells)")
+    target_label, background_label = group_labels(adata)
+    fig.suptitle(titled(f"contrastive PCA of {target_label} ({int(np.sum(is_target))} cells) against "
+                        f"{background_label} ({int(np.sum(~is_target))}), {int(uns.get('n_genes', 0))} genes", adata))
+    return fig
+
+
+def _checked(adata: ad.AnnData, *, color: str, components) -> tuple:
+    """``uns['cpca']``, the embeddings' obsm keys, the alphas, the components as a tuple and their number."""
     uns = adata.uns.get("cpca")
     if uns is None or "embedding_keys" not in uns:
         raise ScontrastError("adata: uns['cpca'] is missing; run scontrast.tl.cpca first")
@@ -57,10 +86,12 @@ def cpca(
     if len(components) != 2 or (k > 1 and not (0 <= components[0] < k and 0 <= components[1] < k
                                                and components[0] != components[1])):
         raise ScontrastError(f"components: {list(components)} is not a pair of distinct indices below {k}")
-    is_target = adata.obs[key].to_numpy(dtype=bool)
+    return uns, names, alphas, components, k
 
+
+def _panels(ax, n: int, panel_size: float):
+    """The figure and one Axes per alpha: a grid of at most 4 columns, or the given ``ax``."""
     if ax is None:
-        n = len(names)
         ncols = min(n, 4)
         nrows = int(np.ceil(n / ncols))
         fig, axes = plt.subplots(nrows, ncols, figsize=(panel_size * ncols + 1.8, panel_size * nrows),
@@ -70,65 +101,60 @@ def cpca(
             extra.set_visible(False)
     else:
         axes = list(np.atleast_1d(ax))
-        if len(axes) < len(names):
-            raise ScontrastError(f"ax: {len(names)} Axes are needed (one per alpha), got {len(axes)}")
+        if len(axes) < n:
+            raise ScontrastError(f"ax: {n} Axes are needed (one per alpha), got {len(axes)}")
         fig = axes[0].figure
-    s = point_size if point_size is not None else max(2.0, min(30.0, 3000.0 / max(adata.n_obs, 1)))
+    return fig, axes
 
+
+def _colouring(adata: ad.AnnData, *, color: str, key: str, is_target: np.ndarray) -> dict:
+    """How the target cells are coloured, shared by every panel: per level (categorical) or on one colour scale."""
     values = adata.obs[color]
     one_colour = color == key
     categorical = one_colour or not pd.api.types.is_numeric_dtype(values) or pd.api.types.is_bool_dtype(values)
-    if categorical:
-        target_label, background_label = group_labels(adata)
-        codes = np.where(is_target, target_label, background_label) if one_colour else np.asarray(values.astype(str))
-        levels = [target_label] if one_colour else list(pd.Categorical(codes[is_target]).categories)
-        if one_colour:
-            colours = {target_label: TARGET_COLOUR}  # the target's colour in every method's figure
-        else:
-            cmap = plt.get_cmap("tab10" if len(levels) <= 10 else "tab20")
-            colours = {lev: cmap(i % cmap.N) for i, lev in enumerate(levels)}
-    else:
+    if not categorical:
         vals = values.to_numpy(dtype=float)
-        vmin, vmax = np.nanmin(vals[is_target]), np.nanmax(vals[is_target])
+        return {"categorical": False, "one_colour": False, "vals": vals,
+                "vmin": np.nanmin(vals[is_target]), "vmax": np.nanmax(vals[is_target])}
+    target_label, background_label = group_labels(adata)
+    codes = np.where(is_target, target_label, background_label) if one_colour else np.asarray(values.astype(str))
+    levels = [target_label] if one_colour else list(pd.Categorical(codes[is_target]).categories)
+    if one_colour:
+        colours = {target_label: TARGET_COLOUR}  # the target's colour in every method's figure
+    else:
+        cmap = plt.get_cmap("tab10" if len(levels) <= 10 else "tab20")
+        colours = {lev: cmap(i % cmap.N) for i, lev in enumerate(levels)}
+    return {"categorical": True, "one_colour": one_colour, "codes": codes, "levels": levels, "colours": colours}
 
-    rng = np.random.default_rng(0)
-    sc = None
-    for i, (panel, name) in enumerate(zip(axes, names)):
-        E = np.asarray(adata.obsm[name])
-        x, y = _coordinates(E, components, rng)
-        if show_background:
-            panel.scatter(x[~is_target], y[~is_target], s=s, color=BACKGROUND_COLOUR, alpha=0.35,
-                          linewidths=0, rasterized=True)
-        if categorical:
-            for lev in levels:
-                pick = is_target & (codes == lev)
-                panel.scatter(x[pick], y[pick], s=s, color=colours[lev], alpha=0.85, linewidths=0,
-                              rasterized=True)
-        else:
-            sc = panel.scatter(x[is_target], y[is_target], s=s, c=vals[is_target], cmap="viridis", vmin=vmin,
-                               vmax=vmax, linewidths=0, rasterized=True)
-        a = alphas[i] if i < alphas.size else float("nan")
-        chosen = " (default)" if int(uns.get("default_index", -1)) == i else ""
-        panel.set_title("alpha = 0 (PCA of target)" if a == 0 else f"alpha = {a:.3g}{chosen}")
-        panel.set_xlabel(f"cPC {components[0] + 1 if k > 1 else 1}")
-        panel.set_ylabel(f"cPC {components[1] + 1}" if k > 1 else "jitter")
 
+def _scatter(panel, x, y, is_target, colouring: dict, *, s: float, show_background: bool):
+    """One panel's cells, the background underneath; the numeric colouring's collection (for the colour bar)."""
+    if show_background:
+        panel.scatter(x[~is_target], y[~is_target], s=s, color=BACKGROUND_COLOUR, alpha=0.35,
+                      linewidths=0, rasterized=True)
+    if colouring["categorical"]:
+        for lev in colouring["levels"]:
+            pick = is_target & (colouring["codes"] == lev)
+            panel.scatter(x[pick], y[pick], s=s, color=colouring["colours"][lev], alpha=0.85, linewidths=0,
+                          rasterized=True)
+        return None
+    vals = colouring["vals"]
+    return panel.scatter(x[is_target], y[is_target], s=s, c=vals[is_target], cmap="viridis", vmin=colouring["vmin"],
+                         vmax=colouring["vmax"], linewidths=0, rasterized=True)
+
+
+def _legend(fig, adata: ad.AnnData, is_target, colouring: dict, *, color: str, show_background: bool) -> None:
     handles = []
-    if categorical:
+    if colouring["categorical"]:
+        codes, colours = colouring["codes"], colouring["colours"]
         handles = [plt.Line2D([], [], marker="o", linestyle="", color=colours[lev],
-                              label=f"{lev} ({int(np.sum(is_target & (codes == lev)))})") for lev in levels]
+                              label=f"{lev} ({int(np.sum(is_target & (codes == lev)))})") for lev in colouring["levels"]]
     if show_background:
         handles.append(plt.Line2D([], [], marker="o", linestyle="", color=BACKGROUND_COLOUR,
                                   label=f"{group_labels(adata)[1]} ({int((~is_target).sum())})"))
     if handles:
-        fig.legend(handles=handles, title=None if one_colour else f"target: {color}", loc="outside right center",
-                   fontsize="small", ncols=1 if len(handles) <= 20 else 2)
-    if sc is not None:
-        fig.colorbar(sc, ax=axes[:len(names)], label=f"{color} (target cells)")
-    target_label, background_label = group_labels(adata)
-    fig.suptitle(titled(f"contrastive PCA of {target_label} ({int(np.sum(is_target))} cells) against "
-                        f"{background_label} ({int(np.sum(~is_target))}), {int(uns.get('n_genes', 0))} genes", adata))
-    return fig
+        fig.legend(handles=handles, title=None if colouring["one_colour"] else f"target: {color}",
+                   loc="outside right center", fontsize="small", ncols=1 if len(handles) <= 20 else 2)
 
 
 __all__ = ["cpca"]

@@ -71,15 +71,7 @@ def pcpca(
 
     if categorical:
         codes = np.asarray(values.astype(str))
-        # target levels first, in the order the cells show them, then the background's
-        levels = list(dict.fromkeys(list(codes[is_target]) + list(codes[~is_target])))
-        target_only = set(codes[is_target]) - set(codes[~is_target])
-        if len(levels) == 2 and len(target_only) == 1:
-            # the two groups themselves: the target's and the background's colours of every figure
-            colours = {lev: TARGET_COLOUR if lev in target_only else BACKGROUND_COLOUR for lev in levels}
-        else:
-            cmap = plt.get_cmap("tab10" if len(levels) <= 10 else "tab20")
-            colours = {lev: cmap(i % cmap.N) for i, lev in enumerate(levels)}
+        levels, colours = _level_colours(codes, is_target)
     else:
         vals = values.to_numpy(dtype=float)
         vmin, vmax = np.nanmin(vals), np.nanmax(vals)
@@ -100,14 +92,32 @@ def pcpca(
         panel.set_xlabel(f"PCPCA {components[0] + 1 if k > 1 else 1}")
         panel.set_ylabel(f"PCPCA {components[1] + 1}" if k > 1 else "jitter")
     if categorical:
-        # One legend for both panels: the colours are shared, and it stays off the data.
-        handles = [plt.Line2D([], [], marker="o", linestyle="", color=colours[lev],
-                              label=f"{lev} ({int(np.sum(codes == lev))})") for lev in levels]
-        fig.legend(handles=handles, title=color, loc="outside right center", fontsize="small",
-                   ncols=1 if len(levels) <= 20 else 2)
+        _legend(fig, codes, levels, colours, title=color)
     else:
         fig.colorbar(sc, ax=list(axes), label=color)
     if "gamma_prime" in uns:
         fig.suptitle(titled(f"PCPCA: gamma' = {float(uns['gamma_prime']):.3g} (admissible < "
                             f"{float(uns['max_gamma_prime']):.3g}), sigma^2 = {float(uns['sigma2']):.3g}", adata))
     return fig
+
+
+def _level_colours(codes: np.ndarray, is_target: np.ndarray) -> tuple[list, dict]:
+    """The levels of a categorical colouring, target levels first, and a colour per level."""
+    # target levels first, in the order the cells show them, then the background's
+    levels = list(dict.fromkeys(list(codes[is_target]) + list(codes[~is_target])))
+    target_only = set(codes[is_target]) - set(codes[~is_target])
+    if len(levels) == 2 and len(target_only) == 1:
+        # the two groups themselves: the target's and the background's colours of every figure
+        colours = {lev: TARGET_COLOUR if lev in target_only else BACKGROUND_COLOUR for lev in levels}
+    else:
+        cmap = plt.get_cmap("tab10" if len(levels) <= 10 else "tab20")
+        colours = {lev: cmap(i % cmap.N) for i, lev in enumerate(levels)}
+    return levels, colours
+
+
+def _legend(fig, codes: np.ndarray, levels: list, colours: dict, *, title: str) -> None:
+    # One legend for both panels: the colours are shared, and it stays off the data.
+    handles = [plt.Line2D([], [], marker="o", linestyle="", color=colours[lev],
+                          label=f"{lev} ({int(np.sum(codes == lev))})") for lev in levels]
+    fig.legend(handles=handles, title=title, loc="outside right center", fontsize="small",
+               ncols=1 if len(levels) <= 20 else 2)

@@ -43,19 +43,10 @@ def preprocess(adata: ad.AnnData, figsize: tuple[float, float] | None = None) ->
     info = _info(adata)
     params = info.get("params", {}) if isinstance(info.get("params"), Mapping) else {}
     counts = str(params.get("counts", "raw"))
-    names = _LABELS.get(counts, _LABELS["raw"])
     removed = info.get("qc_removed", {}) if isinstance(info.get("qc_removed"), Mapping) else {}
     removed_target = np.asarray(removed.get("target", []), dtype=bool)
-    limits = {}
-    if "min_genes" in params:
-        limits["n_genes_by_counts"] = ("min_genes", float(params["min_genes"]))
-    if info.get("mito_filter") and "max_pct_mito" in params:
-        limits["pct_counts_mt"] = ("max_pct_mito", float(params["max_pct_mito"]))
-    metrics = [
-        (key, label) for key, label in names.items()
-        if key in adata.obs and (key != "pct_counts_mt" or int(info.get("n_mito_genes", 1)) > 0)
-        and np.asarray(adata.obs[key].to_numpy(dtype=float)).any()
-    ]
+    limits = _limits(info, params)
+    metrics = _metrics(adata, info, counts)
     if figsize is None:
         figsize = (3.5 * (len(metrics) + 1), 3.8)
     fig, axes = plt.subplots(1, len(metrics) + 1, figsize=figsize, layout="constrained")
@@ -68,33 +59,64 @@ def preprocess(adata: ad.AnnData, figsize: tuple[float, float] | None = None) ->
         gone = np.asarray(removed.get(key, []), dtype=float)
         groups = [(b_label, BACKGROUND_COLOUR, kept[~is_target], gone[~removed_target] if gone.size else gone),
                   (t_label, TARGET_COLOUR, kept[is_target], gone[removed_target] if gone.size else gone)]
-        ticks, labelled = [], False
-        for pos, (name, colour, k, g) in enumerate(groups, start=1):
-            values = k
-            if values.size > 1 and np.ptp(values) > 0:
-                parts = ax.violinplot([values], positions=[pos], showmedians=True)
-                for body in parts["bodies"]:
-                    body.set_facecolor(colour)
-                    body.set_edgecolor(colour)
-                    body.set_alpha(0.45)
-                for line in ("cbars", "cmins", "cmaxes", "cmedians"):
-                    parts[line].set_color(colour)
-            elif values.size:
-                ax.scatter(np.full(values.size, pos), values, s=6, c=colour)
-            if g.size:
-                ax.scatter(pos + rng.uniform(-0.12, 0.12, g.size), g, s=5, c="0.45", zorder=3,
-                           label=None if labelled else "removed by QC")
-                labelled = True
-            ticks.append(f"{name}\n{k.size} kept" + (f"\n{g.size} removed" if g.size else ""))
-        ax.set_xticks([1, 2], ticks)
-        if key in limits:
-            pname, value = limits[key]
-            ax.axhline(value, color="0.2", ls="--", lw=1, label=f"{pname} = {value:g}")
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(loc="best", fontsize="small")
-        ax.set_ylabel(label)
-        ax.ticklabel_format(axis="y", useOffset=False, style="plain")
-    ax = axes[-1]
+        _metric_panel(ax, groups, rng, limit=limits.get(key), label=label)
+    _hvg_panel(axes[-1], adata)
+    fig.suptitle(titled(f"quality control: {t_label} vs {b_label} ({counts} input)", adata))
+    return fig
+
+
+def _limits(info: Mapping, params: Mapping) -> dict:
+    """The QC limits drawn, per metric: (parameter name, value), where they applied."""
+    limits = {}
+    if "min_genes" in params:
+        limits["n_genes_by_counts"] = ("min_genes", float(params["min_genes"]))
+    if info.get("mito_filter") and "max_pct_mito" in params:
+        limits["pct_counts_mt"] = ("max_pct_mito", float(params["max_pct_mito"]))
+    return limits
+
+
+def _metrics(adata: ad.AnnData, info: Mapping, counts: str) -> list[tuple[str, str]]:
+    """(obs column, axis label) of the QC metrics shown: those present and not all zero."""
+    names = _LABELS.get(counts, _LABELS["raw"])
+    return [
+        (key, label) for key, label in names.items()
+        if key in adata.obs and (key != "pct_counts_mt" or int(info.get("n_mito_genes", 1)) > 0)
+        and np.asarray(adata.obs[key].to_numpy(dtype=float)).any()
+    ]
+
+
+def _metric_panel(ax, groups, rng, *, limit, label: str) -> None:
+    """One metric: a violin per group (name, colour, kept values, removed values), the removed cells as points."""
+    ticks, labelled = [], False
+    for pos, (name, colour, k, g) in enumerate(groups, start=1):
+        values = k
+        if values.size > 1 and np.ptp(values) > 0:
+            parts = ax.violinplot([values], positions=[pos], showmedians=True)
+            for body in parts["bodies"]:
+                body.set_facecolor(colour)
+                body.set_edgecolor(colour)
+                body.set_alpha(0.45)
+            for line in ("cbars", "cmins", "cmaxes", "cmedians"):
+                parts[line].set_color(colour)
+        elif values.size:
+            ax.scatter(np.full(values.size, pos), values, s=6, c=colour)
+        if g.size:
+            ax.scatter(pos + rng.uniform(-0.12, 0.12, g.size), g, s=5, c="0.45", zorder=3,
+                       label=None if labelled else "removed by QC")
+            labelled = True
+        ticks.append(f"{name}\n{k.size} kept" + (f"\n{g.size} removed" if g.size else ""))
+    ax.set_xticks([1, 2], ticks)
+    if limit is not None:
+        pname, value = limit
+        ax.axhline(value, color="0.2", ls="--", lw=1, label=f"{pname} = {value:g}")
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="best", fontsize="small")
+    ax.set_ylabel(label)
+    ax.ticklabel_format(axis="y", useOffset=False, style="plain")
+
+
+def _hvg_panel(ax, adata: ad.AnnData) -> None:
+    """The genes' mean against their (normalised) dispersion, the highly variable ones highlighted."""
     hvg = adata.var["highly_variable"].to_numpy(dtype=bool)
     if "means" in adata.var and "dispersions_norm" in adata.var:
         x, y = adata.var["means"].to_numpy(), adata.var["dispersions_norm"].to_numpy()
@@ -110,5 +132,3 @@ def preprocess(adata: ad.AnnData, figsize: tuple[float, float] | None = None) ->
     ax.scatter(x[hvg], y[hvg], s=3, c="0.15", label=f"highly variable ({hvg.sum()})", rasterized=True)
     ax.legend(loc="best", fontsize="small", markerscale=3)
     ax.set_title("highly variable genes")
-    fig.suptitle(titled(f"quality control: {t_label} vs {b_label} ({counts} input)", adata))
-    return fig

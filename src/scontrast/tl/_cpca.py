@@ -91,18 +91,8 @@ def cpca(
              X.shape[0], Y.shape[0], X.shape[1], model.solver_, np.round(model.alphas_, 4).tolist(),
              model.default_alpha_)
 
-    full = expression(adata, layer, mask)
-    keys = []
-    for i, a in enumerate(model.alphas_):
-        name = f"X_cpca_alpha{i}"
-        adata.obsm[name] = model.transform(full, alpha=a)
-        W = np.zeros((adata.n_vars, model.components_.shape[1]))
-        W[mask] = model.components_[i].T
-        adata.varm[f"cPCs_alpha{i}"] = W
-        keys.append(name)
+    keys = _write_embeddings(adata, model, mask, layer)
     default = model.default_index_
-    adata.obsm["X_cpca"] = adata.obsm[keys[default]].copy()
-    adata.varm["cPCs"] = adata.varm[f"cPCs_alpha{default}"].copy()
     with result_warnings("cpca") as design_warned:
         by_replicate = replicate_share(adata, adata.obsm["X_cpca"], "cPC", key)
     warned += design_warned
@@ -121,6 +111,22 @@ def cpca(
     )
     return adata if copy else None
 
+
+def _write_embeddings(adata: ad.AnnData, model: CPCA, mask: np.ndarray, layer: str | None) -> list[str]:
+    """Every cell's projection and the loadings per fitted alpha, and those of the default alpha; the obsm keys."""
+    full = expression(adata, layer, mask)
+    keys = []
+    for i, a in enumerate(model.alphas_):
+        name = f"X_cpca_alpha{i}"
+        adata.obsm[name] = model.transform(full, alpha=a)
+        W = np.zeros((adata.n_vars, model.components_.shape[1]))
+        W[mask] = model.components_[i].T
+        adata.varm[f"cPCs_alpha{i}"] = W
+        keys.append(name)
+    default = model.default_index_
+    adata.obsm["X_cpca"] = adata.obsm[keys[default]].copy()
+    adata.varm["cPCs"] = adata.varm[f"cPCs_alpha{default}"].copy()
+    return keys
 
 
 def summary_rows(adata: ad.AnnData, n_top: int = 10) -> Iterator[tuple[str, str]]:

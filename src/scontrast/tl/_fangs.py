@@ -161,44 +161,53 @@ def fangs(
     mean sigma_x, sigma_a), ``loading_names`` (D,) and ``feature_top_genes`` (K,),
     the ``n_top_genes`` largest loadings of each feature, comma-separated.
     """
+    front, model_params = _checked_params(params, samples=samples, samples_key=samples_key, draws=draws,
+                                          n_top_genes=n_top_genes, fdr=fdr, key=key)
+    adata = adata.copy() if copy else adata
+    _estimate_and_record(adata, samples, front, model_params, random_state=random_state, n_jobs=n_jobs)
+    return adata if copy else None
+
+
+def _checked_params(params: dict, *, samples, samples_key, draws, n_top_genes, fdr, key) -> tuple[dict, dict]:
+    """The front end's parameters (as recorded) and the model's, checked before the data is touched."""
     model_params = _fangs_params(params)
     given = None if samples is None else str(samples) if isinstance(samples, (str, os.PathLike)) \
         else type(samples).__name__
     n_top_genes = check_int(n_top_genes, "n_top_genes", 1)
     fdr = check_real(fdr, "fdr", 0.0, 1.0, strict_min=True)
     front = dict(samples=given, samples_key=samples_key, draws=draws, n_top_genes=n_top_genes, fdr=fdr, key=key)
-    adata = adata.copy() if copy else adata
+    return front, model_params
+
+
+def _checked_samples(adata: ad.AnnData, samples, samples_key: str):
+    """``_resolve_samples``'s samples, checked, one row per cell, with one chain label per sample."""
     S, source, log_joint, chains = _resolve_samples(adata, samples, samples_key)
     S = _fangs.check_samples(S)
     if S[0].shape[0] != adata.n_obs:
         raise ScontrastError(f"samples: {S[0].shape[0]} rows but the data has {adata.n_obs} cells")
     if chains is not None and np.shape(chains) != (len(S),):
         raise ScontrastError(f"samples: its chain labels have shape {np.shape(chains)} but there are {len(S)} samples")
+    return S, source, log_joint, chains
 
+
+def _estimate_and_record(adata: ad.AnnData, samples, front: dict, model_params: dict, *, random_state,
+                         n_jobs) -> None:
+    """Run FANGS (and the draws method) on the samples and write ``obsm['fangs_features']`` and ``uns['fangs']``."""
+    S, source, log_joint, chains = _checked_samples(adata, samples, front["samples_key"])
     with result_warnings("fangs") as warned:
         result = _fangs.fangs(S, **model_params, n_jobs=n_jobs, random_state=random_state)
-        est = result.estimate
-        order = np.argsort(-est.sum(axis=0), kind="stable")
-        est = np.ascontiguousarray(est[:, order], dtype=np.uint8)
-        support, chain_labels = _fangs.feature_support(S, est, chains)
-        _warn_unsupported(support, chain_labels)
-        extra = {}
-        if key in adata.obs:
-            is_target = adata.obs[key].to_numpy(dtype=bool)
-            extra = {"feature_n_target": est[is_target].sum(axis=0).astype(np.int64),
-                     "feature_n_background": est[~is_target].sum(axis=0).astype(np.int64)}
-            if is_target.any() and not is_target.all():
-                extra.update(_enrichment(adata, est, is_target, fdr, random_state))
+        est, support, chain_labels, extra = _described_estimate(adata, S, result.estimate, chains, key=front["key"],
+                                                                fdr=front["fdr"], random_state=random_state)
     timings = {k: float(v) for k, v in result.timings.items()}
     draws_loss, draws_index = float("nan"), -1
-    if draws:
+    if front["draws"]:
         d = _fangs.draws(S, a=result.a, n_jobs=n_jobs)
         draws_loss, draws_index = d.expected_loss, d.index
         timings["draws"] = float(d.timings["total"])
     k_values, k_counts = np.unique([s.shape[1] for s in S], return_counts=True)
     adata.obsm["fangs_features"] = est
     if samples is None:
-        extra.update(_gene_programmes(adata, samples_key, est, n_top_genes))
+        extra.update(_gene_programmes(adata, front["samples_key"], est, front["n_top_genes"]))
     if log_joint is not None:
         extra["log_joint"] = np.asarray(log_joint, dtype=np.float64)
     log.info("fangs: K=%d, expected FARO loss %.4g (draws %.4g) from %d samples in %.1f s",
@@ -215,7 +224,27 @@ def fangs(
         accepted_flips=np.asarray(result.details["accepted"], dtype=np.int64),
         **extra,
     )
-    return adata if copy else None
+
+
+def _described_estimate(adata: ad.AnnData, S: list[np.ndarray], estimate: np.ndarray, chains, *, key: str, fdr: float,
+                        random_state):
+    """The estimate with its features by decreasing size, their support per chain and their counts per group.
+
+    Returns ``(est, support, chain_labels, extra)``, ``extra`` holding the per-group counts and,
+    with both groups present, the enrichment. Runs inside ``result_warnings``: its warnings are the result's.
+    """
+    order = np.argsort(-estimate.sum(axis=0), kind="stable")
+    est = np.ascontiguousarray(estimate[:, order], dtype=np.uint8)
+    support, chain_labels = _fangs.feature_support(S, est, chains)
+    _warn_unsupported(support, chain_labels)
+    extra = {}
+    if key in adata.obs:
+        is_target = adata.obs[key].to_numpy(dtype=bool)
+        extra = {"feature_n_target": est[is_target].sum(axis=0).astype(np.int64),
+                 "feature_n_background": est[~is_target].sum(axis=0).astype(np.int64)}
+        if is_target.any() and not is_target.all():
+            extra.update(_enrichment(adata, est, is_target, fdr, random_state))
+    return est, support, chain_labels, extra
 
 
 def _enrichment(adata: ad.AnnData, est: np.ndarray, is_target: np.ndarray, fdr: float, random_state) -> dict:

@@ -123,6 +123,16 @@ def latent_features(
     ``obs['scontrast_target']`` is present, ``n_target`` and ``n_background``.
     """
     model = build_estimator(LinearGaussianIBP, params, random_state=random_state, n_jobs=n_jobs)
+    X, names, n_dims = _explained_matrix(adata, genes=genes, n_genes=n_genes, layer=layer, use_rep=use_rep,
+                                         n_dims=n_dims)
+    adata = adata.copy() if copy else adata
+    front = dict(genes=genes, n_genes=n_genes, layer=layer, use_rep=use_rep, n_dims=n_dims, key_added=key_added)
+    _sample_and_record(adata, model, X, names, front, random_state)
+    return adata if copy else None
+
+
+def _explained_matrix(adata: ad.AnnData, *, genes, n_genes, layer, use_rep, n_dims):
+    """The matrix the model explains (cells x D float64), its column names and ``n_dims`` checked."""
     if use_rep is not None:
         if use_rep not in adata.obsm:
             raise ScontrastError(f"use_rep: obsm['{use_rep}'] is missing (have: {list(adata.obsm.keys())})")
@@ -139,7 +149,13 @@ def latent_features(
         if n_dims is not None:
             raise ScontrastError("n_dims: only applies with use_rep (an embedding); use n_genes for genes")
         X, names = gene_matrix(adata, genes, n_genes, layer)
-    adata = adata.copy() if copy else adata
+    return X, names, n_dims
+
+
+def _sample_and_record(adata: ad.AnnData, model: LinearGaussianIBP, X: np.ndarray, names: np.ndarray, front: dict,
+                       random_state) -> None:
+    """Run the sampler on ``X`` and write its samples, its input and ``uns[key_added]``."""
+    key_added, use_rep = front["key_added"], front["use_rep"]
     with result_warnings("latent_features") as warned:
         model.fit(X)
     Z, k = pack_samples(model.samples_)
@@ -155,14 +171,11 @@ def latent_features(
         is_target = adata.obs[TARGET_KEY].to_numpy(dtype=bool)
         extra = {"n_target": int(is_target.sum()), "n_background": int((~is_target).sum())}
     kept = slice(model.burn_in, None)
-    record_params(adata, key_added,
-                  dict(genes=genes, n_genes=n_genes, layer=layer, use_rep=use_rep, n_dims=n_dims, key_added=key_added,
-                       **fitted_params(model)),
+    record_params(adata, key_added, dict(**front, **fitted_params(model)),
                   random_state, warnings=warned, n_features=k, n_dims_used=int(X.shape[1]), input_names=names,
                   scale=float(model.scale_), timings={key: float(v) for key, v in model.timings_.items()},
                   sigma_x_mean=float(model.sigma_x_[:, kept].mean()), sigma_a_mean=float(model.sigma_a_[:, kept].mean()),
                   **diag, **{key: np.asarray(v) for key, v in model.traces().items()}, **extra)
-    return adata if copy else None
 
 
 def samples_from_adata(adata: ad.AnnData, key: str = "latent_features") -> list[np.ndarray]:

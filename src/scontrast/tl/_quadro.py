@@ -190,17 +190,20 @@ def quadro(
     terms, and the final model's Omega, delta, centre, scale).
     """
     adata = adata.copy() if copy else adata
+    _quadro(adata, genes=genes, n_genes=n_genes, layer=layer, key=key, groupby=groupby, labels=labels,
+            outer_cv=outer_cv, nested=nested, random_state=random_state, n_jobs=n_jobs, params=params)
+    return adata if copy else None
+
+
+def _quadro(adata: ad.AnnData, *, genes, n_genes, layer, key, groupby, labels, outer_cv, nested, random_state, n_jobs,
+            params) -> None:
+    """``quadro``'s work on ``adata`` (already the copy when one was asked for)."""
     n_genes = check_int(n_genes, "n_genes", 2, allow_none=True)
     outer_cv = check_int(outer_cv, "outer_cv", 2)
     check_option(nested, "nested", [True, False])
     model = build_estimator(QUADRO, params, random_state=random_state, n_jobs=n_jobs)
-    M = expression(adata, layer)
-    used, is_target, class_names = _classes(adata, key, groupby, labels, min_cells=2 * outer_cv)
-    idx = select_genes(adata, genes, n_genes, layer)
-    if idx.size < 2:
-        raise ScontrastError(f"genes: gene set '{genes}' has {idx.size} gene; QUADRO needs at least 2")
-    M = M[np.flatnonzero(used)][:, idx] if not used.all() else M[:, idx]
-    X = dense(check_matrix(M, "X" if layer is None else f"layers['{layer}']"))
+    used, is_target, class_names, idx, X = _training_data(adata, genes=genes, n_genes=n_genes, layer=layer, key=key,
+                                                          groupby=groupby, labels=labels, outer_cv=outer_cv)
     gene_names = adata.var_names[idx].astype(str).to_numpy()
     log.info("QUADRO on %d candidate genes of '%s', %d %s and %d %s cells", idx.size, genes,
              int(is_target.sum()), class_names[1], int((~is_target).sum()), class_names[0])
@@ -210,24 +213,42 @@ def quadro(
     with result_warnings("quadro") as warned:
         res = cross_validated_scores(model, X, is_target, outer_cv, nested=nested, random_state=random_state,
                                      groups=groups)
-    final, score, pred = res.final, res.decision, res.predicted.astype(bool)
+    score, pred = res.decision, res.predicted.astype(bool)
+    _write_predictions(adata, groupby, used, score, pred, class_names)
+    front = dict(genes=genes, n_genes=n_genes, layer=layer, key=key, groupby=groupby,
+                 labels=None if labels is None else [str(v) for v in labels], outer_cv=outer_cv,
+                 nested=bool(nested))
+    model_params = fitted_params(model)
+    unit = {"unit": "cell"} if design is None else {
+        "unit": "replicate", "design": design["summary"], "n_outer_folds": int(len(res.fold_lambdas)),
+        "replicate_scores": _replicate_scores(groups, is_target, score, pred)}
+    results = _results(res, is_target, pred, class_names, gene_names)
+    record_params(adata, "quadro", {**front, **model_params}, random_state, warnings=warned, **unit, **results)
+    log.info("QUADRO cross-validated balanced error %.3f (majority baseline 0.5), AUC %.3f, error %.3f "
+             "(majority baseline %.3f); %d gene pairs, %d squared terms, %d linear terms", results["balanced_error"],
+             results["auc"], results["cv_error"], results["majority_baseline"]["error"],
+             len(results["interactions"]["weight"]), len(results["squared"]["weight"]),
+             len(results["linear"]["weight"]))
 
-    terms, linear = final.interactions(gene_names)
-    # a gene with itself is a change of spread, a pair of genes a change of co-expression: apart
-    pairs = [t for t in terms if t[0] != t[1]]
-    squared = [(t[0], t[2]) for t in terms if t[0] == t[1]]
-    cm = confusion_matrix(is_target, pred, labels=[False, True])
-    cv_error = float(np.mean(pred != is_target))
-    cv_auc = float(roc_auc_score(is_target, score))
-    bal_error = balanced_error(is_target, pred)
-    recall = {class_names[0]: float(np.mean(~pred[~is_target])), class_names[1]: float(np.mean(pred[is_target]))}
-    n_small = int(min(is_target.sum(), (~is_target).sum()))
-    majority = {"label": class_names[1] if is_target.sum() > (~is_target).sum() else class_names[0],
-                "error": n_small / is_target.size, "balanced_error": 0.5}
-    kept = np.zeros(idx.size, dtype=np.int64)
-    for feat in res.fold_features:
-        kept[feat] += 1
-    shown = np.union1d(np.flatnonzero(kept), final.features_)
+
+def _training_data(adata: ad.AnnData, *, genes, n_genes, layer, key, groupby, labels, outer_cv):
+    """The cells and candidate genes QUADRO is cross-validated on.
+
+    Returns ``used`` (n_obs,) bool, ``is_target`` (used cells), the two class names, the
+    candidate genes' indices and the dense (used cells x candidates) matrix.
+    """
+    M = expression(adata, layer)
+    used, is_target, class_names = _classes(adata, key, groupby, labels, min_cells=2 * outer_cv)
+    idx = select_genes(adata, genes, n_genes, layer)
+    if idx.size < 2:
+        raise ScontrastError(f"genes: gene set '{genes}' has {idx.size} gene; QUADRO needs at least 2")
+    M = M[np.flatnonzero(used)][:, idx] if not used.all() else M[:, idx]
+    X = dense(check_matrix(M, "X" if layer is None else f"layers['{layer}']"))
+    return used, is_target, class_names, idx, X
+
+
+def _write_predictions(adata: ad.AnnData, groupby, used, score, pred, class_names) -> None:
+    """``obs['quadro_score']`` and ``obs['quadro_pred']``; with ``groupby``, NaN and no label for unused cells."""
     if groupby is None:
         adata.obs["quadro_score"] = score
         adata.obs["quadro_pred"] = pred
@@ -238,20 +259,31 @@ def quadro(
         labelled = np.full(adata.n_obs, None, dtype=object)
         labelled[used] = np.where(pred, class_names[1], class_names[0])
         adata.obs["quadro_pred"] = pd.Categorical(labelled, categories=class_names)
-    front = dict(genes=genes, n_genes=n_genes, layer=layer, key=key, groupby=groupby,
-                 labels=None if labels is None else [str(v) for v in labels], outer_cv=outer_cv,
-                 nested=bool(nested))
-    model_params = fitted_params(model)
-    unit = {"unit": "cell"} if design is None else {
-        "unit": "replicate", "design": design["summary"], "n_outer_folds": int(len(res.fold_lambdas)),
-        "replicate_scores": _replicate_scores(groups, is_target, score, pred)}
-    record_params(
-        adata, "quadro", {**front, **model_params}, random_state, warnings=warned, **unit,
+
+
+def _results(res, is_target, pred, class_names, gene_names) -> dict:
+    """``uns['quadro']``'s results (in the order they are stored): the held-out scores' errors and the final model."""
+    final, score = res.final, res.decision
+    terms, linear = final.interactions(gene_names)
+    # a gene with itself is a change of spread, a pair of genes a change of co-expression: apart
+    pairs = [t for t in terms if t[0] != t[1]]
+    squared = [(t[0], t[2]) for t in terms if t[0] == t[1]]
+    cm = confusion_matrix(is_target, pred, labels=[False, True])
+    cv_error = float(np.mean(pred != is_target))
+    cv_auc = float(roc_auc_score(is_target, score))
+    recall = {class_names[0]: float(np.mean(~pred[~is_target])), class_names[1]: float(np.mean(pred[is_target]))}
+    n_small = int(min(is_target.sum(), (~is_target).sum()))
+    majority = {"label": class_names[1] if is_target.sum() > (~is_target).sum() else class_names[0],
+                "error": n_small / is_target.size, "balanced_error": 0.5}
+    kept = np.zeros(gene_names.size, dtype=np.int64)
+    for feat in res.fold_features:
+        kept[feat] += 1
+    shown = np.union1d(np.flatnonzero(kept), final.features_)
+    return dict(
         genes=gene_names[final.features_],
-        n_candidates=int(idx.size),
-        gene_folds={"gene": gene_names[shown], "n_folds": kept[shown],
-                    "final": np.isin(shown, final.features_)},
-        balanced_error=bal_error,
+        n_candidates=int(gene_names.size),
+        gene_folds={"gene": gene_names[shown], "n_folds": kept[shown], "final": np.isin(shown, final.features_)},
+        balanced_error=balanced_error(is_target, pred),
         auc=cv_auc,
         recall=recall,
         majority_baseline=majority,
@@ -289,10 +321,6 @@ def quadro(
         center=final.center_,
         scale=final.scale_,
     )
-    log.info("QUADRO cross-validated balanced error %.3f (majority baseline 0.5), AUC %.3f, error %.3f "
-             "(majority baseline %.3f); %d gene pairs, %d squared terms, %d linear terms", bal_error, cv_auc,
-             cv_error, majority["error"], len(pairs), len(squared), len(linear))
-    return adata if copy else None
 
 
 def _replicate_scores(groups, is_target, score, pred) -> dict:

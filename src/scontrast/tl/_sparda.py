@@ -92,7 +92,14 @@ def sparda(
     names = adata.var_names[mask].to_numpy()
     log.info("sparda: lambda=%.4g, %d genes selected, divergence %.4g, p=%s", model.lam_, model.selected_.size,
              model.divergence_, model.pvalue_)
+    _write_directions(adata, model, mask, layer)
+    _record(adata, model, dict(genes=genes, layer=layer, key=key), random_state, warned, mask=mask, names=names,
+            n_target=int(X.shape[0]), n_background=int(Y.shape[0]))
+    return adata if copy else None
 
+
+def _write_directions(adata: ad.AnnData, model: SPARDA, mask: np.ndarray, layer: str | None) -> None:
+    """The ``var`` columns, ``varm['sparda_directions']`` and ``obsm['X_sparda']`` of the fitted model."""
     n_vars = adata.n_vars
     W = np.zeros((n_vars, model.n_directions))
     W[mask] = model.components_.T
@@ -106,8 +113,38 @@ def sparda(
     full = expression(adata, layer, mask)
     adata.obsm["X_sparda"] = model.transform(full)
 
+
+def _record(adata: ad.AnnData, model: SPARDA, front: dict, random_state, warned: list[str], *, mask: np.ndarray,
+            names: np.ndarray, n_target: int, n_background: int) -> None:
+    """``uns['sparda']``: the parameters, the fit's results and its diagnostics."""
     d_in = int(mask.sum())
-    screening = {
+    relax_info, tighten_info = _iterations(model, max(n_target, n_background))
+    extra = _path_and_test(model)
+    selected = names[model.selected_].astype(str)
+    model_params = fitted_params(model)
+    record_params(
+        adata, "sparda", dict(model_params, **front), random_state, warnings=warned,
+        divergence=float(model.divergence_),
+        divergences=np.asarray(model.divergences_, dtype=float),
+        # directions actually found (the deflation stops once none pays for its genes)
+        n_directions_found=int(model.n_directions_),
+        pvalue=float("nan") if model.pvalue_ is None else float(model.pvalue_),
+        lam=float(model.lam_),
+        k=int(model.k_),
+        n_selected=int(selected.size),
+        selected_genes=selected,
+        n_target=n_target,
+        n_background=n_background,
+        n_genes=d_in,
+        screening=_screening(model, d_in, names),
+        relax=relax_info,
+        tighten=tighten_info,
+        **extra,
+    )
+
+
+def _screening(model: SPARDA, d_in: int, names: np.ndarray) -> dict:
+    return {
         "method": "marginal_w2",
         "screened": bool(d_in > model.max_genes),
         "n_genes_in": d_in,
@@ -117,6 +154,10 @@ def sparda(
         "min_kept_w2": float(model.marginal_w2_[model.screened_].min()),
         "genes_kept": names[model.screened_].astype(str),
     }
+
+
+def _iterations(model: SPARDA, n_cells_max: int) -> tuple[dict, dict]:
+    """The relaxation's and the tightening's diagnostics, one entry per direction."""
     relax_info = {
         "n_iter": np.array([r["n_iter"] for r in model.relax_info_], dtype=int),
         "eig_fraction": np.array([r["eig_fraction"] for r in model.relax_info_], dtype=float),
@@ -124,7 +165,7 @@ def sparda(
         "divergence": np.array([r["divergence"] for r in model.relax_info_], dtype=float),
         # both groups are subsampled to this size
         "n_cells_per_group": int(model.n_relax_cells_),
-        "subsampled": bool(max(X.shape[0], Y.shape[0]) > model.n_relax_cells_),
+        "subsampled": bool(n_cells_max > model.n_relax_cells_),
     }
     tighten_info = {
         "n_iter": np.array([t["n_iter"] for t in model.tighten_info_], dtype=int),
@@ -133,6 +174,11 @@ def sparda(
         # which relaxation the winning tightening started from: 'relax' (penalised) or 'pda_relax'
         "start": np.array([t["start"] for t in model.tighten_info_], dtype=str),
     }
+    return relax_info, tighten_info
+
+
+def _path_and_test(model: SPARDA) -> dict:
+    """What the fit has only sometimes: the lambda path (lambda chosen by CV), the null divergences, the test."""
     extra = {}
     if model.cv_results_ is not None:
         cv = model.cv_results_
@@ -156,29 +202,7 @@ def sparda(
         extra["null_divergences"] = np.asarray(model.null_divergences_, dtype=float)
     if model.test_ is not None:
         extra["test"] = {key_: (np.asarray(v) if isinstance(v, list) else v) for key_, v in model.test_.items()}
-    selected = names[model.selected_].astype(str)
-    model_params = fitted_params(model)
-    record_params(
-        adata, "sparda", dict(model_params, genes=genes, layer=layer, key=key), random_state, warnings=warned,
-        divergence=float(model.divergence_),
-        divergences=np.asarray(model.divergences_, dtype=float),
-        # directions actually found (the deflation stops once none pays for its genes)
-        n_directions_found=int(model.n_directions_),
-        pvalue=float("nan") if model.pvalue_ is None else float(model.pvalue_),
-        lam=float(model.lam_),
-        k=int(model.k_),
-        n_selected=int(selected.size),
-        selected_genes=selected,
-        n_target=int(X.shape[0]),
-        n_background=int(Y.shape[0]),
-        n_genes=d_in,
-        screening=screening,
-        relax=relax_info,
-        tighten=tighten_info,
-        **extra,
-    )
-    return adata if copy else None
-
+    return extra
 
 
 def _replicates(adata: ad.AnnData, key: str) -> dict:
