@@ -69,43 +69,6 @@ def _in_out_log_probs(dl):
 
 
 @numba.njit(cache=True, nogil=True)
-def _bd_scans(w, cells, birth, mb, n_scans, ko, Gi, st, ua, ub, Ra, Rb, cb, fb, ZO, E, BE, EP, dots, new,
-              c_ratio, v_x, D):
-    """``n_scans`` restricted Gibbs scans of every cell in or out of b, then the last one, which is the
-    proposal (for a death: forced to fb); returns (log probability of the last scan, cells in b)."""
-    N = cells.shape[0]
-    log_q = 0.0
-    for scan in range(n_scans + 1):
-        last = scan == n_scans
-        for t in range(N):
-            wr = w[cells[t]]
-            zo = ZO[t]
-            e = E[t]
-            beta = BE[t]
-            eps = EP[t]
-            if cb[t]:
-                _sm_dots(ua, ub, Ra, Rb, zo, e, ko, dots)
-                _sm_apply(st, ua, ub, Ra, Rb, Gi, zo, e, ko, False, True, -wr, dots, beta, eps)
-                mb -= 1
-            _sm_dots(ua, ub, Ra, Rb, zo, e, ko, dots)
-            l_out = _b_gain(st, c_ratio, v_x, D)
-            _sm_scalars(st, new, False, True, wr, dots, beta, eps)
-            l_in = _b_gain(new, c_ratio, v_x, D)
-            lp_in, lp_out = _in_out_log_probs(l_in - l_out)
-            if last and not birth:
-                take = fb[t] == 1
-            else:
-                take = np.random.random() < math.exp(lp_in)  # noqa: NPY002
-            if last:
-                log_q += lp_in if take else lp_out
-            cb[t] = 1 if take else 0
-            if take:
-                mb += 1
-                _sm_apply(st, ua, ub, Ra, Rb, Gi, zo, e, ko, False, True, wr, dots, beta, eps)
-    return log_q, mb
-
-
-@numba.njit(cache=True, nogil=True)
 def _restricted_gibbs_birth_death(Y, Z, m, K, w, v_x, s2a, alpha, n_fixed, kcap, n_moves, n_scans):
     """Birth-death Metropolis-Hastings moves of whole features (in place); returns (new K, accepted).
 
@@ -143,8 +106,36 @@ def _restricted_gibbs_birth_death(Y, Z, m, K, w, v_x, s2a, alpha, n_fixed, kcap,
         _shuffle(cells, N)
         _sm_cache(Y, Z, cells, N, others, ko, Gi, P, ZO, E, BE, EP)
         mb = _bd_launch(Z, w, cells, kd, birth, ko, Gi, st, ua, ub, Ra, Rb, ca, cb, fb, ZO, E, BE, EP, dots)
-        log_q, mb = _bd_scans(w, cells, birth, mb, n_scans, ko, Gi, st, ua, ub, Ra, Rb, cb, fb, ZO, E, BE, EP,
-                              dots, new, c_ratio, v_x, D)
+        # n_scans restricted Gibbs scans of every cell in or out of b, then the last one, which is the
+        # proposal (for a death: forced to fb, the probability of getting it is the reverse proposal's)
+        log_q = 0.0
+        for scan in range(n_scans + 1):
+            last = scan == n_scans
+            for t in range(N):
+                wr = w[cells[t]]
+                zo = ZO[t]
+                e = E[t]
+                beta = BE[t]
+                eps = EP[t]
+                if cb[t]:
+                    _sm_dots(ua, ub, Ra, Rb, zo, e, ko, dots)
+                    _sm_apply(st, ua, ub, Ra, Rb, Gi, zo, e, ko, False, True, -wr, dots, beta, eps)
+                    mb -= 1
+                _sm_dots(ua, ub, Ra, Rb, zo, e, ko, dots)
+                l_out = _b_gain(st, c_ratio, v_x, D)
+                _sm_scalars(st, new, False, True, wr, dots, beta, eps)
+                l_in = _b_gain(new, c_ratio, v_x, D)
+                lp_in, lp_out = _in_out_log_probs(l_in - l_out)
+                if last and not birth:
+                    take = fb[t] == 1
+                else:
+                    take = np.random.random() < math.exp(lp_in)  # noqa: NPY002
+                if last:
+                    log_q += lp_in if take else lp_out
+                cb[t] = 1 if take else 0
+                if take:
+                    mb += 1
+                    _sm_apply(st, ua, ub, Ra, Rb, Gi, zo, e, ko, False, True, wr, dots, beta, eps)
         if mb == 0 or (n_fixed and mb == N):
             continue  # an empty feature, or one held by every cell (excluded with the baseline)
         lr = (math.log(alpha) + math.lgamma(N - mb + 1.0) + math.lgamma(mb) - math.lgamma(N + 1.0)

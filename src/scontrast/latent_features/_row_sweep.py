@@ -3,8 +3,11 @@
 The posterior of A given all rows is N(S h, S) per column with S = (Z'WZ / s2x + I / s2a)^-1
 and h = Z'WX / s2x. For each row i it is downdated to the other rows (Sherman-Morrison), the
 row's entries are drawn from the Gaussian predictive of X_i, and the row is added back, so a row
-costs O(K^2 D). Each step below is a named compiled helper (numba inlines them); the rank-one
-quantities u = S z, q = z'Sz they all need are ``_s_times_z``.
+costs O(K^2 D). The per-row steps are named compiled helpers; the rank-one quantities
+u = S z, q = z'Sz they all need are ``_s_times_z``. The two loops over a row's entries (single-site
+Gibbs draws, joint flips of 2-3 entries) stay in the body of ``_sweep_rows``: moved into helpers,
+their work vectors become arguments that may alias, and the sweep ran 15-25% slower
+(``docs/latent_features.md``, "Row sweep").
 """
 
 from __future__ import annotations
@@ -89,31 +92,31 @@ def _posterior_from_scratch(X, Z, K, s2x, s2a, w, S, h):
 
 
 @numba.njit(cache=True, nogil=True)
-def _rank_one_row(x, z, K, S, h, u, s2xi, sign):
-    """Take the row (x, z) out of (sign -1) or back into (sign +1) the posterior of A, in place.
-
-    Out: S <- S + u u' / (s2x - z'u), h <- h - z x' / s2x; back: S <- S - u u' / (s2x + z'u),
-    h <- h + z x' / s2x; u = S z.
-    """
+def _take_row_out(x, z, K, S, h, u, s2xi):
+    """The posterior of A given the other rows: S <- S + u u' / (s2x - z'u), u = S z; h <- h - z x' / s2x."""
     q = _s_times_z(S, z, u, K)
-    if sign < 0:
-        den = s2xi - q
-        for a in range(K):
-            for b in range(K):
-                S[a, b] += u[a] * u[b] / den
-    else:
-        den = s2xi + q
-        for a in range(K):
-            for b in range(K):
-                S[a, b] -= u[a] * u[b] / den
-    D = x.shape[0]
+    den = s2xi - q
+    for a in range(K):
+        for b in range(K):
+            S[a, b] += u[a] * u[b] / den
     for a in range(K):
         if z[a] != 0.0:
-            for d in range(D):
-                if sign < 0:
-                    h[a, d] -= x[d] / s2xi
-                else:
-                    h[a, d] += x[d] / s2xi
+            for d in range(x.shape[0]):
+                h[a, d] -= x[d] / s2xi
+
+
+@numba.njit(cache=True, nogil=True)
+def _put_row_back(x, z, K, S, h, u, s2xi):
+    """The row added back: S <- S - u u' / (s2x + z'u), u = S z; h <- h + z x' / s2x."""
+    q = _s_times_z(S, z, u, K)
+    den = s2xi + q
+    for a in range(K):
+        for b in range(K):
+            S[a, b] -= u[a] * u[b] / den
+    for a in range(K):
+        if z[a] != 0.0:
+            for d in range(x.shape[0]):
+                h[a, d] += x[d] / s2xi
 
 
 @numba.njit(cache=True, nogil=True)
@@ -135,149 +138,6 @@ def _predictive_mean(z, mu, K, pred):
         for a in range(K):
             acc += z[a] * mu[a, d]
         pred[d] = acc
-
-
-@numba.njit(cache=True, nogil=True)
-def _flip_probability(x, pred, mu, k, zik, q, u, skk, s2xi, mk, N):
-    """P(z_ik = 1 | rest) and the predictive variances' q with z_ik = 0 and 1."""
-    D = x.shape[0]
-    if zik == 1:
-        q1 = q
-        q0 = q - 2.0 * u[k] + skk
-    else:
-        q0 = q
-        q1 = q + 2.0 * u[k] + skk
-    r0 = 0.0
-    r1 = 0.0
-    for d in range(D):
-        if zik == 1:
-            p1 = pred[d]
-            p0 = pred[d] - mu[k, d]
-        else:
-            p0 = pred[d]
-            p1 = pred[d] + mu[k, d]
-        r0 += (x[d] - p0) ** 2
-        r1 += (x[d] - p1) ** 2
-    v0 = q0 + s2xi
-    v1 = q1 + s2xi
-    dl = -0.5 * D * (math.log(v1) - math.log(v0)) - r1 / (2.0 * v1) + r0 / (2.0 * v0)
-    lo = math.log(mk) - math.log(N - mk) + dl
-    if lo > 0:
-        pz = 1.0 / (1.0 + math.exp(-lo))
-    else:
-        e = math.exp(lo)
-        pz = e / (1.0 + e)
-    return pz, q0, q1
-
-
-@numba.njit(cache=True, nogil=True)
-def _gibbs_shared_features(i, X, Z, m, K, S, mu, z, u, pred, q, s2xi, n_fixed):
-    """Single-site Gibbs draws of z_ik for the features other cells hold; returns the new q = z'Sz."""
-    N = X.shape[0]
-    for k in range(n_fixed, K):
-        zik = Z[i, k]
-        mk = m[k] - zik
-        if mk == 0:
-            continue
-        if n_fixed and zik == 0 and mk == N - 1:
-            continue  # with the baseline, a feature held by every cell is excluded (it is the baseline)
-        pz, q0, q1 = _flip_probability(X[i], pred, mu, k, zik, q, u, S[k, k], s2xi, mk, N)
-        sgn = -1.0 if zik == 1 else 1.0  # the change of z_k when moving away from the current value
-        new = 1 if np.random.random() < pz else 0  # noqa: NPY002
-        if new != zik:
-            for a in range(K):
-                u[a] += sgn * S[a, k]
-            for d in range(pred.shape[0]):
-                pred[d] += sgn * mu[k, d]
-            q = q1 if new == 1 else q0
-            z[k] = new
-            Z[i, k] = new
-            m[k] += 1 if new == 1 else -1
-    return q
-
-
-@numba.njit(cache=True, nogil=True)
-def _pick_subset(elig, n_elig, size, pick):
-    """pick[:size] = a uniform random subset of elig[:n_elig] (draws until distinct)."""
-    for t in range(size):
-        while True:
-            pick[t] = elig[np.random.randint(n_elig)]  # noqa: NPY002
-            dup = False
-            for t2 in range(t):
-                if pick[t2] == pick[t]:
-                    dup = True
-            if not dup:
-                break
-
-
-@numba.njit(cache=True, nogil=True)
-def _joint_flip_ratio(x, Z, m, i, z, u, S, mu, pred, q, pick, size, s2xi, n_fixed, N):
-    """(excluded, log acceptance ratio, change of q) of flipping the entries pick[:size] of row i;
-    excluded: the flip would make a feature held by every cell (outside the space with the baseline)."""
-    D = x.shape[0]
-    # new q = q + 2 delta'u + delta' S delta, new pred = pred + sum delta_k mu_k
-    dq = 0.0
-    lprior = 0.0
-    for t in range(size):
-        k = pick[t]
-        dk = 1.0 - 2.0 * z[k]
-        dq += 2.0 * dk * u[k]
-        for t2 in range(size):
-            dq += dk * (1.0 - 2.0 * z[pick[t2]]) * S[k, pick[t2]]
-        mk = m[k] - Z[i, k]
-        lprior += dk * (math.log(mk) - math.log(N - mk))
-    if n_fixed:
-        for t in range(size):
-            if z[pick[t]] == 0.0 and m[pick[t]] == N - 1:
-                return True, 0.0, dq
-    r_old = 0.0
-    r_new = 0.0
-    for d in range(D):
-        pn = pred[d]
-        for t in range(size):
-            pn += (1.0 - 2.0 * z[pick[t]]) * mu[pick[t], d]
-        r_old += (x[d] - pred[d]) ** 2
-        r_new += (x[d] - pn) ** 2
-    v_old = q + s2xi
-    v_new = q + dq + s2xi
-    lr = (lprior - 0.5 * D * (math.log(v_new) - math.log(v_old))
-          - r_new / (2.0 * v_new) + r_old / (2.0 * v_old))
-    return False, lr, dq
-
-
-@numba.njit(cache=True, nogil=True)
-def _joint_flips(i, X, Z, m, K, S, mu, z, u, pred, q, s2xi, n_fixed, n_moves, elig, pick):
-    """Metropolis moves flipping 2 or 3 of row i's entries at once (a symmetric proposal).
-
-    Single flips cannot move a cell between representations that fit equally well, e.g. one
-    feature with loading a + b versus two with a and b.
-    """
-    N, D = X.shape
-    n_elig = 0
-    for k in range(n_fixed, K):
-        if m[k] - Z[i, k] > 0:
-            elig[n_elig] = k
-            n_elig += 1
-    if n_elig < 2:
-        return
-    for _ in range(n_moves):
-        size = 2 if (n_elig == 2 or np.random.random() < 0.5) else 3  # noqa: NPY002
-        _pick_subset(elig, n_elig, size, pick)
-        excluded, lr, dq = _joint_flip_ratio(X[i], Z, m, i, z, u, S, mu, pred, q, pick, size, s2xi, n_fixed, N)
-        if excluded:
-            continue  # would make a feature held by every cell (excluded with the baseline)
-        if lr >= 0.0 or np.random.random() < math.exp(lr):  # noqa: NPY002
-            for t in range(size):
-                k = pick[t]
-                dk = 1.0 - 2.0 * z[k]
-                for a2 in range(K):
-                    u[a2] += dk * S[a2, k]
-                for d in range(D):
-                    pred[d] += dk * mu[k, d]
-                z[k] = 1.0 - z[k]
-                Z[i, k] = 1 - Z[i, k]
-                m[k] += 1 if Z[i, k] == 1 else -1
-            q += dq
 
 
 @numba.njit(cache=True, nogil=True)
@@ -373,19 +233,128 @@ def _sweep_rows(X, Z, m, K, s2x, s2a, alpha, max_features, max_new, n_moves, S, 
         s2xi = s2x / w[i]  # the cell's noise variance (w = 1: Gaussian noise; else its Student-t scale)
         for a in range(K):
             z[a] = Z[i, a]
-        _rank_one_row(X[i], z, K, S, h, u, s2xi, -1.0)  # the posterior given the other rows
+        _take_row_out(X[i], z, K, S, h, u, s2xi)
         _posterior_mean(S, h, mu, K)
         # Predictive of X_i: N(z mu, (z S z + s2x) I); keep u = S z, q = z S z, pred = z mu.
         q = _s_times_z(S, z, u, K)
         _predictive_mean(z, mu, K, pred)
-        q = _gibbs_shared_features(i, X, Z, m, K, S, mu, z, u, pred, q, s2xi, n_fixed)
-        _joint_flips(i, X, Z, m, K, S, mu, z, u, pred, q, s2xi, n_fixed, n_moves, elig, pick)
+        # Single-site Gibbs draws of z_ik for the features other cells hold.
+        for k in range(n_fixed, K):
+            zik = Z[i, k]
+            mk = m[k] - zik
+            if mk == 0:
+                continue
+            if n_fixed and zik == 0 and mk == N - 1:
+                continue  # with the baseline, a feature held by every cell is excluded (it is the baseline)
+            skk = S[k, k]
+            if zik == 1:
+                q1 = q
+                q0 = q - 2.0 * u[k] + skk
+                sgn = -1.0
+            else:
+                q0 = q
+                q1 = q + 2.0 * u[k] + skk
+                sgn = 1.0
+            r0 = 0.0
+            r1 = 0.0
+            for d in range(D):
+                if zik == 1:
+                    p1 = pred[d]
+                    p0 = pred[d] - mu[k, d]
+                else:
+                    p0 = pred[d]
+                    p1 = pred[d] + mu[k, d]
+                r0 += (X[i, d] - p0) ** 2
+                r1 += (X[i, d] - p1) ** 2
+            v0 = q0 + s2xi
+            v1 = q1 + s2xi
+            dl = -0.5 * D * (math.log(v1) - math.log(v0)) - r1 / (2.0 * v1) + r0 / (2.0 * v0)
+            lo = math.log(mk) - math.log(N - mk) + dl
+            if lo > 0:
+                pz = 1.0 / (1.0 + math.exp(-lo))
+            else:
+                e = math.exp(lo)
+                pz = e / (1.0 + e)
+            new = 1 if np.random.random() < pz else 0  # noqa: NPY002
+            if new != zik:
+                # sgn is the change of z_k when moving away from the current value.
+                for a in range(K):
+                    u[a] += sgn * S[a, k]
+                for d in range(D):
+                    pred[d] += sgn * mu[k, d]
+                q = q1 if new == 1 else q0
+                z[k] = new
+                Z[i, k] = new
+                m[k] += 1 if new == 1 else -1
+        # Joint flips of 2 or 3 entries (Metropolis, symmetric proposal): single
+        # flips cannot move a cell between representations that fit equally
+        # well, e.g. one feature with loading a + b versus two with a and b.
+        n_elig = 0
+        for k in range(n_fixed, K):
+            if m[k] - Z[i, k] > 0:
+                elig[n_elig] = k
+                n_elig += 1
+        if n_elig >= 2:
+            for _ in range(n_moves):
+                size = 2 if (n_elig == 2 or np.random.random() < 0.5) else 3  # noqa: NPY002
+                # a uniform random subset of the eligible features
+                for t in range(size):
+                    while True:
+                        pick[t] = elig[np.random.randint(n_elig)]  # noqa: NPY002
+                        dup = False
+                        for t2 in range(t):
+                            if pick[t2] == pick[t]:
+                                dup = True
+                        if not dup:
+                            break
+                # new q = q + 2 delta'u + delta' S delta, new pred = pred + sum delta_k mu_k
+                dq = 0.0
+                lprior = 0.0
+                for t in range(size):
+                    k = pick[t]
+                    dk = 1.0 - 2.0 * z[k]
+                    dq += 2.0 * dk * u[k]
+                    for t2 in range(size):
+                        dq += dk * (1.0 - 2.0 * z[pick[t2]]) * S[k, pick[t2]]
+                    mk = m[k] - Z[i, k]
+                    lprior += dk * (math.log(mk) - math.log(N - mk))
+                if n_fixed:
+                    full = False
+                    for t in range(size):
+                        if z[pick[t]] == 0.0 and m[pick[t]] == N - 1:
+                            full = True
+                    if full:
+                        continue  # would make a feature held by every cell (excluded with the baseline)
+                r_old = 0.0
+                r_new = 0.0
+                for d in range(D):
+                    pn = pred[d]
+                    for t in range(size):
+                        pn += (1.0 - 2.0 * z[pick[t]]) * mu[pick[t], d]
+                    r_old += (X[i, d] - pred[d]) ** 2
+                    r_new += (X[i, d] - pn) ** 2
+                v_old = q + s2xi
+                v_new = q + dq + s2xi
+                lr = (lprior - 0.5 * D * (math.log(v_new) - math.log(v_old))
+                      - r_new / (2.0 * v_new) + r_old / (2.0 * v_old))
+                if lr >= 0.0 or np.random.random() < math.exp(lr):  # noqa: NPY002
+                    for t in range(size):
+                        k = pick[t]
+                        dk = 1.0 - 2.0 * z[k]
+                        for a2 in range(K):
+                            u[a2] += dk * S[a2, k]
+                        for d in range(D):
+                            pred[d] += dk * mu[k, d]
+                        z[k] = 1.0 - z[k]
+                        Z[i, k] = 1 - Z[i, k]
+                        m[k] += 1 if Z[i, k] == 1 else -1
+                    q += dq
         K = _drop_own_features(i, K, Z, m, S, h, mu, z, n_fixed)
         q = _s_times_z(S, z, u, K)
         knew = _draw_new_count(X[i], z, mu, K, q, s2xi, s2a, alpha, N, min(max_new, max_features - K), logp)
         _open_features(i, K, knew, Z, m, S, h, mu, z, s2a)
         K += knew
-        _rank_one_row(X[i], z, K, S, h, u, s2xi, 1.0)  # add row i back
+        _put_row_back(X[i], z, K, S, h, u, s2xi)
         for a in range(K):
             z[a] = 0.0
     return K

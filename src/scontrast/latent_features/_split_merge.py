@@ -234,7 +234,7 @@ def _split_merge(Y, Z, m, K, w, v_x, s2a, alpha, n_fixed, kcap, n_moves, n_scans
         # launch: i in a, j in b, the others at random; then the intermediate scans
         _launch(Z, w, cells, nc, k1, k2, split, ko, Gi, st, ua, ub, Ra, Rb, counts, ca, cb, fa, fb,
                 ZO, E, BE, EP, dots)
-        for _s in range(n_scans):
+        for __ in range(n_scans):
             _sm_scan(Y, w, cells, nc, ca, cb, ko, Gi, st, ua, ub, Ra, Rb, counts, N, c_ratio, v_x,
                      False, fa, fb, ZO, E, BE, EP, dots, new, lw)
         log_q = _sm_scan(Y, w, cells, nc, ca, cb, ko, Gi, st, ua, ub, Ra, Rb, counts, N, c_ratio,
