@@ -28,6 +28,8 @@ RULES = {
     "quadro": "import scontrast._workflow; from scontrast import io, tl; tl.quadro",
     "latent_features": "import scontrast._workflow; from scontrast import io, tl; tl.latent_features",
     "fangs": "import scontrast._workflow; from scontrast import io, tl; tl.fangs",
+    # PyDESeq2 loads when the rule runs, not at import
+    "pseudobulk": "import scontrast._workflow; from scontrast import io, tl; tl.pseudobulk",
     "<method>_figure": "import scontrast._workflow; from scontrast import io, pl; pl.sparda",
     "collect": "import scontrast._workflow; from scontrast import io",
     "summary": "import scontrast._workflow; from scontrast import io; from scontrast.summary import summarise",
