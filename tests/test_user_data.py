@@ -34,6 +34,16 @@ WU = dict(path=str(REPO / "data/wu2020_tcells_200.h5ad"), groupby="source", targ
 MITO = ("mito_prefix 'MT-' matches no gene, so max_pct_mito=20 removed no cell; 11 gene(s) have mitochondrial "
         "names without a prefix (RNR1, RNR2, ND1, ND2, COX2, ATP6, ...): rename them 'MT-<name>' in var_names to "
         "filter on them")
+# wu2020 holds cells of 13 patients in each group and no replicate is declared in these configs: true, and warned
+
+
+def donors(n_target: int, n_background: int) -> str:
+    return (f"obs column 'patient' looks like donors or samples ({n_target} values in the target group, {n_background} in "
+            "the background) but no replicate is declared: p-values and errors treat cells as independent, so "
+            "differences between patients can read as differences between groups; declare replicate: patient (and "
+            "paired: true if each gives cells to both groups)")
+
+
 FAILING = {
     "tpm_raw": "X has non-integer values but counts: raw was declared (values up to {top} look depth-normalised "
                "(TPM, CPM, FPKM): declare counts: tpm)",
@@ -106,17 +116,17 @@ def test_tpm_is_log1p_of_the_values_and_runs_through(run):
     np.testing.assert_allclose(pre.X.toarray(), expected, rtol=1e-6)
     assert "counts" not in pre.layers and pre.uns["scontrast"]["preprocess"]["params"]["counts"] == "tpm"
     assert (workdir / "results/tpm/scontrast.h5ad").exists()
-    assert _summary_warnings(workdir, "tpm") == [MITO]
+    assert _summary_warnings(workdir, "tpm") == [MITO, donors(13, 13)]
 
 
 def test_no_mito_gene_warns_everywhere_and_the_run_continues(run):
     workdir, _, proc, _ = run
-    assert _summary_warnings(workdir, "no_mito") == [MITO]
+    assert _summary_warnings(workdir, "no_mito") == [MITO, donors(13, 13)]
     log = (workdir / "logs/no_mito/preprocess.log").read_text()
     assert f"scontrast.preprocess WARNING preprocess: {MITO}" in log
     assert f"preprocess: {MITO}" in proc.stderr  # the terminal
     merged = ad.read_h5ad(workdir / "results/no_mito/scontrast.h5ad")
-    assert list(merged.uns["scontrast"]["preprocess"]["warnings"]) == [MITO]
+    assert list(merged.uns["scontrast"]["preprocess"]["warnings"]) == [MITO, donors(13, 13)]
     assert "sparda" in merged.uns and "quadro_score" in merged.obs
     assert merged.uns["scontrast"]["preprocess"]["dataset"] == "no_mito"  # the QC figure's title names it
     assert (workdir / "results/no_mito/figures/preprocess_qc.png").stat().st_size > 10_000
@@ -125,7 +135,7 @@ def test_no_mito_gene_warns_everywhere_and_the_run_continues(run):
 def test_qc_removing_most_of_a_group_warns_and_the_run_continues(run):
     workdir, _, _, _ = run
     warned = _summary_warnings(workdir, "qc_most")
-    assert warned == [MITO, "QC removed 42 of 95 Tumor (target) cells (44%): 42 below min_genes=200",
+    assert warned == [MITO, donors(12, 8), "QC removed 42 of 95 Tumor (target) cells (44%): 42 below min_genes=200",
                       "QC removed 29 of 85 NAT (background) cells (34%): 29 below min_genes=200"]
     pre = ad.read_h5ad(workdir / "results/qc_most/preprocessed.h5ad")
     assert pre.uns["scontrast"]["preprocess"]["n_cells_kept"] == {"target": 53, "background": 56}
