@@ -225,10 +225,9 @@ def pbmc3k_cd4_counts() -> tuple[sp.csr_matrix, np.ndarray]:
     return C[:, panel], names[panel]
 
 
-def simulate(pool: sp.csr_matrix, genes: np.ndarray, scenario: str, donors: int, cells: int,
+def simulate(C: np.ndarray, genes: np.ndarray, scenario: str, donors: int, cells: int,
              rng: np.random.Generator) -> tuple[ad.AnnData, np.ndarray]:
-    """Pseudo-donors of real cells; the planted genes (indices) of the target donors."""
-    C = pool.toarray().astype(float)
+    """Pseudo-donors of real cells (``C``: the pool's dense counts); the planted genes (indices) of the target donors."""
     mean = C.mean(axis=0)
     candidates = np.flatnonzero((mean > 2) & (mean < 30))   # well expressed: visible after log-normalisation
     planted = rng.choice(candidates, 5, replace=False)
@@ -257,6 +256,7 @@ def simulation(n_sims: int, scenarios: list[str], donors: int, cells: int, seed:
         say(f"# {PBMC3K} is absent: the pseudo-donor simulation is skipped")
         return
     pool, genes = pbmc3k_cd4_counts()
+    dense_pool = pool.toarray().astype(float)
     say(f"\n## Pseudo-donor simulation: {donors} vs {donors} donors of {cells} pbmc3k CD4 T cells each "
         f"({pool.shape[0]} in the pool, {genes.size} genes), donor log-sd 0.3, {n_sims} simulations per scenario "
         f"(load {os.getloadavg()[0]:.2f})")
@@ -268,7 +268,7 @@ def simulation(n_sims: int, scenarios: list[str], donors: int, cells: int, seed:
         for i in range(n_sims):
             if i and i % 50 == 0:
                 say(f"  {scenario}: {i} simulations, SPARDA rejections so far {hits['sparda']} (load {os.getloadavg()[0]:.2f})")
-            a, planted = simulate(pool, genes, scenario, donors, cells, rng)
+            a, planted = simulate(dense_pool, genes, scenario, donors, cells, rng)
             pp = preprocess(a, groupby="group", target=["T"], background=["B"], replicate="donor", min_genes=0,
                             min_cells=1, max_pct_mito=100, n_top_genes=300, min_cells_per_group=2)
             tl.sparda(pp, k=5, random_state=int(rng.integers(2**31)))

@@ -40,6 +40,7 @@ __all__ = [
     "declare_design",
     "replicate_labellings",
     "labelling_floor",
+    "has_mirror",
     "cell_labels",
     "grouped_folds",
     "replicate_mean_test",
@@ -233,16 +234,21 @@ def labelling_floor(labellings: np.ndarray, *, paired: bool, exact: bool, symmet
     (the observed one and, for a statistic ``symmetric`` in the two groups, its mirror: all swapped
     when paired, the complement when both groups have as many replicates). Sampled: 1/L.
     """
-    L, R = labellings.shape
+    L = labellings.shape[0]
     if not exact:
         return 1.0 / L
-    mirror = 1
-    if symmetric:
-        if paired:
-            mirror = 2
-        elif 2 * int(labellings[0].sum()) == R:
-            mirror = 2
+    mirror = 2 if symmetric and has_mirror(labellings[0], paired=paired) else 1
     return min(1.0, mirror / L)
+
+
+def has_mirror(target_of_replicate, *, paired: bool) -> bool:
+    """Whether swapping the two groups of a labelling gives another labelling of the set.
+
+    Paired: always (all labels swapped). Unpaired: when both groups have as many replicates (the
+    complement). A statistic symmetric in the groups then ties every labelling with its mirror.
+    """
+    target = np.asarray(target_of_replicate, dtype=bool)
+    return bool(paired) or 2 * int(target.sum()) == target.size
 
 
 def cell_labels(labelling: np.ndarray, replicate_index: np.ndarray, is_target: np.ndarray, *, paired: bool) -> np.ndarray:

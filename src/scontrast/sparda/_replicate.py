@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..core import ScontrastError
-from ..design import cell_labels, replicate_labellings
+from ..design import cell_labels, has_mirror, replicate_labellings
 
 
 @dataclass(frozen=True)
@@ -83,8 +83,7 @@ def _distinct_labellings(reps: Replicates, max_labellings: int, rng) -> tuple[np
     """
     lab, exact = replicate_labellings(reps.target, paired=reps.paired, max_labellings=max_labellings,
                                       random_state=rng)
-    mirrored = exact and (reps.paired or 2 * int(reps.target.sum()) == reps.target.size)
-    if mirrored:
+    if exact and has_mirror(reps.target, paired=reps.paired):
         lab = lab[lab[:, 0] == lab[0, 0]]
     return lab, exact, lab.shape[0]
 

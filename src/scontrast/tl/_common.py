@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from ..core import TARGET_KEY, ScontrastError, package_versions
+from ..core import TARGET_KEY, ScontrastError, ScontrastWarning, package_versions
 
 __all__ = [
     "TARGET_KEY", "build_estimator", "expression", "fitted_params", "fmt", "gene_mask", "group_matrices", "record_params",
@@ -102,9 +102,6 @@ def replicate_share(adata: ad.AnnData, scores: np.ndarray, what: str, key: str =
     separates replicates (a donor axis) rather than a sub-population they share. Without a
     design, returns {}.
     """
-    import warnings
-
-    from ..core import ScontrastWarning
     from ..design import between_replicate_share
 
     design = replicate_design(adata)
