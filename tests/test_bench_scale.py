@@ -1,33 +1,99 @@
 """The scale benchmark's simulator and report on tiny sizes (the full run is benchmarks/bench_scale.py)."""
 
+import os
+import time
+
 import numpy as np
+import pytest
 import scipy.sparse as sp
+from scipy import stats
 
-from benchmarks.bench_scale import read_benchmarks, report, simulate_counts
+from benchmarks.bench_scale import LoadSampler, gene_parameters, nb_block, read_benchmarks, report, simulate_counts
+from tests.conftest import REPO
+
+# the shipped raw-count file stands in for the 10x PBMC reference (not in the repository)
+REFERENCE = REPO / "data" / "wu2020_tcells_200.h5ad"
 
 
-def test_simulated_counts_are_sparse_reproducible_two_group_counts():
-    a = simulate_counts(400, 500, seed=3, block=150)
+@pytest.fixture(scope="module")
+def reference():
+    return gene_parameters(REFERENCE)
+
+
+def test_gene_parameters_are_the_references_shares_and_dispersions(reference):
+    share, phi = reference["share"], reference["phi"]
+    assert share.size == phi.size == reference["mito"].size and share.size > 1000
+    assert np.isclose(share.sum(), 1.0) and (share > 0).all()  # counted genes only; shares of every cell's total
+    assert ((phi >= 0.01) & (phi <= 50)).all()
+    assert reference["library"].size == 200 and (reference["library"] > 0).all()
+
+
+def test_nb_block_draws_negative_binomial_counts():
+    # one gene, many cells of known mean and shape: P(0) and the mean and variance of NB(m, r)
+    rng = np.random.default_rng(1)
+    n, m, r = 200_000, 2.5, 0.7
+    X = nb_block(rng, np.full(n, m), np.ones((n, 1)), np.array([r]))
+    x = X.toarray().ravel()
+    ref = stats.nbinom(r, r / (r + m))
+    assert abs((x == 0).mean() - ref.pmf(0)) < 4 * np.sqrt(ref.pmf(0) * (1 - ref.pmf(0)) / n)
+    assert abs(x.mean() - m) < 4 * np.sqrt(ref.var() / n)
+    assert abs(x.var() / ref.var() - 1) < 0.05
+    assert stats.chisquare(np.bincount(x.astype(int), minlength=6)[:6],
+                           ref.pmf(np.arange(6)) * n * (np.bincount(x.astype(int), minlength=6)[:6].sum()
+                                                        / (ref.pmf(np.arange(6)) * n).sum())).pvalue > 1e-4
+    # tiny means (most zeros skipped without a logarithm) keep their rate
+    Y = nb_block(rng, np.full(n, 1e-3), np.ones((n, 3)), np.array([0.5, 2.0, 50.0]))
+    assert abs(Y.sum() / (3 * n) - 1e-3) < 4 * np.sqrt(1e-3 * 3 / (3 * n))
+
+
+def test_simulated_counts_are_sparse_reproducible_two_group_counts(reference):
+    a = simulate_counts(400, 500, seed=3, block=150, reference=reference, median_umis=5000)
     assert sp.isspmatrix_csr(a.X) and a.X.dtype == np.float32 and a.shape == (400, 500)
+    a.X.check_format(full_check=True)
     assert np.array_equal(a.X.data, np.round(a.X.data)) and a.X.data.min() > 0  # stored entries: positive integers
-    assert 0.02 < a.X.nnz / (400 * 500) < 0.5
+    assert 0.02 < a.X.nnz / (400 * 500) < 0.6
     assert list(a.obs["group"].value_counts().sort_index()) == [200, 200]
-    assert a.var_names.str.startswith("MT-").sum() == 15
-    b = simulate_counts(400, 500, seed=3, block=150)
-    assert (a.X != b.X).nnz == 0  # the seed fixes the data
-    # the target half differs from the background in some genes' means (the 200 DE genes)
+    b = simulate_counts(400, 500, seed=3, block=150, reference=reference, median_umis=5000)
+    assert (a.X != b.X).nnz == 0  # the seed fixes the data, whatever the block size
+    c = simulate_counts(400, 500, seed=3, block=400, reference=reference, median_umis=5000)
+    assert c.X.nnz > 0
+    # library sizes follow the requested depth (the genes drawn are a subset of the reference's)
+    lib = np.asarray(a.X.sum(axis=1)).ravel()
+    assert 0.5 * 5000 < np.median(lib) < 1.5 * 5000
+    # the target half differs from the background in some genes' means (the DE genes)
     t = a.obs["group"].to_numpy() == "target"
     mean_t, mean_b = (np.asarray(a.X[m].mean(axis=0)).ravel() for m in (t, ~t))
     assert np.abs(np.log1p(mean_t) - np.log1p(mean_b)).max() > 0.5
+
+
+def test_simulated_genes_follow_the_reference_expression():
+    # a reference with a known MT- gene and known shares: the simulated genes keep their order of expression
+    ref = {"share": np.array([0.5, 0.3, 0.15, 0.05]), "phi": np.full(4, 0.1), "mito": np.array([True, False, False, False]),
+           "library": np.full(50, 1000.0)}
+    a = simulate_counts(2000, 4, seed=0, reference=ref, median_umis=1000, n_de=0, n_program=0)
+    assert a.var_names.str.startswith("MT-").sum() == 1
+    means = np.asarray(a.X.mean(axis=0)).ravel()
+    mt = np.flatnonzero(a.var_names.str.startswith("MT-"))[0]
+    assert means[mt] == means.max() and abs(means.sum() - 1000) < 30
 
 
 def test_report_reads_benchmark_files(tmp_path, capsys):
     bench = tmp_path / "results" / "scale" / "benchmarks"
     bench.mkdir(parents=True)
     header = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
-    (bench / "preprocess.tsv").write_text(header + "12.5\t0:00:12\t900.0\t1\t1\t1\t1\t1\t1\t1\n")
-    (bench / "cpca.tsv").write_text(header + "3.0\t0:00:03\t9000.0\t1\t1\t1\t1\t1\t1\t1\n")
-    rows = dict((r, (s, m)) for r, s, m in read_benchmarks(tmp_path, "scale"))
-    assert rows == {"preprocess": (12.5, 900.0), "cpca": (3.0, 9000.0)}
-    assert report(tmp_path, (1000, 100), 5000) == 9000.0
-    assert "OVER the 8 GB limit" in capsys.readouterr().out
+    (bench / "preprocess.tsv").write_text(header + "12.5\t0:00:12\t900.0\t1\t1\t1\t1\t1\t1\t20.0\n")
+    (bench / "collect.tsv").write_text(header + "30.0\t0:00:30\t9000.0\t1\t1\t1\t1\t1\t1\tNA\n")
+    now = time.time()
+    os.utime(bench / "preprocess.tsv", (now - 100, now - 100))
+    rows = read_benchmarks(tmp_path, "scale")
+    assert [r["rule"] for r in rows] == ["preprocess", "collect"]  # run order
+    assert (rows[0]["s"], rows[0]["cpu_s"], rows[0]["rss_mb"]) == (12.5, 20.0, 900.0)
+    assert np.isnan(rows[1]["cpu_s"]) and abs(rows[0]["end"] - rows[0]["start"] - 12.5) < 1e-6
+    loads = LoadSampler()
+    loads.samples = [(now - 105, 1.0), (now - 95, 3.0), (now - 10, 5.0)]
+    worst = report(tmp_path, (1000, 100), 1000.0, loads)
+    assert worst == {"rss_mb": 9000.0, "ratio": 9.0, "s": 30.0}
+    out = capsys.readouterr().out
+    lines = {line.split()[0]: line for line in out.splitlines() if line.startswith(("preprocess", "collect"))}
+    assert "met" in lines["preprocess"] and lines["preprocess"].split()[5] == "1.0"  # load while it ran
+    assert "MISSED" in lines["collect"]  # 30 s > 15 s and 9x X > 3x X
