@@ -7,9 +7,8 @@ from scontrast.summary import summarise, to_html
 
 def main(smk):
     table = summarise(io.read_h5ad(smk.input.h5ad))
-    table.to_csv(smk.output.tsv, sep="\t", index=False)
-    with open(smk.output.html, "w") as fh:
-        fh.write(to_html(table, f"scontrast summary: {smk.wildcards.dataset}"))
+    io.write_text(table.to_csv(sep="\t", index=False), smk.output.tsv)
+    io.write_text(to_html(table, f"scontrast summary: {smk.wildcards.dataset}"), smk.output.html)
 
 
 run_rule(snakemake, main)  # noqa: F821

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -83,3 +84,68 @@ def test_memory_request_follows_the_uncompressed_matrix(tmp_path):
     mem = [int(m) for m in re.findall(r"mem_mb=(\d+)", proc.stdout + proc.stderr)]
     expected = 12 * np.prod(shape) * 4 / 2**20  # rule preprocess: mem_mb(per_input_mb=12), floor 2000
     assert mem and all(abs(m - expected) <= 2 for m in mem), (mem, expected)
+
+
+def _wait_for(condition, seconds: float = 300) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
+def _script_jobs(workdir: Path, rule: str) -> list[int]:
+    """Pids of the processes running ``rule``'s script in ``workdir`` (Linux /proc)."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            cwd = os.path.realpath(proc / "cwd")
+        except (OSError, ValueError):
+            continue
+        if proc.name.isdigit() and cwd == os.path.realpath(workdir) and f".{rule}.py" in cmdline \
+                and "python" in cmdline and "/bin/sh" not in cmdline:
+            pids.append(int(proc.name))
+    return pids
+
+
+def test_a_job_that_outlived_its_run_never_overwrites_the_next_runs_result(tmp_path):
+    """Kill only the main snakemake process while SPARDA runs (its job keeps running), change a
+    parameter, unlock, rerun: the run refuses while the old job is alive, naming it; once it is
+    gone, the rerun's merged file holds the new parameter's result."""
+    import anndata as ad
+
+    make_counts().write_h5ad(tmp_path / "toy.h5ad")
+    cfg = {**_config(tmp_path / "toy.h5ad"), "methods": ["sparda"]}
+    cfg["sparda"] = {"n_permutations": 9999, "test": "permute"}  # slow enough to be caught running
+    cmd = _command(tmp_path, cfg, "--cores", "1")
+    first = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    orphans: list[int] = []
+    try:
+        _wait_for(lambda: bool(_script_jobs(tmp_path, "sparda")) or first.poll() is not None)
+        orphans = _script_jobs(tmp_path, "sparda")
+        assert len(orphans) == 1, "the sparda job was never seen running"
+        os.kill(first.pid, signal.SIGKILL)  # the main process only: its job goes on
+        first.wait()
+        os.kill(orphans[0], 0)  # still alive
+
+        cfg["sparda"]["n_permutations"] = 19
+        assert subprocess.run(_command(tmp_path, cfg, "--unlock"), capture_output=True, timeout=300).returncode == 0
+        second = subprocess.run(_command(tmp_path, cfg, "--cores", "1"), capture_output=True, text=True, timeout=300)
+        output = second.stdout + second.stderr
+        assert second.returncode != 0, "a run started while a job of the killed run was still going"
+        assert ("a job of an earlier run of this directory is still running (rule sparda [dataset=toy], "
+                f"pid {orphans[0]}, started") in output, output[-3000:]
+        assert f"(kill {orphans[0]}), then rerun" in output
+        assert not (tmp_path / "results/toy/scontrast.h5ad").exists()
+    finally:
+        if first.poll() is None:
+            os.killpg(first.pid, signal.SIGKILL)
+            first.wait()
+        for pid in orphans:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    _wait_for(lambda: not any(Path(f"/proc/{pid}").exists() for pid in orphans), 30)
+    third = subprocess.run(_command(tmp_path, cfg, "--cores", "1"), capture_output=True, text=True, timeout=300)
+    assert third.returncode == 0, third.stderr[-3000:]
+    merged = ad.read_h5ad(tmp_path / "results/toy/scontrast.h5ad")
+    assert merged.uns["sparda"]["params"]["n_permutations"] == 19
+    assert not list((tmp_path / ".snakemake" / "scontrast_jobs").glob("*"))  # the killed job's record went too

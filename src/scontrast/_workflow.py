@@ -25,12 +25,22 @@ the dataset and the problem goes to stderr and the log's end. Then:
   fixes in the data or config it names; a bug; a lack of memory): every output already
   written is removed and the process exits with status 1. A recorded failure is a
   result, kept until its inputs or parameters change; a crash is retried by the next run.
+
+A job of a run whose main snakemake process was killed keeps running. So that it never
+overwrites what a later run of the directory writes, each job started by the workflow records
+itself (pid, host, the run's token) in ``.snakemake/scontrast_jobs/`` while it runs: a new run
+refuses to start while such a job is alive on its host (``workflow/rules/common.smk``), and a
+job whose run has been replaced (a job on another host, say) moves no output into place and
+removes nothing (:func:`scontrast.core.check_current_run`).
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import sys
+import time
 import traceback
 from pathlib import Path
 from typing import Any, Callable
@@ -53,6 +63,45 @@ def _remove_outputs(smk: Any) -> None:
             p.unlink()
 
 
+def _proc_start(pid: int) -> str:
+    """When process ``pid`` started (clock ticks since boot; Linux), '' if unknown: tells a reused pid."""
+    try:
+        stat = Path(os.sep, "proc", str(pid), "stat").read_text()
+    except OSError:
+        return ""
+    return stat.rsplit(")", 1)[1].split()[19]  # field 22, starttime, counting from the state (field 3)
+
+
+def _record_job(smk: Any, where: str) -> Path | None:
+    """Record this job in ``.snakemake/scontrast_jobs/`` while it runs; None outside a workflow run.
+
+    One line: ``pid, host, start ticks, run token, rule, wildcards, start time`` (tab-separated),
+    which the workflow's ``onstart`` reads to refuse a run while an earlier run's job is alive.
+    """
+    from .core import RUN_FILE_ENV, RUN_TOKEN_ENV
+
+    token, run_file = os.environ.get(RUN_TOKEN_ENV), os.environ.get(RUN_FILE_ENV)
+    if not token or not run_file:
+        return None
+    folder = Path(run_file).parent / "scontrast_jobs"
+    folder.mkdir(parents=True, exist_ok=True)
+    pid, host = os.getpid(), socket.gethostname()
+    record = folder / f"{host}.{pid}"
+    fields = [str(pid), host, _proc_start(pid), token, str(smk.rule), where, time.strftime("%Y-%m-%d %H:%M:%S")]
+    record.write_text("\t".join(f.replace("\t", " ") for f in fields) + "\n")
+    return record
+
+
+def _stale(smk: Any, where: str, log_path: Path | None, exc: BaseException) -> None:
+    """End a job of a replaced run: one line, exit status 1, and nothing removed (the outputs are the new run's)."""
+    message = f"scontrast {smk.rule} [{where}]: {_one_line(exc)}"
+    print(message, file=sys.stderr)
+    if log_path is not None:
+        with log_path.open("a") as fh:
+            fh.write(message + "\n")
+    sys.exit(1)
+
+
 def _recordable(smk: Any, exc: BaseException) -> bool:
     """Whether ``exc`` is a method that cannot run on the dataset rather than an input problem."""
     from .io import CannotRun
@@ -65,9 +114,12 @@ def _recordable(smk: Any, exc: BaseException) -> bool:
 def _record_failure(smk: Any, message: str) -> bool:
     """Write the method's delta as a failure record; False (and nothing left) if that fails too."""
     from . import io
+    from .core import StaleJob
 
     try:
         io.write_h5ad(io.failure_delta(smk.input.h5ad, smk.rule, message), smk.output.h5ad)
+    except StaleJob:
+        return False  # replaced in the meantime: what is in place is the new run's
     except Exception:  # the job then fails as any other
         logging.getLogger("scontrast").exception("could not record the failure")
         _remove_outputs(smk)
@@ -77,7 +129,14 @@ def _record_failure(smk: Any, message: str) -> bool:
 
 def run_rule(smk: Any, main: Callable[[Any], None]) -> None:
     """Run ``main(smk)`` with the rule's logging and error conventions."""
+    from .core import StaleJob, check_current_run
+
     log_path = Path(smk.log[0]) if len(smk.log) else None
+    where = ", ".join(f"{k}={v}" for k, v in smk.wildcards.items())
+    try:  # a job of a replaced run that starts late (a queued cluster job) touches nothing
+        check_current_run()
+    except StaleJob as exc:
+        _stale(smk, where, None, exc)
     handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
     if log_path is not None:
         log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -86,8 +145,17 @@ def run_rule(smk: Any, main: Callable[[Any], None]) -> None:
                         handlers=handlers, force=True)
     logging.captureWarnings(True)
     log = logging.getLogger(f"scontrast.{smk.rule}")
-    where = ", ".join(f"{k}={v}" for k, v in smk.wildcards.items())
     log.info("rule %s (%s) starting", smk.rule, where)
+    record = _record_job(smk, where)
+    try:
+        _run(smk, main, log, log_path, where)
+    finally:
+        if record is not None:
+            record.unlink(missing_ok=True)
+
+
+def _run(smk: Any, main: Callable[[Any], None], log: logging.Logger, log_path: Path | None, where: str) -> None:
+    from .core import StaleJob, check_current_run
     from .io import remove_orphans
 
     for out in smk.output:
@@ -99,6 +167,10 @@ def run_rule(smk: Any, main: Callable[[Any], None]) -> None:
         if log_path is not None:
             with log_path.open("a") as fh:
                 fh.write(traceback.format_exc())
+        try:
+            check_current_run()
+        except StaleJob as stale:  # the outputs in place are the new run's: remove nothing
+            _stale(smk, where, log_path, stale)
         _remove_outputs(smk)
         recorded = _recordable(smk, exc) and _record_failure(smk, _one_line(exc))
         if recorded:

@@ -30,13 +30,12 @@ the ``fangs`` rule.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from .core import ScontrastError, temporary_beside
+from .core import ScontrastError, move_into_place, temporary_beside
 
 __all__ = [
     "FeatureSamples",
@@ -163,7 +162,7 @@ def save_samples(path, samples, *, cell_names=None, log_joint=None, **traces) ->
     try:
         with open(tmp, "wb") as fh:
             np.savez_compressed(fh, **out)
-        os.replace(tmp, path)
+        move_into_place(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from .core import CannotRun, ScontrastError, temporary_beside
+from .core import CannotRun, ScontrastError, move_into_place, temporary_beside
 
 __all__ = [
     "ScontrastError",
@@ -40,6 +40,7 @@ __all__ = [
     "remove_orphans",
     "MAX_COMPRESSION_RATIO",
     "BOMB_FLOOR_BYTES",
+    "write_text",
 ]
 
 _SLOTS = ("obs", "var", "obsm", "varm", "obsp", "layers", "uns")
@@ -197,7 +198,7 @@ def write_h5ad(adata: ad.AnnData, path: str | os.PathLike) -> None:
     tmp = temporary_beside(path, ".tmp")
     try:
         adata.write_h5ad(tmp, compression="gzip")
-        os.replace(tmp, path)
+        move_into_place(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -405,9 +406,21 @@ def save_figure(fig, path: str | os.PathLike, dpi: int = 120) -> None:
     tmp = temporary_beside(path, path.suffix)
     try:
         fig.savefig(tmp, dpi=dpi)
-        os.replace(tmp, path)
+        move_into_place(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
     finally:
         plt.close(fig)
+def write_text(text: str, path: str | os.PathLike) -> None:
+    """Write ``text`` to ``path`` atomically (temporary file, then rename), as every other output."""
+    path = Path(path)
+    tmp = temporary_beside(path, ".tmp")
+    try:
+        Path(tmp).write_text(text)
+        move_into_place(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+

@@ -5,6 +5,7 @@ import os
 import re
 import socket
 import time
+import uuid
 from pathlib import Path
 
 import yaml
@@ -178,7 +179,11 @@ def runtime_min(per_input_mb=0.1, floor=10):
 # --------------------------------------------------------------------------- one live run at a time
 # snakemake's lock stops a second run while the first is live, but `snakemake --unlock` removes
 # it whether or not that run is still going. The main snakemake process of a run therefore leaves
-# its pid here; a run that starts while that process is alive (same host) stops before any job.
+# its pid and a token of the run here; a run that starts while that process is alive (same host)
+# stops before any job. Its jobs keep running when only the main process is killed: each job
+# records itself in JOBS while it runs (scontrast._workflow.run_rule), and a run that starts while
+# one of them is alive stops too; a job whose run's token is no longer the one here (a job on
+# another host that outlived its run) moves nothing into place (scontrast.core.check_current_run).
 LIVE_RUN = Path(".snakemake") / "scontrast_live_run"
 
 
@@ -199,6 +204,17 @@ def _live_run():
         cwd = os.path.realpath(proc / "cwd")
     except OSError:
         return None  # gone (killed runs leave the file behind)
+JOBS = LIVE_RUN.parent / "scontrast_jobs"
+RUN_TOKEN_ENV, RUN_FILE_ENV = "SCONTRAST_RUN_TOKEN", "SCONTRAST_RUN_FILE"  # as in scontrast.core
+
+
+def _proc_start(pid):
+    """When process ``pid`` started (clock ticks since boot; Linux), '' if it is gone or unknown."""
+    try:
+        stat = Path(os.sep, "proc", str(pid), "stat").read_text()
+    except OSError:
+        return ""
+    return stat.rsplit(")", 1)[1].split()[19]
     if "snakemake" not in cmdline or cwd != os.path.realpath("."):
         return None  # the pid was reused by another program
     return (pid, host, started)
@@ -214,7 +230,11 @@ onstart:
             f"(if it is truly gone, delete {LIVE_RUN})"
         )
     LIVE_RUN.parent.mkdir(exist_ok=True)
-    LIVE_RUN.write_text(f"{os.getpid()}\t{socket.gethostname()}\t{time.strftime('%Y-%m-%d %H:%M:%S')}\n")
+    LIVE_RUN.write_text(
+        f"{os.getpid()}\t{socket.gethostname()}\t{time.strftime('%Y-%m-%d %H:%M:%S')}\t{token}\n"
+    )
+    os.environ[RUN_TOKEN_ENV] = token  # every job of this run inherits it
+    os.environ[RUN_FILE_ENV] = str(LIVE_RUN.resolve())
 
 
 def _run_ended():
@@ -223,6 +243,29 @@ def _run_ended():
             LIVE_RUN.unlink()
     except OSError:
         pass
+def _orphan_jobs():
+    """Jobs of earlier runs of this directory still alive on this host: [(pid, rule, wildcards, start)].
+
+    A record (pid, host, start ticks, token, rule, wildcards, start time; one tab-separated
+    line) whose process is gone, or whose pid now belongs to another process, is deleted. Jobs
+    on other hosts cannot be looked at; if one outlived its run, its result is discarded.
+    """
+    alive = []
+    for record in sorted(JOBS.iterdir()) if JOBS.is_dir() else []:
+        try:
+            pid_text, host, ticks, _token, rule, where, started = record.read_text().rstrip("\n").split("\t")[:7]
+            pid = int(pid_text)
+        except (OSError, ValueError):
+            continue
+        if host != socket.gethostname():
+            continue
+        if ticks and _proc_start(pid) == ticks:
+            alive.append((pid, rule, where, started))
+        else:
+            record.unlink(missing_ok=True)
+    return alive
+
+
 
 
 onsuccess:
@@ -231,3 +274,13 @@ onsuccess:
 
 onerror:
     _run_ended()
+    orphans = _orphan_jobs()
+    if orphans:
+        pid, rule, where, started = orphans[0]
+        more = f" and {len(orphans) - 1} other job(s)" if len(orphans) > 1 else ""
+        raise WorkflowError(
+            f"a job of an earlier run of this directory is still running (rule {rule} [{where}], pid {pid}, "
+            f"started {started}{more}; its main snakemake process was killed) and would overwrite this run's "
+            f"results: wait for it to end or stop it (kill {' '.join(str(o[0]) for o in orphans)}), then rerun"
+        )
+    token = uuid.uuid4().hex
