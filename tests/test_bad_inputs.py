@@ -9,6 +9,7 @@ left no output file. Config mistakes fail before any job, with the key named.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -254,11 +255,11 @@ def _config(inputs: Path) -> dict:
     }
 
 
-def _run(workdir: Path, cfg: dict, *targets: str) -> subprocess.CompletedProcess:
+def _run(workdir: Path, cfg: dict, *targets: str, timeout: float = 1800) -> subprocess.CompletedProcess:
     (workdir / "config.yaml").write_text(yaml.safe_dump(cfg))
     cmd = [SNAKEMAKE, "-s", str(REPO / "Snakefile"), "-d", str(workdir), "--configfile", str(workdir / "config.yaml"),
            "--cores", "2", *targets]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
 
 
 @pytest.fixture(scope="module")
@@ -381,6 +382,11 @@ CONFIG_CASES = [
     (lambda c: c.update(seed=2**63), "config.seed: 9223372036854775808 is greater than the maximum of 9223372036854775807"),
     (lambda c: c["datasets"].update({2020: c["datasets"].pop("wu2020")}),
      "config.datasets: dataset name 2020 is not a string (YAML reads it as int); quote it: '2020':"),
+    # a folder name holds at most 255 bytes: a 300-character name failed with OSError at its first job
+    (lambda c: c["datasets"].update({"wu2020" + "x" * 294: c["datasets"].pop("wu2020")}),
+     "config.datasets: dataset name 'wu2020xxxxxxxxxxxxxx...' is 300 characters long, more than 241"),
+    (lambda c: c["fangs"].update(samples="/nonexistent/samples.npz"),
+     "config.fangs.samples: '/nonexistent/samples.npz' does not exist (no such file)"),
 ]
 
 
@@ -406,8 +412,69 @@ def test_missing_input_file(tmp_path):
     cfg["datasets"]["wu2020"]["path"] = str(tmp_path / "nowhere.h5ad")
     proc = _run(tmp_path, cfg)
     assert proc.returncode != 0
-    assert "nowhere.h5ad" in proc.stdout + proc.stderr
+    output = proc.stdout + proc.stderr
+    assert f"config.datasets.wu2020.path: '{tmp_path / 'nowhere.h5ad'}' does not exist (no such file)" in output
+    assert "MissingInputException" not in output
     assert not (tmp_path / "results").exists()
+
+
+def _unreadable(path: Path) -> None:
+    make_counts().write_h5ad(path)
+    path.chmod(0)
+
+
+# Input paths that are not an existing, regular, readable file: refused in one line before any job,
+# never opened (a FIFO hung the run: a job's memory request opened it with h5py, which waits for a writer).
+PATH_CASES = {
+    "fifo": (lambda p: os.mkfifo(p), "is not a regular file (a FIFO)"),
+    "directory": (lambda p: p.mkdir(), "is not a regular file (a directory)"),
+    "dangling_link": (lambda p: p.symlink_to(p.parent / "gone.h5ad"), "is a symbolic link to '"),
+    "device_link": (lambda p: p.symlink_to("/dev/zero"), "is not a regular file (a character device)"),
+    "not_a_folder": (None, "cannot be reached (not a directory)"),
+    "unreadable": (_unreadable, "is not readable (permission denied)"),
+}
+
+
+@pytest.mark.parametrize("name", list(PATH_CASES))
+def test_bad_input_path_fails_before_any_job(tmp_path, name):
+    if name == "unreadable" and os.geteuid() == 0:
+        pytest.skip("root reads any file")
+    make, reason = PATH_CASES[name]
+    path = tmp_path / f"{name}.h5ad"
+    if make is None:  # a file where the path needs a folder
+        (tmp_path / "plain").write_text("")
+        path = tmp_path / "plain" / "x.h5ad"
+    else:
+        make(path)
+    cfg = _shipped_config()
+    cfg["datasets"]["wu2020"]["path"] = str(path)
+    proc = _run(tmp_path, cfg, "-n", timeout=300)  # before the check, a FIFO hung even the dry run
+    output = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert f"config.datasets.wu2020.path: '{path}' {reason}" in output, output[-2000:]
+    assert "MissingInputException" not in output
+    assert not (tmp_path / "results").exists()
+
+
+def test_fifo_input_does_not_hang_a_run(tmp_path):
+    """The real run (not a dry run) stops at once on a FIFO, before any job."""
+    fifo = tmp_path / "fifo.h5ad"
+    os.mkfifo(fifo)
+    cfg = _shipped_config()
+    cfg["datasets"]["wu2020"]["path"] = str(fifo)
+    proc = _run(tmp_path, cfg, timeout=300)
+    assert proc.returncode != 0
+    assert f"config.datasets.wu2020.path: '{fifo}' is not a regular file (a FIFO)" in proc.stdout + proc.stderr
+    assert not (tmp_path / "results").exists()
+
+
+def test_longest_dataset_name_plans_every_job(tmp_path):
+    """A name of 241 characters (what a folder name holds, less a temporary sibling's 14) passes."""
+    cfg = _shipped_config()
+    name = "w" * 237 + "_end"  # not periodic at its end (snakemake refuses such wildcard values)
+    cfg["datasets"] = {name: cfg["datasets"]["wu2020"]}
+    proc = _run(tmp_path, cfg, "-n", timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
 
 
 def test_largest_seed_passes_before_any_job(tmp_path):

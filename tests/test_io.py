@@ -43,6 +43,43 @@ def test_read_bad_files(tmp_path, content, message):
     assert "x.h5ad" in str(err.value) and "\n" not in str(err.value)
 
 
+def _read_in_thread(path, seconds=60):
+    """io.read_h5ad's exception, failing the test (not hanging it) if the reader blocks."""
+    import threading
+
+    out = {}
+
+    def read():
+        try:
+            io.read_h5ad(path)
+        except Exception as exc:  # noqa: BLE001 - the test looks at it
+            out["error"] = exc
+
+    thread = threading.Thread(target=read, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), f"reading {path} blocked"
+    return out.get("error")
+
+
+@pytest.mark.parametrize("kind, reason", [
+    ("fifo", "is not a regular file (a FIFO)"),
+    ("directory", "is not a regular file (a directory)"),
+    ("device", "is not a regular file (a character device)"),
+    ("dangling", "is a symbolic link to '"),
+])
+def test_read_refuses_what_is_not_a_regular_file(tmp_path, kind, reason):
+    """Without opening it: a FIFO would block the reader until a writer came, a device never end."""
+    import os
+
+    path = tmp_path / "x.h5ad"
+    {"fifo": lambda: os.mkfifo(path), "directory": path.mkdir, "device": lambda: path.symlink_to("/dev/zero"),
+     "dangling": lambda: path.symlink_to(tmp_path / "gone.h5ad")}[kind]()
+    error = _read_in_thread(path)
+    assert isinstance(error, ScontrastError)
+    assert str(error).startswith(f"input '{path}' {reason}") and "\n" not in str(error)
+
+
 def test_read_truncated_file(tmp_path):
     path = tmp_path / "t.h5ad"
     make_counts().write_h5ad(path)

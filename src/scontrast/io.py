@@ -158,16 +158,18 @@ def hdf5_sizes(path: str | os.PathLike) -> dict[str, int]:
 def read_h5ad(path: str | os.PathLike, backed: bool = False) -> ad.AnnData:
     """Read an ``.h5ad`` file, failing with a one-line message that names it.
 
-    Checks that the file exists, is an HDF5 AnnData, and has unique cell and
+    Checks that the file exists and is a regular, readable file (never opening a FIFO or a
+    device, which would block or never end), is an HDF5 AnnData, and has unique cell and
     gene names (duplicates make every later join ambiguous), and that it holds its own
     data within a bounded compression ratio (:func:`check_hdf5_content`). ``backed``: open
     it read-only without loading ``X`` (close it with ``adata.file.close()``).
     """
+    from ._workflow import input_file_problem  # the check the workflow makes of every input path
+
     path = Path(path)
-    if not path.exists():
-        raise ScontrastError(f"input '{path}' does not exist")
-    if not path.is_file():
-        raise ScontrastError(f"input '{path}' is not a file")
+    problem = input_file_problem(path)
+    if problem is not None:
+        raise ScontrastError(f"input '{path}' {problem}")
     if not h5py.is_hdf5(path):
         raise ScontrastError(f"input '{path}' is not an .h5ad file (not HDF5; truncated or another format?)")
     try:

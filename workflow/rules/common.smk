@@ -13,6 +13,8 @@ import yaml
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
+from scontrast._workflow import dataset_name_problem, input_file_problem
+
 
 def validated(data, schema, where="config"):
     """``snakemake.utils.validate`` (fills defaults) with a one-line error naming the key."""
@@ -52,19 +54,37 @@ def with_defaults(block, schema_file):
     return out
 
 
-# YAML reads `2020:` as an integer, which the schema's name pattern does not see (it checks strings).
+# What the schema's name pattern does not see: YAML reads `2020:` as an integer (the pattern checks
+# strings), and a name too long to be a folder fails only when its first job makes results/<name>/.
 for _name in (config.get("datasets") or {}) if isinstance(config.get("datasets"), dict) else ():
-    if not isinstance(_name, str):
-        raise WorkflowError(
-            f"config.datasets: dataset name {_name!r} is not a string (YAML reads it as "
-            f"{type(_name).__name__}); quote it: '{_name}':"
-        )
+    if dataset_name_problem(_name) is not None:
+        raise WorkflowError(f"config.datasets: {dataset_name_problem(_name)}")
 validated(config, "../schemas/config.schema.yaml")
 for _key, _spec in yaml.safe_load((SCHEMAS / "config.schema.yaml").read_text())["properties"].items():
     if "$ref" in _spec:
         config[_key] = with_defaults(config.get(_key, {}), _spec["$ref"])
 
 DATASETS = list(config["datasets"])
+
+
+def checked_input(path, key):
+    """``path``, if it is an existing, regular, readable file; else a one-line error naming ``key``.
+
+    Every input path of the config goes through it before any job: a missing file would surface
+    as snakemake's MissingInputException block, and a FIFO would hang the run (a job's memory
+    request reads its inputs' HDF5 sizes, and opening a FIFO waits for a writer).
+    """
+    problem = input_file_problem(path)
+    if problem is not None:
+        raise WorkflowError(f"{key}: '{path}' {problem}")
+    return path
+
+
+for _name in DATASETS:
+    checked_input(config["datasets"][_name]["path"], f"config.datasets.{_name}.path")
+    if config["fangs"].get("samples") and "fangs" in config["methods"]:  # rule fangs checks it when asked
+        checked_input(config["fangs"]["samples"].replace("{dataset}", _name), "config.fangs.samples")
+
 
 
 wildcard_constraints:

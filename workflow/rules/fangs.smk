@@ -10,7 +10,7 @@ rule fangs:
     input:
         h5ad=rules.preprocess.output.h5ad,
         samples=(
-            (lambda w: _FANGS_USER_SAMPLES.replace("{dataset}", w.dataset))
+            (lambda w: checked_input(_FANGS_USER_SAMPLES.replace("{dataset}", w.dataset), "config.fangs.samples"))
             if _FANGS_USER_SAMPLES
             else rules.latent_features.output.h5ad
         ),
