@@ -32,6 +32,8 @@ __all__ = [
     "read_for_figure",
     "save_figure",
     "check_finite",
+    "check_sparse_structure",
+    "canonical_matrix",
     "check_hdf5_content",
     "hdf5_sizes",
     "failure_delta",
@@ -161,7 +163,9 @@ def read_h5ad(path: str | os.PathLike, backed: bool = False) -> ad.AnnData:
     Checks that the file exists and is a regular, readable file (never opening a FIFO or a
     device, which would block or never end), is an HDF5 AnnData, and has unique cell and
     gene names (duplicates make every later join ambiguous), and that it holds its own
-    data within a bounded compression ratio (:func:`check_hdf5_content`). ``backed``: open
+    data within a bounded compression ratio (:func:`check_hdf5_content`). A sparse ``X`` and
+    sparse layers are checked (:func:`check_sparse_structure`) and put in canonical form
+    (:func:`canonical_matrix`: duplicate entries summed, indices sorted). ``backed``: open
     it read-only without loading ``X`` (close it with ``adata.file.close()``).
     """
     from ._workflow import input_file_problem  # the check the workflow makes of every input path
@@ -187,6 +191,8 @@ def read_h5ad(path: str | os.PathLike, backed: bool = False) -> ad.AnnData:
         if not names.is_unique:
             dup = names[names.duplicated()][:3].tolist()
             raise ScontrastError(f"input '{path}' has duplicated {axis} names, e.g. {dup}")
+    if not backed:  # once, on reading: every later step sees a consistent matrix in canonical form
+        _canonical_matrices(adata, path)
     return adata
 
 
@@ -212,6 +218,100 @@ def check_finite(X, name: str) -> None:
     if values.size and not np.isfinite(values).all():
         n_bad = int((~np.isfinite(values)).sum())
         raise ScontrastError(f"{name} contains {n_bad} NaN or infinite values")
+
+
+def _structure_problem(X) -> str | None:
+    """What makes the stored arrays of a CSR or CSC matrix inconsistent with each other, or None.
+
+    numpy on the raw arrays only: scipy's and scanpy's routines trust them, and crafted ones
+    fail far from the cause (a column index past the last gene: "Length of values (5001) does
+    not match length of index (3000)") or make compiled code read out of bounds (a decreasing
+    ``indptr``).
+    """
+    major, minor = ("row", "column") if X.format == "csr" else ("column", "row")
+    n_major, n_minor = X.shape if X.format == "csr" else X.shape[::-1]
+    indptr, indices, data = (np.asarray(a) for a in (X.indptr, X.indices, X.data))
+    for label, arr in (("indptr", indptr), ("indices", indices)):
+        if arr.ndim != 1 or not np.issubdtype(arr.dtype, np.integer):
+            return f"{label} is not a vector of integers ({arr.dtype}, {arr.ndim} dimension(s))"
+    if data.ndim != 1:
+        return f"data is not a vector ({data.ndim} dimensions)"
+    if len(indptr) != n_major + 1:
+        return f"indptr has {len(indptr)} entries for {n_major} {major}s (needs {n_major + 1})"
+    if indptr[0] != 0:
+        return f"indptr starts at {indptr[0]}, not 0"
+    down = np.flatnonzero(np.diff(indptr) < 0)
+    if down.size:
+        i = int(down[0])
+        return f"indptr decreases at {major} {i} ({indptr[i]}, then {indptr[i + 1]}; {down.size} such step(s))"
+    if indptr[-1] != len(indices) or len(data) != len(indices):
+        return (f"indptr ends at {indptr[-1]} but {len(indices)} {minor} indices and {len(data)} values are "
+                "stored (all three must agree)")
+    if len(indices):
+        low, high = int(indices.min()), int(indices.max())
+        if low < 0:
+            return f"{int((indices < 0).sum())} {minor} index(es) are negative (e.g. {low})"
+        if high >= n_minor:
+            return (f"{int((indices >= n_minor).sum())} {minor} index(es) are out of range (up to {high}; the "
+                    f"matrix has {n_minor} {minor}s)")
+    return None
+
+
+def check_sparse_structure(X, name: str) -> None:
+    """Raise one line naming ``name`` if the CSR or CSC matrix ``X`` has inconsistent arrays (see below).
+
+    ``indptr`` must have one entry per row (CSC: column) plus one, start at 0, never decrease and
+    end at the number of stored entries; ``indices`` and ``data`` must have that many entries,
+    and every index must lie within the matrix. Other matrices (dense, other formats) pass.
+    """
+    if sp.issparse(X) and X.format in ("csr", "csc"):
+        problem = _structure_problem(X)
+        if problem is not None:
+            raise ScontrastError(f"{name}: {problem}: a corrupted sparse matrix")
+
+
+def canonical_matrix(X, name: str, *, check: bool = True):
+    """``X`` in canonical form: duplicate entries summed and indices sorted, in place where it can.
+
+    A duplicate entry (one row and column stored twice, which scipy and anndata keep) is the
+    same matrix as their sum, but QC that counts stored entries does not see it so: a count
+    split in two counted two genes. Summing keeps the dtype and sparsity (integer sums beyond
+    the dtype's range are refused); a matrix already canonical, or not CSR/CSC, is returned
+    untouched. ``check``: first :func:`check_sparse_structure` (scipy's routines trust it).
+    Shape: any (n x m); returns the same object unless an integer dtype had to widen to sum.
+    """
+    if not (sp.issparse(X) and X.format in ("csr", "csc")):
+        return X
+    if check:
+        check_sparse_structure(X, name)
+    if X.has_canonical_format:
+        return X
+    stored = X.nnz
+    if np.issubdtype(X.dtype, np.integer) and not np.issubdtype(X.dtype, np.int64):
+        wide = X.astype(np.int64)
+        wide.sum_duplicates()
+        info = np.iinfo(X.dtype)
+        if wide.nnz and (wide.data.min() < info.min or wide.data.max() > info.max):
+            raise ScontrastError(f"{name}: duplicate entries sum beyond the range of its dtype {X.dtype} "
+                                 f"(up to {wide.data.max()})")
+        X = wide.astype(X.dtype)
+    else:
+        X.sum_duplicates()  # sorts the indices too
+    _log.info("%s: %d duplicate entries summed and indices sorted (the same matrix, in canonical form)",
+              name, stored - X.nnz)
+    return X
+
+
+def _canonical_matrices(adata: ad.AnnData, path: Path) -> None:
+    """Check and canonicalise, in place, the matrices scontrast reads: ``X`` and every layer."""
+    if adata.X is not None:
+        X = canonical_matrix(adata.X, f"input '{path}': X")
+        if X is not adata.X:
+            adata.X = X
+    for key in list(adata.layers.keys()):
+        layer = canonical_matrix(adata.layers[key], f"input '{path}': layers['{key}']")
+        if layer is not adata.layers[key]:
+            adata.layers[key] = layer
 
 
 class SlotKeys(dict):

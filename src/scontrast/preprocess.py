@@ -32,7 +32,7 @@ import scipy.sparse as sp
 
 from .core import TARGET_KEY, ScontrastError, ScontrastWarning, package_versions
 from .design import REPLICATE_KEY, declare_design, undeclared_design_columns
-from .io import check_finite
+from .io import canonical_matrix, check_finite, check_sparse_structure
 from .tl._common import result_warnings
 
 __all__ = ["preprocess", "validate_counts", "group_labels", "method_slots", "METHOD_SLOTS"]
@@ -391,7 +391,9 @@ def _checked_input(adata, *, groupby, target, background, counts, layer, replica
     X = adata.X if layer is None else adata.layers[layer]
     if X is None:
         raise ScontrastError("the AnnData has no X matrix")
-    X = X[keep]
+    check_sparse_structure(X, matrix_name)  # before scipy's routines, which trust the arrays, read them
+    # duplicate entries summed (QC counts stored entries), on the slice: the caller's matrix stays as given
+    X = canonical_matrix(X[keep], matrix_name, check=False)
     check_finite(X, matrix_name)
     _check_range(_values(X), matrix_name)
     if counts == "raw":
