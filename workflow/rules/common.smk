@@ -86,7 +86,6 @@ for _name in DATASETS:
         checked_input(config["fangs"]["samples"].replace("{dataset}", _name), "config.fangs.samples")
 
 
-
 wildcard_constraints:
     dataset="|".join(re.escape(d) for d in DATASETS),
 
@@ -205,6 +204,17 @@ def runtime_min(per_input_mb=0.1, floor=10):
 # one of them is alive stops too; a job whose run's token is no longer the one here (a job on
 # another host that outlived its run) moves nothing into place (scontrast.core.check_current_run).
 LIVE_RUN = Path(".snakemake") / "scontrast_live_run"
+JOBS = LIVE_RUN.parent / "scontrast_jobs"
+RUN_TOKEN_ENV, RUN_FILE_ENV = "SCONTRAST_RUN_TOKEN", "SCONTRAST_RUN_FILE"  # as in scontrast.core
+
+
+def _proc_start(pid):
+    """When process ``pid`` started (clock ticks since boot; Linux), '' if it is gone or unknown."""
+    try:
+        stat = Path(os.sep, "proc", str(pid), "stat").read_text()
+    except OSError:
+        return ""
+    return stat.rsplit(")", 1)[1].split()[19]
 
 
 def _live_run():
@@ -224,45 +234,11 @@ def _live_run():
         cwd = os.path.realpath(proc / "cwd")
     except OSError:
         return None  # gone (killed runs leave the file behind)
-JOBS = LIVE_RUN.parent / "scontrast_jobs"
-RUN_TOKEN_ENV, RUN_FILE_ENV = "SCONTRAST_RUN_TOKEN", "SCONTRAST_RUN_FILE"  # as in scontrast.core
-
-
-def _proc_start(pid):
-    """When process ``pid`` started (clock ticks since boot; Linux), '' if it is gone or unknown."""
-    try:
-        stat = Path(os.sep, "proc", str(pid), "stat").read_text()
-    except OSError:
-        return ""
-    return stat.rsplit(")", 1)[1].split()[19]
     if "snakemake" not in cmdline or cwd != os.path.realpath("."):
         return None  # the pid was reused by another program
     return (pid, host, started)
 
 
-onstart:
-    other = _live_run()
-    if other is not None:
-        pid, host, started = other
-        raise WorkflowError(
-            f"another snakemake run of this directory is live (pid {pid} on {host}, started {started}); "
-            "two runs would write the same files: wait for it or stop it, and never --unlock a live run "
-            f"(if it is truly gone, delete {LIVE_RUN})"
-        )
-    LIVE_RUN.parent.mkdir(exist_ok=True)
-    LIVE_RUN.write_text(
-        f"{os.getpid()}\t{socket.gethostname()}\t{time.strftime('%Y-%m-%d %H:%M:%S')}\t{token}\n"
-    )
-    os.environ[RUN_TOKEN_ENV] = token  # every job of this run inherits it
-    os.environ[RUN_FILE_ENV] = str(LIVE_RUN.resolve())
-
-
-def _run_ended():
-    try:
-        if LIVE_RUN.read_text().split("\t")[0] == str(os.getpid()):
-            LIVE_RUN.unlink()
-    except OSError:
-        pass
 def _orphan_jobs():
     """Jobs of earlier runs of this directory still alive on this host: [(pid, rule, wildcards, start)].
 
@@ -286,14 +262,15 @@ def _orphan_jobs():
     return alive
 
 
-
-
-onsuccess:
-    _run_ended()
-
-
-onerror:
-    _run_ended()
+onstart:
+    other = _live_run()
+    if other is not None:
+        pid, host, started = other
+        raise WorkflowError(
+            f"another snakemake run of this directory is live (pid {pid} on {host}, started {started}); "
+            "two runs would write the same files: wait for it or stop it, and never --unlock a live run "
+            f"(if it is truly gone, delete {LIVE_RUN})"
+        )
     orphans = _orphan_jobs()
     if orphans:
         pid, rule, where, started = orphans[0]
@@ -304,3 +281,25 @@ onerror:
             f"results: wait for it to end or stop it (kill {' '.join(str(o[0]) for o in orphans)}), then rerun"
         )
     token = uuid.uuid4().hex
+    LIVE_RUN.parent.mkdir(exist_ok=True)
+    LIVE_RUN.write_text(
+        f"{os.getpid()}\t{socket.gethostname()}\t{time.strftime('%Y-%m-%d %H:%M:%S')}\t{token}\n"
+    )
+    os.environ[RUN_TOKEN_ENV] = token  # every job of this run inherits it
+    os.environ[RUN_FILE_ENV] = str(LIVE_RUN.resolve())
+
+
+def _run_ended():
+    try:
+        if LIVE_RUN.read_text().split("\t")[0] == str(os.getpid()):
+            LIVE_RUN.unlink()
+    except OSError:
+        pass
+
+
+onsuccess:
+    _run_ended()
+
+
+onerror:
+    _run_ended()
