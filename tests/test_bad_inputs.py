@@ -380,6 +380,14 @@ CONFIG_CASES = [
     (lambda c: c.update(methods=["sparda", "umap"]), "config.methods.1: 'umap' is not one of"),
     (lambda c: c["pcpca"].update(gamma_prime=1.5), "config.pcpca.gamma_prime: 1.5 is greater than or equal to"),
     (lambda c: c.update(seed=2**63), "config.seed: 9223372036854775808 is greater than the maximum of 9223372036854775807"),
+    # counts bounded to what 24 GB and a day allow (scontrast.bounds; tests/test_bounds.py checks every key)
+    (lambda c: c["sparda"].update(n_permutations=10**9),
+     "config.sparda.n_permutations: 1000000000 is greater than the maximum of 100000"),
+    (lambda c: c["fangs"].update(n_init=10**9), "config.fangs.n_init: 1000000000 is greater than the maximum of 1000"),
+    (lambda c: c["latent_features"].update(n_iter=10**9),
+     "config.latent_features.n_iter: 1000000000 is greater than the maximum of 100000"),
+    (lambda c: c["latent_features"].update(max_features=10**6),
+     "config.latent_features.max_features: 1000000 is greater than the maximum of 1000"),
     (lambda c: c["datasets"].update({2020: c["datasets"].pop("wu2020")}),
      "config.datasets: dataset name 2020 is not a string (YAML reads it as int); quote it: '2020':"),
     # a folder name holds at most 255 bytes: a 300-character name failed with OSError at its first job

@@ -336,12 +336,14 @@ def _in_notebook() -> bool:
     return "ipykernel" in sys.modules
 
 
-def progress(iterable, *, total: int | None = None, desc: str, logger: str = "scontrast", every: float = 0.1):
+def progress(iterable, *, total: int | None = None, desc: str, logger: str = "scontrast", every: float = 0.1,
+             seconds: float = 30.0):
     """Yield from ``iterable`` while reporting progress: the steps of a long method are never silent.
 
     Logs ``"<desc>: i/N (x.x/s, about T s left)"`` at INFO on ``logger`` each time another
-    ``every`` of the ``total`` steps is done (the job's log in the workflow), and in a Jupyter
-    notebook also shows a tqdm bar. ``total`` defaults to ``len(iterable)``.
+    ``every`` of the ``total`` steps is done, and after a step that ends ``seconds`` or more after
+    the last line (a long loop's tenth can take hours: its log, a SLURM job's, still moves);
+    in a Jupyter notebook it also shows a tqdm bar. ``total`` defaults to ``len(iterable)``.
     """
     if total is None:
         total = len(iterable)
@@ -351,7 +353,7 @@ def progress(iterable, *, total: int | None = None, desc: str, logger: str = "sc
         from tqdm.auto import tqdm
 
         bar = tqdm(total=total, desc=desc, leave=False)
-    start = time.perf_counter()
+    start = last = time.perf_counter()
     step = max(1, int(round(every * total))) if total else 1
     done = 0
     try:
@@ -360,8 +362,10 @@ def progress(iterable, *, total: int | None = None, desc: str, logger: str = "sc
             done += 1
             if bar is not None:
                 bar.update(1)
-            if done % step == 0 or done == total:
-                elapsed = time.perf_counter() - start
+            now = time.perf_counter()
+            if done % step == 0 or done == total or now - last >= seconds:
+                last = now
+                elapsed = now - start
                 rate = done / elapsed if elapsed > 0 else float("inf")
                 left = (total - done) / rate if total and rate > 0 else 0.0
                 log.info("%s: %d/%d (%.3g/s, about %.0f s left)", desc, done, total, rate, left)

@@ -14,7 +14,8 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from .core import ScontrastError, check_int, check_real, silenced_warnings
+from .bounds import check_count
+from .core import ScontrastError, check_real, silenced_warnings
 
 __all__ = ["pseudobulk_counts", "deseq2"]
 
@@ -88,7 +89,7 @@ def deseq2(summed: pd.DataFrame, samples: pd.DataFrame, *, paired: bool, min_tot
     from pydeseq2.default_inference import DefaultInference
     from pydeseq2.ds import DeseqStats
 
-    check_int(min_total_count, "min_total_count", 0)
+    check_count(min_total_count, "min_total_count", 0, "pseudobulk")
     check_real(alpha, "alpha", 0, 1, strict_min=True, strict_max=True)
     for grp in ("target", "background"):
         if (samples["group"] == grp).sum() < 2:

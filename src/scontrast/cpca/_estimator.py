@@ -9,10 +9,10 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
+from ..bounds import check_count
 from ..core import (
     ScontrastError,
     ScontrastWarning,
-    check_int,
     check_matrix,
     check_option,
     check_pair,
@@ -155,18 +155,18 @@ class CPCA(BaseEstimator):
 
     def _check_params(self) -> None:
         """Check the hyper-parameters (``fit`` resolves the alpha setting with :func:`_resolve_alpha`)."""
-        check_int(self.n_components, "n_components", 1)
+        check_count(self.n_components, "n_components", 1, "cpca")
         mode, _ = _resolve_alpha(self.alpha)
-        n_alphas = check_int(self.n_alphas, "n_alphas", 1)
+        n_alphas = check_count(self.n_alphas, "n_alphas", 1, "cpca")
         check_real(self.max_log_alpha, "max_log_alpha", -1, strict_min=True)
-        p = check_int(self.n_alpha_clusters, "n_alpha_clusters", 2)
+        p = check_count(self.n_alpha_clusters, "n_alpha_clusters", 2, "cpca")
         if mode == "auto" and p > n_alphas + 1:
             raise ScontrastError(f"n_alpha_clusters: expected at most n_alphas + 1 = {n_alphas + 1} "
                                  f"(the grid's size), got {p}")
         check_option(self.affinity, "affinity", _AFFINITIES)
         check_option(self.solver, "solver", _SOLVERS)
         check_real(self.tol, "tol", 0, 1, strict_min=True, strict_max=True)
-        check_int(self.max_iter, "max_iter", 1)
+        check_count(self.max_iter, "max_iter", 1, "cpca")
         _check_bool(self.standardize, "standardize")
         check_real(self.merge_affinity, "merge_affinity", 0, 1, strict_min=True)
 

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from joblib import Parallel, delayed
 
-from ..core import ScontrastError, check_int, check_random_state, check_real, one_blas_thread
+from ..bounds import check_count, check_memory
+from ..core import ScontrastError, check_random_state, check_real, one_blas_thread, progress
 from ..feature_samples import check_samples
 from ._checks import _check_a, _check_n_jobs
 from ._loss import _CHUNK, _expected, _match, _match_values, _Packed
@@ -64,17 +65,20 @@ class FangsResult:
 
 
 
-def _parallel(jobs: int):
-    # Threads: the heavy parts (BLAS products, the compiled assignment kernels)
-    # release the GIL, and threads need no worker start-up or data copies.
-    return Parallel(n_jobs=jobs, prefer="threads")
+def _run_tasks(jobs: int, tasks: list, desc: str | None = None) -> list:
+    """Results of joblib ``delayed`` tasks, in order: in this thread if ``jobs == 1``, else in ``jobs`` threads.
 
-
-def _run_tasks(jobs: int, tasks: list) -> list:
-    """Results of joblib ``delayed`` tasks, in order: in this thread if ``jobs == 1``, else in ``jobs`` threads."""
+    With ``desc`` the tasks done are logged as they finish (:func:`scontrast.core.progress`).
+    """
     if jobs == 1:
-        return [f(*args) for f, args, _ in tasks]
-    return _parallel(jobs)(tasks)
+        results = (f(*args, **kwargs) for f, args, kwargs in tasks)
+    else:
+        # threads: the heavy parts (BLAS products, the compiled assignment kernels) release the
+        # GIL, and threads need no worker start-up or data copies
+        results = Parallel(n_jobs=jobs, prefer="threads", return_as="generator")(tasks)
+    if desc is not None:
+        results = progress(results, total=len(tasks), desc=desc, logger="scontrast.fangs")
+    return list(results)
 
 
 # --------------------------------------------------------------------------- initialisation
@@ -151,9 +155,9 @@ def _check_params(a, n_init, n_sweet, n_iter, max_seconds, n_jobs, random_state)
     """The checked parameters of :func:`fangs`, before any data check: ``(a, n_init, n_sweet,
     n_iter, max_seconds, threads, Generator)``."""
     a = _check_a(a)
-    n_init = check_int(n_init, "n_init", 1)
-    n_sweet = check_int(n_sweet, "n_sweet", 1)
-    n_iter = check_int(n_iter, "n_iter", 0, allow_none=True)
+    n_init = check_count(n_init, "n_init", 1, "fangs")
+    n_sweet = check_count(n_sweet, "n_sweet", 1, "fangs")
+    n_iter = check_count(n_iter, "n_iter", 0, "fangs", allow_none=True)
     max_seconds = check_real(max_seconds, "max_seconds", 0.0, strict_min=True, allow_none=True)
     if n_iter is None and max_seconds is None:
         raise ScontrastError("n_iter: None (no cap on the flips) needs a time limit, max_seconds")
@@ -218,9 +222,12 @@ def fangs(samples, a: float = 1.0, n_init: int = 16, n_sweet: int = 4, n_iter: i
     a, n_init, n_sweet, n_iter, max_seconds, jobs, rng = _check_params(
         a, n_init, n_sweet, n_iter, max_seconds, n_jobs, random_state)
     P = _Packed(check_samples(samples))
+    # every baseline's candidate (cells x K bytes) is held until the best are chosen
+    check_memory(float(n_init) * P.n * max(P.kmax, 1), "n_init", n_init,
+                 f"the baselines' candidates ({n_init} x {P.n} cells x up to {P.kmax} features)")
     baselines = rng.choice(P.B, size=n_init, replace=P.B < n_init)
     seeds = rng.integers(2**63 - 1, size=n_sweet)  # one per sweetening, drawn up front: independent of n_jobs
-    init = _run_tasks(jobs, [delayed(_initial_candidate)(P, int(c), a) for c in baselines])
+    init = _run_tasks(jobs, [delayed(_initial_candidate)(P, int(c), a) for c in baselines], desc="fangs: baselines")
     t1 = time.perf_counter()
     losses, origin, chosen = _distinct_starts(P, baselines, init, n_sweet)
     seconds = None
@@ -228,7 +235,7 @@ def fangs(samples, a: float = 1.0, n_init: int = 16, n_sweet: int = 4, n_iter: i
         rounds = -(-len(chosen) // jobs)
         seconds = max(0.0, float(max_seconds) - (time.perf_counter() - t0)) / rounds
     sweet = _run_tasks(jobs, [delayed(_sweeten)(P, start, a, n_iter, seconds, int(s))
-                              for (_, start), s in zip(chosen, seeds)])
+                              for (_, start), s in zip(chosen, seeds)], desc="fangs: sweetenings")
     t2 = time.perf_counter()
     final = np.array([r[1] for r in sweet])
     best = int(np.argmin(final))

@@ -7,6 +7,7 @@ Hungarian method); the compiled kernels here evaluate, commit and run the propos
 
 from __future__ import annotations
 
+import logging
 import time
 
 import numba
@@ -14,6 +15,9 @@ import numpy as np
 
 from ._assignment import _lap_max, _load_block, _solve_square
 from ._loss import _expected, _match_values, _overlaps, _Packed
+
+_LOG = logging.getLogger("scontrast.fangs")
+_LOG_SECONDS = 30.0  # a progress line at least this often in a long sweetening (as scontrast.core.progress)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -258,6 +262,7 @@ def _sweeten(P: _Packed, E0: np.ndarray, a: float, n_iter: int | None, seconds: 
     rng = np.random.default_rng(seed)
     state = _Sweetener(P, E0, a)
     done, accepted, block = 0, 0, 4096
+    last_line = time.perf_counter()
     # Without a clock the whole run is one compiled call; with one, short calls between checks.
     chunk = block if deadline is None else 32
     while n_iter is None or done < n_iter:
@@ -275,6 +280,10 @@ def _sweeten(P: _Packed, E0: np.ndarray, a: float, n_iter: int | None, seconds: 
         done += t
         if t < size:
             break
+        if time.perf_counter() - last_line >= _LOG_SECONDS:  # a long sweetening says how far it is
+            last_line = time.perf_counter()
+            _LOG.info("fangs: sweetening (seed %d): %d/%s flips tried, %d kept", seed, done,
+                      "no cap" if n_iter is None else n_iter, accepted)
     est = state.estimate()
     # Recompute from scratch: the returned value never rests on the incremental bookkeeping.
     loss = _expected(float(est.sum()), _match_values(est, P), P, a)

@@ -78,6 +78,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
+from ..bounds import check_count, check_memory
 from ..core import (
     ScontrastError,
     check_int,
@@ -101,6 +102,20 @@ def _check_prior(value, name: str) -> tuple[float, float]:
     except ScontrastError:
         raise ScontrastError(what) from None
     return shape, rate
+
+
+def _check_memory(p: _ChainSettings, n: int, d: int) -> None:
+    """Refuse, before any chain starts, settings whose chains would hold more than the memory budget.
+
+    Per chain: the kept samples (cells x up to ``max_features`` bytes each), Z, the K x K and
+    K x D work arrays and the per-sweep traces; all chains are held at the end.
+    """
+    kept = -(-(p.n_iter - p.burn_in) // p.thin)
+    kcap = p.max_features + 1
+    per_chain = kept * n * p.max_features + n * kcap + 8 * (kcap * kcap + 3 * kcap * d) + 40 * p.n_iter
+    check_memory(p.n_chains * per_chain, "max_features", p.max_features,
+                 f"the chains' samples and state ({p.n_chains} chains x {kept} kept samples x {n} cells x up to "
+                 f"{p.max_features} features; n_iter, burn_in and thin set the samples kept)")
 
 
 def _check_bool(value, name: str) -> None:
@@ -302,22 +317,22 @@ class LinearGaussianIBP(BaseEstimator):
 
     def _check_params(self) -> None:
         """Check the hyper-parameters (``ScontrastError`` naming the first bad one)."""
-        n_iter = check_int(self.n_iter, "n_iter", 1)
-        burn_in = check_int(self.burn_in, "burn_in", 0)
+        n_iter = check_count(self.n_iter, "n_iter", 1, "latent_features")
+        burn_in = check_count(self.burn_in, "burn_in", 0, "latent_features")
         if burn_in >= n_iter:
             raise ScontrastError(f"burn_in: expected fewer than n_iter = {n_iter} sweeps, got {burn_in}")
-        check_int(self.thin, "thin", 1)
-        check_int(self.n_chains, "n_chains", 1)
-        check_int(self.max_features, "max_features", 1)
-        check_int(self.max_new, "max_new", 1)
-        check_int(self.block_moves, "block_moves", 0)
-        check_int(self.init_features, "init_features", 0)
-        check_int(self.split_merge_moves, "split_merge_moves", 0)
-        check_int(self.birth_death_moves, "birth_death_moves", 0)
-        check_int(self.move_scans, "move_scans", 0)
+        check_count(self.thin, "thin", 1, "latent_features")
+        check_count(self.n_chains, "n_chains", 1, "latent_features")
+        check_count(self.max_features, "max_features", 1, "latent_features")
+        check_count(self.max_new, "max_new", 1, "latent_features")
+        check_count(self.block_moves, "block_moves", 0, "latent_features")
+        check_count(self.init_features, "init_features", 0, "latent_features")
+        check_count(self.split_merge_moves, "split_merge_moves", 0, "latent_features")
+        check_count(self.birth_death_moves, "birth_death_moves", 0, "latent_features")
+        check_count(self.move_scans, "move_scans", 0, "latent_features")
         _check_bool(self.complement_moves, "complement_moves")
         _check_bool(self.noise_scale_moves, "noise_scale_moves")
-        check_int(self.death_moves, "death_moves", 0)
+        check_count(self.death_moves, "death_moves", 0, "latent_features")
         if not (self.n_jobs is None or self.n_jobs == -1):
             check_int(self.n_jobs, "n_jobs", 1)
         for name in ("alpha", "sigma_x", "sigma_a", "noise_df"):
@@ -356,6 +371,7 @@ class LinearGaussianIBP(BaseEstimator):
         self._check_params()
         p = self._settings()
         X = check_matrix(X, "X", min_rows=2, accept_sparse=False)
+        _check_memory(p, *X.shape)
         rng = check_random_state(self.random_state)
         scale = float(X.std()) if self.scale else 1.0
         if not scale > 0:

@@ -17,6 +17,7 @@ from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted
 
+from ..bounds import check_count
 from ..core import ScontrastError, check_int, check_option, check_random_state, check_real, dense
 from ._checks import (
     _EIGEN_SOLVERS,
@@ -120,11 +121,11 @@ class PCPCA(BaseEstimator):
 
     def _check_params(self) -> None:
         """Check the hyper-parameters (the contrast-strength rule of :func:`_contrast_strength` included)."""
-        check_int(self.n_components, "n_components", 1)
+        check_count(self.n_components, "n_components", 1, "pcpca")
         _contrast_strength(self.gamma, self.gamma_prime)
         check_option(self.solver, "solver", _SOLVERS)
         check_option(self.eigen_solver, "eigen_solver", _EIGEN_SOLVERS)
-        check_int(self.max_iter, "max_iter", 1)
+        check_count(self.max_iter, "max_iter", 1, "pcpca")
         check_real(self.tol, "tol", 0.0, strict_min=True)
         check_option(self.on_inadmissible, "on_inadmissible", _ON_INADMISSIBLE)
         check_real(self.clip_fraction, "clip_fraction", 0.0, 1.0, strict_min=True, strict_max=True)

@@ -7,7 +7,8 @@ import numpy as np
 from matplotlib.figure import Figure
 from sklearn.metrics import roc_auc_score, roc_curve
 
-from ..core import TARGET_KEY, ScontrastError, check_int
+from ..bounds import check_count
+from ..core import TARGET_KEY, ScontrastError
 from ._style import BACKGROUND_COLOUR, TARGET_COLOUR, group_labels, titled
 
 
@@ -45,7 +46,7 @@ def quadro(adata: ad.AnnData, *, key: str = TARGET_KEY, score_key: str = "quadro
     -------
     matplotlib Figure.
     """
-    bins = check_int(bins, "bins", 1)
+    bins = check_count(bins, "bins", 1, "quadro", key="plot.bins")
     if score_key not in adata.obs:
         raise ScontrastError(f"obs['{score_key}'] is missing: run scontrast.tl.quadro first")
     score, is_target, names = _scored_classes(adata, key, score_key)

@@ -6,7 +6,8 @@ import anndata as ad
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ..core import TARGET_KEY, ScontrastError, check_int
+from ..bounds import check_count
+from ..core import TARGET_KEY, ScontrastError
 from ._style import BACKGROUND_COLOUR as _BACKGROUND_COLOUR
 from ._style import TARGET_COLOUR as _TARGET_COLOUR
 from ._style import group_labels, titled
@@ -75,7 +76,7 @@ def sparda(
         raise ScontrastError("adata: uns['sparda'] is missing; run scontrast.tl.sparda first")
     if key not in adata.obs:
         raise ScontrastError(f"key: obs column '{key}' does not exist")
-    check_int(n_genes, "n_genes", 1)
+    check_count(n_genes, "n_genes", 1, "sparda", key="plot.n_genes")
     info = adata.uns["sparda"]
     if ax is None:
         fig, axes = plt.subplots(1, 2, figsize=figsize, gridspec_kw={"width_ratios": [1, 1.3]})

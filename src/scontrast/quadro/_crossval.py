@@ -19,6 +19,7 @@ from sklearn.base import clone
 from sklearn.model_selection import StratifiedKFold
 from sklearn.utils import _safe_indexing
 
+from ..bounds import MAXIMUM
 from ..core import ScontrastError, blas_threads, check_int, check_option, check_random_state, progress, spawn_seed
 from ..design import grouped_folds
 from ._moments import Moments
@@ -44,6 +45,10 @@ def _lambda_grid(lambda_grid) -> np.ndarray:
     if grid.ndim != 1 or grid.size == 0 or not np.isfinite(grid).all() or (grid < 0).any():
         raise ScontrastError(
             f"lambda_grid: expected None or a non-empty list of finite numbers >= 0, got {lambda_grid!r}")
+    if grid.size > MAXIMUM["quadro"]["lambda_grid"]:
+        # the path is the product of the grid with itself when both lambdas are searched
+        raise ScontrastError(f"lambda_grid: {grid.size} values is above its maximum of "
+                             f"{MAXIMUM['quadro']['lambda_grid']} values")
     return grid
 
 

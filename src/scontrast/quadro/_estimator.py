@@ -19,6 +19,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets, type_of_target
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from ..bounds import check_count
 from ..core import (
     ScontrastError,
     ScontrastWarning,
@@ -210,18 +211,18 @@ class QUADRO(ClassifierMixin, BaseEstimator):
         check_real(self.lambda2, "lambda2", 0.0, allow_none=True)
         check_option(self.estimator, "estimator", ["robust", "sample"])
         check_real(self.gamma, "gamma", allow_none=True)
-        check_int(self.cv, "cv", 1, allow_none=True)
+        check_count(self.cv, "cv", 1, "quadro", allow_none=True)
         check_option(self.cv_scoring, "cv_scoring", ["auc", "error"])
         check_option(self.cv_rule, "cv_rule", ["1se_lambda1", "1se", "best"])
-        check_int(self.patience, "patience", 1, allow_none=True)
+        check_count(self.patience, "patience", 1, "quadro", allow_none=True)
         check_option(self.psd_norm, "psd_norm", ["fro", "max"])
         check_option(self.standardize, "standardize", [True, False])
         check_option(self.threshold, "threshold", ["error", "logistic"])
         check_real(self.tol, "tol", 0.0, strict_min=True)
         check_real(self.cv_tol, "cv_tol", 0.0, strict_min=True)
-        check_int(self.max_iter, "max_iter", 1)
+        check_count(self.max_iter, "max_iter", 1, "quadro")
         check_int(self.n_jobs, "n_jobs", 1, allow_none=True)
-        check_int(self.n_features, "n_features", 1, allow_none=True)
+        check_count(self.n_features, "n_features", 1, "quadro", allow_none=True)
         check_option(self.shrinkage, "shrinkage", [None, "ledoit_wolf", "auto"])
         if isinstance(self.class_weight, dict):
             for v in self.class_weight.values():

@@ -13,6 +13,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
+from ..bounds import check_count
 from ..core import (
     ScontrastError,
     ScontrastWarning,
@@ -251,21 +252,21 @@ class SPARDA(_LambdaChoice, _Tests, BaseEstimator):
     def _check_params(self):
         """Refuse a bad hyper-parameter with one line ``"<name>: <problem>"`` (``ScontrastError``)."""
         check_real(self.lam, "lam", 0, allow_none=True)
-        check_int(self.k, "k", 1, allow_none=True)
-        check_int(self.n_directions, "n_directions", 1)
-        check_int(self.n_permutations, "n_permutations", 0, allow_none=True)
+        check_count(self.k, "k", 1, "sparda", allow_none=True)
+        check_count(self.n_directions, "n_directions", 1, "sparda")
+        check_count(self.n_permutations, "n_permutations", 0, "sparda", allow_none=True)
         check_option(self.test, "test", ("auto", "permute", "split", "refit", "replicate"))
-        check_int(self.cv_folds, "cv_folds", 2)
-        check_int(self.n_lambdas, "n_lambdas", 1)
+        check_count(self.cv_folds, "cv_folds", 2, "sparda")
+        check_count(self.n_lambdas, "n_lambdas", 1, "sparda")
         check_real(self.lam_min_ratio, "lam_min_ratio", 0, 1, strict_min=True)
         check_option(self.cv_rule, "cv_rule", ("fraction", "1se", "max"))
         check_real(self.cv_fraction, "cv_fraction", 0, 1, strict_min=True)
-        check_int(self.max_genes, "max_genes", 1)
-        check_int(self.relax_max_cells, "relax_max_cells", 2)
-        check_int(self.relax_max_iter, "relax_max_iter", 1)
-        check_int(self.relax_patience, "relax_patience", 1)
+        check_count(self.max_genes, "max_genes", 1, "sparda")
+        check_count(self.relax_max_cells, "relax_max_cells", 2, "sparda")
+        check_count(self.relax_max_iter, "relax_max_iter", 1, "sparda")
+        check_count(self.relax_patience, "relax_patience", 1, "sparda")
         check_real(self.relax_step, "relax_step", 0, strict_min=True)
-        check_int(self.tighten_max_iter, "tighten_max_iter", 0)
+        check_count(self.tighten_max_iter, "tighten_max_iter", 0, "sparda")
         if not isinstance(self.standardize, (bool, np.bool_)):
             raise ScontrastError(f"standardize: expected True or False, got {self.standardize!r}")
         if check_int(self.n_jobs, "n_jobs") == 0:

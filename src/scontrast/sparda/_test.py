@@ -17,6 +17,7 @@ import numpy as np
 import scipy.sparse as sp
 from joblib import Parallel, delayed
 
+from ..bounds import check_memory
 from ..core import ScontrastError, ScontrastWarning, dense, one_blas_thread, progress
 from ._replicate import replicate_statistics
 from ._tighten import _moment_starts, _tighten_rows
@@ -180,7 +181,8 @@ def _labelling_statistics(Z: np.ndarray, n: int, n_permutations: int, lams, rng:
     """Both statistics of the observed labelling (row 0) and of ``n_permutations`` random ones, shape (B + 1, 2)."""
     N = Z.shape[0]
     stats = np.empty((n_permutations + 1, 2))
-    for s in range(0, n_permutations + 1, _PERM_BATCH):
+    starts = range(0, n_permutations + 1, _PERM_BATCH)
+    for s in progress(starts, desc=f"sparda: labellings in batches of {_PERM_BATCH}", logger="scontrast.sparda"):
         e = min(s + _PERM_BATCH, n_permutations + 1)
         perms = rng.permuted(np.broadcast_to(np.arange(N), (e - s, N)), axis=1)
         if s == 0:
@@ -220,6 +222,8 @@ class _Tests:
         n_perm = _DEFAULT_PERMUTATIONS[method] if self.n_permutations is None else int(self.n_permutations)
         if n_perm == 0:
             return
+        if method in ("replicate", "permute"):
+            self._check_batch_memory(method, n, m, d)
         if method == "replicate":
             self._replicate_test(X, Y, n_perm, rng)
             return
@@ -253,6 +257,17 @@ class _Tests:
                 f"p-value at its floor: none of the {n_perm} permutations reached the "
                 f"observed statistic, so p <= {self.pvalue_:.2g} is a bound (raise n_permutations to resolve it)",
                 ScontrastWarning, stacklevel=4)
+
+    def _check_batch_memory(self, method: str, n: int, m: int, d: int) -> None:
+        """Refuse, naming ``max_genes``, a ``'permute'``/``'replicate'`` test whose batch of labellings
+        would not fit the memory budget: each labelling holds its target cells on the test genes and
+        three genes x genes moments (:func:`_label_starts`), and a few arrays over all cells."""
+        s = min(d, self.max_genes)
+        cells = n if method == "permute" else max(n, m)  # a relabelling of replicates moves the sizes
+        nbytes = 8.0 * _PERM_BATCH * (cells * s + 3 * s * s + 6 * (n + m))
+        check_memory(nbytes, "max_genes", self.max_genes,
+                     f"test {method!r}'s batch of {_PERM_BATCH} labellings ({_PERM_BATCH} x about {cells} cells x "
+                     f"{s} genes, and {s} x {s} moments each)")
 
     def _test_genes(self, X, Y):
         """The ``'permute'`` test's pooled cells, dense and centred, on its genes (label free).

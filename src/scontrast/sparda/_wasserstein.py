@@ -12,7 +12,7 @@ import functools
 import numpy as np
 import scipy.sparse as sp
 
-from ..core import ScontrastError, dense
+from ..core import ScontrastError, dense, progress
 
 # Column chunk used whenever sparse genes must be densified (memory bound: n x 256).
 _CHUNK = 256
@@ -203,7 +203,8 @@ def _permuted_w2(z: np.ndarray, n: int, n_permutations: int, rng: np.random.Gene
     N = z.shape[0]
     ia, ib, w = _quantile_grid(n, N - n)
     out = np.empty(n_permutations)
-    for s in range(0, n_permutations, batch):
+    starts = range(0, n_permutations, batch)
+    for s in progress(starts, desc=f"sparda: split-test permutations in batches of {batch}", logger="scontrast.sparda"):
         e = min(s + batch, n_permutations)
         perm = rng.permuted(np.broadcast_to(np.arange(N), (e - s, N)), axis=1)
         zp = z[perm]

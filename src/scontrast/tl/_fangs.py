@@ -13,7 +13,8 @@ import anndata as ad
 import numpy as np
 
 from .. import fangs as _fangs
-from ..core import TARGET_KEY, ScontrastError, ScontrastWarning, check_int, check_real
+from ..bounds import check_count
+from ..core import TARGET_KEY, ScontrastError, ScontrastWarning, check_real
 from ..feature_samples import FeatureSamples, load_samples
 from ._common import fmt, record_params, replicate_design, result_warnings
 from ._latent_features import INPUT_SUFFIX, samples_from_adata
@@ -173,7 +174,7 @@ def _checked_params(params: dict, *, samples, samples_key, draws, n_top_genes, f
     model_params = _fangs_params(params)
     given = None if samples is None else str(samples) if isinstance(samples, (str, os.PathLike)) \
         else type(samples).__name__
-    n_top_genes = check_int(n_top_genes, "n_top_genes", 1)
+    n_top_genes = check_count(n_top_genes, "n_top_genes", 1, "fangs")
     fdr = check_real(fdr, "fdr", 0.0, 1.0, strict_min=True)
     front = dict(samples=given, samples_key=samples_key, draws=draws, n_top_genes=n_top_genes, fdr=fdr, key=key)
     return front, model_params

@@ -8,7 +8,8 @@ import anndata as ad
 import numpy as np
 import scipy.sparse as sp
 
-from ..core import TARGET_KEY, ScontrastError, check_int
+from ..bounds import check_count
+from ..core import TARGET_KEY, ScontrastError
 from ..feature_samples import pack_samples, unpack_samples
 from ..latent_features import LinearGaussianIBP
 from ._common import build_estimator, expression, fitted_params, gene_mask, record_params, result_warnings
@@ -31,7 +32,7 @@ def gene_matrix(adata: ad.AnnData, genes: str = "highly_variable", n_genes: int 
     instead was measured worse: on random halves of pbmc68k's dendritic cells the chains then
     stuck in different modes (split R-hat of the log joint 1.97 vs 1.05 with z-scores).
     """
-    n_genes = check_int(n_genes, "n_genes", 1)
+    n_genes = check_count(n_genes, "n_genes", 1, "latent_features")
     idx = np.flatnonzero(gene_mask(adata, genes))
     M = expression(adata, layer, idx)
     if sp.issparse(M):
@@ -139,7 +140,7 @@ def _explained_matrix(adata: ad.AnnData, *, genes, n_genes, layer, use_rep, n_di
         X = np.asarray(adata.obsm[use_rep], dtype=np.float64)
         if X.ndim != 2:
             raise ScontrastError(f"use_rep: obsm['{use_rep}'] must be a 2-D cells x dims array")
-        n_dims = check_int(n_dims, "n_dims", 1, allow_none=True)
+        n_dims = check_count(n_dims, "n_dims", 1, "latent_features", allow_none=True)
         if n_dims is not None:
             if n_dims > X.shape[1]:
                 raise ScontrastError(f"n_dims: {n_dims} requested but obsm['{use_rep}'] has {X.shape[1]} columns")

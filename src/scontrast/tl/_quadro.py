@@ -16,7 +16,8 @@ import pandas as pd
 import scipy.sparse as sp
 from sklearn.metrics import confusion_matrix, roc_auc_score
 
-from ..core import ScontrastError, check_int, check_matrix, check_option, dense
+from ..bounds import check_count, check_memory
+from ..core import ScontrastError, check_matrix, check_option, dense
 from ..quadro import QUADRO, balanced_error, cross_validated_scores
 from ._common import (
     TARGET_KEY,
@@ -198,8 +199,8 @@ def quadro(
 def _quadro(adata: ad.AnnData, *, genes, n_genes, layer, key, groupby, labels, outer_cv, nested, random_state, n_jobs,
             params) -> None:
     """``quadro``'s work on ``adata`` (already the copy when one was asked for)."""
-    n_genes = check_int(n_genes, "n_genes", 2, allow_none=True)
-    outer_cv = check_int(outer_cv, "outer_cv", 2)
+    n_genes = check_count(n_genes, "n_genes", 2, "quadro", allow_none=True)
+    outer_cv = check_count(outer_cv, "outer_cv", 2, "quadro")
     check_option(nested, "nested", [True, False])
     model = build_estimator(QUADRO, params, random_state=random_state, n_jobs=n_jobs)
     used, is_target, class_names, idx, X = _training_data(adata, genes=genes, n_genes=n_genes, layer=layer, key=key,
@@ -242,6 +243,9 @@ def _training_data(adata: ad.AnnData, *, genes, n_genes, layer, key, groupby, la
     idx = select_genes(adata, genes, n_genes, layer)
     if idx.size < 2:
         raise ScontrastError(f"genes: gene set '{genes}' has {idx.size} gene; QUADRO needs at least 2")
+    # the dense copy below grows with the cells: refused before it is made, naming n_genes
+    check_memory(8.0 * int(used.sum()) * idx.size, "n_genes", n_genes,
+                 f"the candidate genes as a dense matrix ({int(used.sum())} cells x {idx.size} genes)")
     M = M[np.flatnonzero(used)][:, idx] if not used.all() else M[:, idx]
     X = dense(check_matrix(M, "X" if layer is None else f"layers['{layer}']"))
     return used, is_target, class_names, idx, X
