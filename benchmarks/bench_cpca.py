@@ -182,13 +182,22 @@ def stage_times(d=1000, n=3000, seed=0, two_tasks=False):
     import scipy.linalg as sla
 
     from scontrast.cpca._alpha import alpha_grid, select_alphas, subspace_affinity
-    from scontrast.cpca._eigen import _congruence, _congruence_two_tasks, _diagonal_basis_solve
+    from scontrast.cpca._eigen import (
+        _cholesky,
+        _congruence,
+        _diagonal_basis_solve,
+        _gram_of_halves,
+        _norm_estimate,
+        _tridiagonal_eigh,
+    )
     from scontrast.cpca._moments import _Moments
+    from scontrast.cpca._solve import _basis_half
     from scontrast.cpca._threads import _side_by_side
 
     X, Y, _ = synthetic(n, n, d, seed=seed + d)
     alphas = alpha_grid()
     out = {}
+    norm = None
     t = time.perf_counter()
     with threadpool_limits(1):
         mom = _Moments(check_matrix(X, "X"), check_matrix(Y, "Y"), False)
@@ -198,12 +207,22 @@ def stage_times(d=1000, n=3000, seed=0, two_tasks=False):
             CY = mom.covariance_y(two_tasks=True)
             out["C_Y (row halves side by side)"] = time.perf_counter() - t
             t = time.perf_counter()
-            (lam, Q), (CX, L) = _side_by_side(lambda: np.linalg.eigh(CY),
-                                              lambda: (lambda c: (c, np.linalg.cholesky(c)))(mom.covariance_x()))
-            out["eigh(C_Y) alongside C_X + Cholesky"] = time.perf_counter() - t
+
+            def target_side():
+                CX = mom.covariance_x()
+                return CX, _cholesky(CX), _norm_estimate(lambda T: CX @ T, d)
+
+            (lam, S, refl), (CX, R, norm) = _side_by_side(lambda: _tridiagonal_eigh(CY), target_side)
+            out["tridiagonal eigh(C_Y) alongside C_X, Cholesky, norm"] = time.perf_counter() - t
             t = time.perf_counter()
-            B = _congruence_two_tasks(CX, Q, L)
-            out["C_X in that basis (halves)"] = time.perf_counter() - t
+            h = d // 2
+            (Q1, W1), (Q2, W2) = _side_by_side(lambda: _basis_half(refl, S[:, :h], CX, R),
+                                               lambda: _basis_half(refl, S[:, h:], CX, R))
+            out["Q = H S and R Q (column halves)"] = time.perf_counter() - t
+            Q = np.hstack([Q1, Q2])
+            t = time.perf_counter()
+            B = _gram_of_halves(W1, W2)
+            out["C_X in that basis, (RQ)'(RQ) (halves)"] = time.perf_counter() - t
         else:
             t = time.perf_counter()
             CX, CY = mom.covariances()
@@ -215,7 +234,7 @@ def stage_times(d=1000, n=3000, seed=0, two_tasks=False):
             B = _congruence(CX, Q)
             out["C_X in that basis"] = time.perf_counter() - t
         t = time.perf_counter()
-        Z, theta, res, its, gram = _diagonal_basis_solve(B, lam, alphas, 2, 1e-10, 500, two_tasks)
+        Z, theta, res, its, gram = _diagonal_basis_solve(B, lam, alphas, 2, 1e-10, 500, two_tasks, b_norm=norm)
         out[f"Davidson, 41 alphas coarse-to-fine ({int(its.sum())} alpha-sweeps)"] = time.perf_counter() - t
         t = time.perf_counter()
         U = (Q @ Z.transpose(1, 0, 2).reshape(d, -1)).reshape(d, alphas.size, 2).transpose(1, 0, 2)

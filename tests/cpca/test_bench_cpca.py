@@ -16,6 +16,9 @@ def test_benchmark_core_runs_on_tiny_sizes():
     assert rows and rows[0]["d"] == 40 and rows[0]["ratio"] > 0 and rows[0]["same_alphas"] in (True, False)
     sparse = bench_cpca.sparse_row(n_cells=200, n_genes=300)
     assert sparse["seconds"] > 0 and sparse["max_residual"] < 1e-6
+    for two_tasks in (False, True):
+        stages = bench_cpca.stage_times(d=40, n=150, two_tasks=two_tasks)
+        assert len(stages) == (7 if two_tasks else 6) and all(v >= 0 for v in stages.values())
     floor = bench_cpca.floor_times(d=40, n=150)
     parts = list(floor.values())
     assert all(v > 0 for v in parts)

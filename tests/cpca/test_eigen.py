@@ -5,8 +5,16 @@ from __future__ import annotations
 import numpy as np
 import scipy.linalg as sla
 
+from scontrast.cpca import _eigen
 from scontrast.cpca._alpha import alpha_grid
-from scontrast.cpca._eigen import _diagonal_basis_solve
+from scontrast.cpca._eigen import (
+    _compact,
+    _diagonal_basis_solve,
+    _ritz_space,
+    _ritz_starts,
+    _unit_start_products,
+    _unit_starts,
+)
 
 from ._helpers import sin_max_angle
 
@@ -31,3 +39,52 @@ def test_davidson_continuation_matches_eigh_on_random_problems():
             np.testing.assert_allclose(theta[i], w[::-1], rtol=1e-9, atol=1e-9 * np.abs(w).max())
         np.testing.assert_allclose(gram, Z.transpose(1, 0, 2).reshape(r, -1).T @ B @ Z.transpose(1, 0, 2).reshape(r, -1),
                                    atol=1e-9)
+
+
+def _diagonal_basis_problem(r=160, seed=5):
+    rng = np.random.default_rng(seed)
+    F = rng.normal(size=(r, r // 2))
+    B = F @ F.T / r + np.diag(rng.uniform(0, 2, r))
+    return (B + B.T) / 2, np.sort(rng.gamma(1.0, 1.0, r))
+
+
+def test_starts_cost_no_products_with_b(monkeypatch):
+    """The starting spaces need no product with B: unit vectors pick columns of B, the fine grid's
+    Ritz starts combine the shared product B S. Only the iteration's new directions (k + 2 per
+    alpha and sweep after the first) are multiplied; the starts' products are the exact ones."""
+    B, lam = _diagonal_basis_problem()
+    alphas = alpha_grid(20, 2)
+    multiplied = []
+    real = _eigen._apply_shifted
+
+    def counting(apply_p, apply_q, T, a):
+        multiplied.append(T.shape[0] * T.shape[1])
+        return real(apply_p, apply_q, T, a)
+
+    monkeypatch.setattr(_eigen, "_apply_shifted", counting)
+    Z, theta, res, its, gram = _diagonal_basis_solve(B, lam, alphas, 2, 1e-10, 500)
+    assert res.max() <= 1e-10
+    assert sum(multiplied) == 4 * int((its - 1).sum())
+    # the products the starts use instead
+    V0 = _unit_starts(np.diag(B)[None, :] - alphas[:, None] * lam[None, :], 8)
+    HV0 = _unit_start_products(B, lam, alphas, V0)
+    np.testing.assert_allclose(HV0, np.matmul(B[None] - alphas[:, None, None] * np.diag(lam)[None], V0), atol=1e-14)
+    space = _ritz_space(B, lam, Z[::3])
+    V0, HV0 = _ritz_starts(space, alphas, 8)
+    np.testing.assert_allclose(np.matmul(V0.transpose(0, 2, 1), V0), np.broadcast_to(np.eye(8), (alphas.size, 8, 8)),
+                               atol=1e-13)
+    np.testing.assert_allclose(HV0, np.matmul(B[None] - alphas[:, None, None] * np.diag(lam)[None], V0), atol=1e-12)
+
+
+def test_compact_moves_only_converged_rows():
+    rng = np.random.default_rng(0)
+    V, HV, G = rng.normal(size=(6, 3, 5)), rng.normal(size=(6, 3, 5)), rng.normal(size=(6, 3, 3))
+    before = [A.copy() for A in (V, HV, G)]
+    order = np.arange(6)
+    done = np.array([False, True, False, True, False, False])
+    src = _compact(V, HV, G, order, done)
+    # the four active rows (0, 2, 4, 5) are now rows 0-3, in the order src says
+    assert sorted(src.tolist()) == [0, 2, 4, 5] and src.tolist()[0] == 0 and src.tolist()[2] == 2
+    np.testing.assert_array_equal(order[:4], src)
+    for A, A0 in zip((V, HV, G), before):
+        np.testing.assert_array_equal(A[:4], A0[src])

@@ -6,7 +6,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from scontrast.core import blas_threads
-from scontrast.cpca._eigen import _congruence_two_tasks, _gram_two_tasks
+from scontrast.cpca._eigen import _back_transform, _gram_of_halves, _gram_two_tasks, _tridiagonal_eigh
 from scontrast.cpca._estimator import CPCA
 from scontrast.cpca._moments import _covariance
 from scontrast.cpca._threads import _two_tasks
@@ -34,10 +34,17 @@ def test_two_task_paths_match_the_reference_eigh(wide):
             G = _gram_two_tasks(A)
             np.testing.assert_allclose(G, A.T @ A, rtol=1e-12, atol=1e-12)
             assert np.array_equal(G, G.T)
+            G12 = _gram_of_halves(A[:, :12], A[:, 12:])  # unequal blocks
+            np.testing.assert_allclose(G12, A.T @ A, rtol=1e-12, atol=1e-12)
+            assert np.array_equal(G12, G12.T)
+            # C_Y's eigendecomposition in parts: tridiagonal reduction and eigensolver, then the
+            # back-transformation of column blocks
             S = A.T @ A + np.eye(31)
-            Q = np.linalg.qr(rng.normal(size=(31, 31)))[0]
-            for L in (np.linalg.cholesky(S), None):
-                np.testing.assert_allclose(_congruence_two_tasks(S, Q, L), Q.T @ S @ Q, rtol=1e-10, atol=1e-10)
+            lam, E, reflectors = _tridiagonal_eigh(S.copy())
+            Q = np.hstack([_back_transform(reflectors, E[:, :15]), _back_transform(reflectors, E[:, 15:])])
+            np.testing.assert_allclose(lam, np.linalg.eigvalsh(S), rtol=1e-12)
+            np.testing.assert_allclose(Q.T @ Q, np.eye(31), atol=1e-13)
+            np.testing.assert_allclose(Q.T @ S @ Q, np.diag(lam), atol=1e-12 * lam.max())
             mean = A.mean(axis=0)
             np.testing.assert_allclose(_covariance(A, mean, np.ones(31), two_tasks=True), np.cov(A.T),
                                        rtol=1e-12, atol=1e-12)
@@ -48,3 +55,19 @@ def test_two_task_paths_match_the_reference_eigh(wide):
             ref = CPCA(solver="full", n_components=1, alpha=[0.0, 2.0]).fit(Xs, Ys)
             np.testing.assert_allclose(np.abs(np.sum(small.components_ * ref.components_, axis=2)), 1, atol=1e-10)
     assert not _two_tasks()  # the module fixture's one thread is back
+
+
+def test_two_task_covariance_path_with_a_singular_target_covariance(wide):
+    """Fewer target cells than genes: C_X has no Cholesky factor, so the two-task pipeline forms
+    Q' C_X Q from the products C_X Q; the answers are still those of the dense eigh."""
+    from threadpoolctl import threadpool_limits
+
+    X, Y, _ = wide
+    X = X[:150]  # 150 cells, 300 genes
+    full = CPCA(solver="full", random_state=0).fit(X, Y)
+    with threadpool_limits(2):
+        assert_same_fit(full, CPCA(solver="covariance", random_state=0).fit(X, Y))
+        # the smallest problem the two-task pipeline takes (d = 4)
+        small = CPCA(solver="covariance", n_components=1, alpha=[0.0, 2.0]).fit(X[:, :4], Y[:, :4])
+    ref = CPCA(solver="full", n_components=1, alpha=[0.0, 2.0]).fit(X[:, :4], Y[:, :4])
+    np.testing.assert_allclose(np.abs(np.sum(small.components_ * ref.components_, axis=2)), 1, atol=1e-10)

@@ -41,7 +41,8 @@ def _sign_flips(U: np.ndarray) -> np.ndarray:
     return np.where(picked < 0, -1.0, 1.0)
 
 
-def _davidson(apply_p, apply_q, p_diag, q_diag, alphas, k, V0, scale, tol, max_iter, max_basis):
+def _davidson(apply_p, apply_q, p_diag, q_diag, alphas, k, V0, scale, tol, max_iter, max_basis, HV0=None,
+              q_is_diagonal=False):
     """Top-k eigenpairs of ``P - alpha Q`` for every alpha at once (batched block Davidson).
 
     Each alpha keeps its own search space (all of the same size, so that they
@@ -59,11 +60,18 @@ def _davidson(apply_p, apply_q, p_diag, q_diag, alphas, k, V0, scale, tol, max_i
     scale : ndarray (a,), ||P - alpha Q|| estimates; convergence is
         ``||residual|| <= tol * scale``
     max_iter, max_basis : int
+    HV0 : ndarray (a, d, b0), optional
+        ``(P - alpha Q) V0`` when the caller has it for free (then V0 must have orthonormal
+        columns): unit-vector starts pick columns of P, Ritz starts combine shared products.
+    q_is_diagonal : bool
+        Q is ``diag(q_diag)`` exactly: then ``P Z`` is returned too, from the products the
+        iteration already has (for ``Z' P Z`` without another product).
 
     Returns
     -------
     Z : (a, d, k) eigenvectors; theta : (a, k) eigenvalues (descending);
-    residual : (a,) largest relative residual norm; n_iter : (a,) sweeps used
+    residual : (a,) largest relative residual norm; n_iter : (a,) sweeps used;
+    with ``q_is_diagonal`` also PZ : (a, d, k)
     """
     n_alpha, d, b0 = V0.shape
     kk = min(k + 2, d)
@@ -74,44 +82,77 @@ def _davidson(apply_p, apply_q, p_diag, q_diag, alphas, k, V0, scale, tol, max_i
     V = np.zeros((n_alpha, mb, d))
     HV = np.zeros((n_alpha, mb, d))
     G = np.zeros((n_alpha, mb, mb))
-    V[:, :b0] = np.linalg.qr(V0)[0].transpose(0, 2, 1)
-    HV[:, :b0] = H(V[:, :b0], alphas)
+    if HV0 is None:
+        V[:, :b0] = np.linalg.qr(V0)[0].transpose(0, 2, 1)
+        HV[:, :b0] = H(V[:, :b0], alphas)
+    else:
+        V[:, :b0] = V0.transpose(0, 2, 1)
+        HV[:, :b0] = HV0.transpose(0, 2, 1)
     G[:, :b0, :b0] = np.matmul(V[:, :b0], HV[:, :b0].transpose(0, 2, 1))
     m = b0
-    idx = np.arange(n_alpha)
+    # the alphas still iterated are the first na rows of V, HV, G (views, no copies); order maps
+    # rows to alphas, and a converged alpha's rows are overwritten by a later active one's
+    order = np.arange(n_alpha)
+    na = n_alpha
     Z_out = np.zeros((n_alpha, d, k))
     theta_out = np.zeros((n_alpha, k))
     res_out = np.full(n_alpha, np.inf)
     it_out = np.zeros(n_alpha, dtype=int)
+    PZ_out = np.zeros((n_alpha, d, k)) if q_is_diagonal else None
     it = 0
-    while idx.size:
+    while na:
         it += 1
+        idx = order[:na]
         a = alphas[idx]
-        Gm = G[:, :m, :m]
+        Gm = G[:na, :m, :m]
         w, S = np.linalg.eigh((Gm + Gm.transpose(0, 2, 1)) / 2)
         w, S = w[:, ::-1], S[:, :, ::-1]
         St = S[:, :, :kk].transpose(0, 2, 1)            # (na, kk, m)
         wt = w[:, :kk]
-        Z = np.matmul(St, V[:, :m])                     # Ritz vectors as rows (na, kk, d)
-        R = np.matmul(St, HV[:, :m]) - wt[:, :, None] * Z
+        Z = np.matmul(St, V[:na, :m])                   # Ritz vectors as rows (na, kk, d)
+        HZ = np.matmul(St, HV[:na, :m])
+        R = HZ - wt[:, :, None] * Z
         res = np.linalg.norm(R, axis=2) / scale[idx][:, None]
         done = (res[:, :k].max(axis=1) <= tol) | (it >= max_iter)
-        Z_out[idx] = Z[:, :k].transpose(0, 2, 1)
-        theta_out[idx] = wt[:, :k]
-        res_out[idx] = res[:, :k].max(axis=1)
-        it_out[idx] = it
-        keep = ~done
-        if not keep.any():
-            break
-        if not keep.all():
-            idx, a = idx[keep], a[keep]
-            V, HV, G = V[keep], HV[keep], G[keep]
-            S, w, R, wt = S[keep], w[keep], R[keep], wt[keep]
-        T = _corrections(R, wt, p_diag[None, :] - a[:, None] * q_diag[None, :], 1e-8 * scale[idx][:, None, None])
+        if done.any():
+            out = idx[done]
+            Z_out[out] = Z[done, :k].transpose(0, 2, 1)
+            if q_is_diagonal:  # P Z = (P - a Q) Z + a Q Z
+                PZ_out[out] = (HZ[done, :k] + a[done, None, None] * q_diag * Z[done, :k]).transpose(0, 2, 1)
+            theta_out[out] = wt[done, :k]
+            res_out[out] = res[done, :k].max(axis=1)
+            it_out[out] = it
+            src = _compact(V, HV, G, order, done)
+            na = src.size
+            if not na:
+                break
+            a, S, w, R, wt = a[src], S[src], w[src], R[src], wt[src]
+        T = _corrections(R, wt, p_diag[None, :] - a[:, None] * q_diag[None, :],
+                         1e-8 * scale[order[:na]][:, None, None])
         if m + kk > mb:
-            m = _thick_restart(V, HV, G, S, w, m, kk)
-        m = _extend(H, V, HV, G, m, T, a)
+            m = _thick_restart(V[:na], HV[:na], G[:na], S, w, m, kk)
+        m = _extend(H, V[:na], HV[:na], G[:na], m, T, a)
+    if q_is_diagonal:
+        return Z_out, theta_out, res_out, it_out, PZ_out
     return Z_out, theta_out, res_out, it_out
+
+
+def _compact(V, HV, G, order, done):
+    """Drop the converged rows among the first ``done.size`` of V, HV, G and order (in place):
+    later active rows move into their places, so only as many rows move as have converged.
+
+    Returns src: for each of the remaining active rows, the row it came from (index into ``done``).
+    """
+    src = np.flatnonzero(~done)
+    nk = src.size
+    holes = np.flatnonzero(done[:nk])                   # converged rows inside the new prefix
+    fillers = src[src >= nk]                            # active rows beyond it
+    if holes.size:
+        V[holes], HV[holes], G[holes] = V[fillers], HV[fillers], G[fillers]
+        order[holes] = order[fillers]
+    moved = np.arange(nk)
+    moved[holes] = fillers
+    return moved
 
 
 def _apply_shifted(apply_p, apply_q, T, a):
@@ -184,6 +225,40 @@ def _cholesky(C):
     return R if info == 0 else None
 
 
+def _tridiagonal_eigh(C):
+    """The first two steps of a symmetric eigendecomposition, ``C = H S diag(lam) S' H'``
+    (LAPACK's dsytrd, then dstevd on the tridiagonal matrix; together what ``eigh`` does
+    before its back-transformation ``Q = H S``, which :func:`_back_transform` does in parts).
+
+    C (d, d), exactly symmetric, is overwritten. Returns lam (d,) ascending, S (d, d) and the reflectors
+    ``(V, tau)`` of H.
+    """
+    d = C.shape[0]
+    lwork = int(lapack.dsytrd_lwork(d, lower=1)[0])
+    # C is symmetric, so its transpose (Fortran order when C is in C order) is C: no copy
+    packed, diag, off, tau, info = lapack.dsytrd(C.T, lower=1, lwork=lwork, overwrite_a=1)
+    if info == 0:
+        lam, S, info = lapack.dstevd(diag, off, compute_v=1)
+    if info != 0:
+        raise np.linalg.LinAlgError("the eigendecomposition of the background covariance did not converge")
+    return lam, S, (packed[1:, :-1], tau)
+
+
+def _back_transform(reflectors, S):
+    """``H S`` for the columns S (d, c) of the tridiagonal eigenvectors: eigenvectors of C.
+
+    H = diag(1, H1) with H1 the product of the d - 1 reflectors (lower storage, LAPACK's dormtr
+    done as the dormqr it calls). Returns (d, c).
+    """
+    V, tau = reflectors
+    out = np.empty(S.shape, order="F")
+    out[0] = S[0]
+    rest = np.asfortranarray(S[1:])
+    lwork = int(lapack.dormqr("L", "N", V, tau, rest, lwork=-1)[1][0])
+    out[1:] = lapack.dormqr("L", "N", V, tau, rest, lwork=max(lwork, 1), overwrite_c=1)[0]
+    return out
+
+
 def _congruence(C, Q, R=None):
     """Q' C Q for a symmetric C (d, d): through C = R'R when C is positive definite (half the
     flops of two products: a triangular product and a symmetric rank-d update), else directly.
@@ -195,21 +270,6 @@ def _congruence(C, Q, R=None):
         return RQ.T @ RQ
     B = Q.T @ (C @ Q)
     return (B + B.T) / 2
-
-
-def _congruence_two_tasks(C, Q, L=None):
-    """:func:`_congruence` as pairs of tasks side by side; L: C's lower Cholesky factor (C = L L')
-    or None if C is not positive definite. Returns Q' C Q (d, d)."""
-    h = Q.shape[1] // 2
-    if h == 0:
-        return _congruence(C, Q, None if L is None else L.T)
-    if L is None:
-        CQ = np.hstack(_side_by_side(lambda: C @ Q[:, :h], lambda: C @ Q[:, h:]))
-        B = Q.T @ CQ
-        return (B + B.T) / 2
-    RQ = np.hstack(_side_by_side(lambda: blas.dtrmm(1.0, L, Q[:, :h], lower=1, trans_a=1),
-                                 lambda: blas.dtrmm(1.0, L, Q[:, h:], lower=1, trans_a=1)))
-    return _gram_two_tasks(RQ)
 
 
 def _coarse_fine(alphas: np.ndarray, step: int = 3):
@@ -224,78 +284,102 @@ def _coarse_fine(alphas: np.ndarray, step: int = 3):
     return np.sort(order[pick]), np.sort(order[~pick])
 
 
-def _shared_ritz_starts(B, lam, alphas, Z_known, V_fallback):
-    """Starting spaces for ``B - alpha diag(lam)`` from eigenvectors already found at other alphas.
+def _unit_start_products(B, lam, alphas, V0):
+    """``(B - alpha diag(lam)) V0`` for unit-vector starts V0 (a, r, b): columns of B, no product.
 
-    Eigenvectors move smoothly with alpha, so the span S of the known ones (orthonormalised,
-    dependent directions dropped) holds most of the wanted ones: a Rayleigh-Ritz step in S per
-    alpha (small dense problems, ``S' B S`` shared) gives the leading Ritz vectors as starts.
+    B must be exactly symmetric (its rows are its columns). Returns (a, r, b).
+    """
+    top = np.argmax(V0, axis=1)                              # (a, b): the unit vectors' positions
+    HV0 = B[top].transpose(0, 2, 1).copy()                   # B[:, top] as (a, r, b)
+    a_idx, b_idx = np.arange(alphas.size)[:, None], np.arange(V0.shape[2])[None, :]
+    HV0[a_idx, top, b_idx] -= alphas[:, None] * lam[top]
+    return HV0
+
+
+def _ritz_space(B, lam, Z_known):
+    """The span S of eigenvectors already found at other alphas, for :func:`_ritz_starts`.
+
+    Eigenvectors move smoothly with alpha, so S holds most of the wanted ones at the alphas
+    in between. Returns ``(S, B S, diag(lam) S, S' B S, S' diag(lam) S)``, S (r, p) orthonormal
+    (dependent directions dropped: column-pivoted QR).
+    """
+    Q, R, _ = sla.qr(Z_known.transpose(1, 0, 2).reshape(B.shape[0], -1), mode="economic", pivoting=True)
+    diag = np.abs(np.diag(R))
+    S = Q[:, diag > 1e-8 * diag.max(initial=0.0)] if diag.size else Q
+    BS = B @ S
+    LS = lam[:, None] * S
+    SBS = S.T @ BS
+    return S, BS, LS, (SBS + SBS.T) / 2, S.T @ LS
+
+
+def _ritz_starts(space, alphas, b):
+    """Starting spaces for ``B - alpha diag(lam)``: the leading Ritz vectors of a Rayleigh-Ritz
+    step in the span S of :func:`_ritz_space` (small dense problems), and their products,
+    combined from the shared ``B S`` (no product with B).
+
     Starts only: the iteration that follows enforces the tolerance.
 
-    Parameters
-    ----------
-    B : (r, r); lam : (r,); alphas : (a,); Z_known : (c, r, k); V_fallback : (a, r, b)
-        Unit-vector starts used where S has fewer than b directions.
-
-    Returns
-    -------
-    V0 : (a, r, b)
+    Returns V0 (a, r, b') with orthonormal columns and HV0 = ``(B - alpha diag(lam)) V0``,
+    b' = min(b, dim S).
     """
-    r = B.shape[0]
-    b = V_fallback.shape[2]
-    U, s, _ = np.linalg.svd(Z_known.transpose(1, 0, 2).reshape(r, -1), full_matrices=False)
-    S = U[:, s > 1e-8 * s[0]]
-    p = S.shape[1]
-    SBS = S.T @ (B @ S)
-    SLS = S.T @ (lam[:, None] * S)
-    _, E = np.linalg.eigh((SBS + SBS.T)[None] / 2 - alphas[:, None, None] * SLS[None])
-    take = min(b, p)
-    V0 = V_fallback.copy()
-    V0[:, :, :take] = np.matmul(S[None], E[:, :, ::-1][:, :, :take])
-    return V0
+    S, BS, LS, SBS, SLS = space
+    _, E = np.linalg.eigh(SBS[None] - alphas[:, None, None] * SLS[None])
+    E = E[:, :, ::-1][:, :, :min(b, S.shape[1])]
+    return np.matmul(S[None], E), np.matmul(BS[None] - alphas[:, None, None] * LS[None], E)
 
 
-def _diagonal_basis_solve(B, lam, alphas, k, tol, max_iter, two_tasks=False):
+def _diagonal_basis_solve(B, lam, alphas, k, tol, max_iter, two_tasks=False, b_norm=None):
     """Top-k eigenvectors of ``B - alpha diag(lam)`` for every alpha (B r x r, exactly symmetric:
     every reduction here returns it so, which spares symmetrising a possibly large matrix).
 
     The basis in which C_Y is diagonal makes Davidson's diagonal preconditioner
-    exact for the background part. A coarse third of the grid is solved first; the
-    rest start from a Rayleigh-Ritz step in the span of those solutions, which saves
-    about a third of the sweeps. With ``two_tasks`` each stage's alphas are split
-    between two single-threaded tasks run side by side (per alpha the iteration is
-    the same either way).
+    exact for the background part. A coarse third of the grid is solved first, from unit
+    vectors (whose products are columns of B); the rest start from a Rayleigh-Ritz step in
+    the span of those solutions, which saves about a third of the sweeps (their products
+    combine one shared product). With ``two_tasks`` each stage's alphas are split between
+    two single-threaded tasks run side by side (per alpha the iteration is the same either way).
+
+    ``b_norm``: an estimate of ||B|| if the caller has one (e.g. of a matrix B is similar to).
 
     Returns Z (a, r, k), theta (a, k), residual (a,), n_iter (a,), Z_all' B Z_all (a*k, a*k).
     """
     r = B.shape[0]
     kk = min(k + 2, r)
-    b_diag = np.diag(B).copy()
-    scale = _norm_estimate(lambda T: B @ T, r) + alphas * np.abs(lam).max(initial=0.0)
+    if b_norm is None:
+        b_norm = _norm_estimate(lambda T: B @ T, r)
+    scale = b_norm + alphas * np.abs(lam).max(initial=0.0)
+    Z = np.empty((alphas.size, r, k))
+    theta = np.empty((alphas.size, k))
     if r <= max(_FULL_MAX_D, 8 * kk):
-        Z = np.empty((alphas.size, r, k))
-        theta = np.empty((alphas.size, k))
         for i, a in enumerate(alphas):
             w, E = sla.eigh(B - a * np.diag(lam), subset_by_index=[r - k, r - 1])
             Z[i], theta[i] = E[:, ::-1], w[::-1]
         res, its = np.zeros(alphas.size), np.ones(alphas.size, dtype=int)
+        PZ = np.matmul(B[None], Z)
     else:
-        Z = np.empty((alphas.size, r, k))
-        theta = np.empty((alphas.size, k))
         res = np.empty(alphas.size)
         its = np.empty(alphas.size, dtype=int)
-        V0 = _unit_starts(b_diag[None, :] - alphas[:, None] * lam[None, :], 2 * kk)
-        coarse, fine = _coarse_fine(alphas)
+        PZ = np.empty((alphas.size, r, k))
+        b_diag = np.diag(B).copy()
+        space = None
 
         def run(part):
-            return _davidson(lambda T: B @ T, lambda T: lam[:, None] * T, b_diag, lam, alphas[part], k,
-                             V0[part], scale[part], tol, max_iter, 6 * kk)
+            a = alphas[part]
+            if space is None:
+                V0 = _unit_starts(b_diag[None, :] - a[:, None] * lam[None, :], 2 * kk)
+                HV0 = _unit_start_products(B, lam, a, V0)
+            else:
+                V0, HV0 = _ritz_starts(space, a, 2 * kk)
+            return _davidson(lambda T: B @ T, lambda T: lam[:, None] * T, b_diag, lam, a, k,
+                             V0, scale[part], tol, max_iter, 6 * kk, HV0=HV0, q_is_diagonal=True)
 
+        coarse, fine = _coarse_fine(alphas)
         for part in (coarse, fine):
             if not part.size:
                 continue
             if part is fine:
-                V0[fine] = _shared_ritz_starts(B, lam, alphas[fine], Z[coarse], V0[fine])
+                space = _ritz_space(B, lam, Z[coarse])
+                space = space if space[0].shape[1] >= kk else None
             if two_tasks and part.size >= 2:
                 # interleaved halves: slow (mid-grid) and fast alphas in both
                 halves = (part[0::2], part[1::2])
@@ -303,19 +387,24 @@ def _diagonal_basis_solve(B, lam, alphas, k, tol, max_iter, two_tasks=False):
             else:
                 halves, outs = (part,), (run(part),)
             for half, out in zip(halves, outs):
-                Z[half], theta[half], res[half], its[half] = out
+                Z[half], theta[half], res[half], its[half], PZ[half] = out
     Zs = Z.transpose(1, 0, 2).reshape(r, -1)
-    return Z, theta, res, its, Zs.T @ (B @ Zs)
+    return Z, theta, res, its, Zs.T @ PZ.transpose(1, 0, 2).reshape(r, -1)
 
 
 def _gram_two_tasks(A):
-    """A' A (c, c) for A (r, c), exactly symmetric, as two balanced tasks side by side:
-    the two diagonal blocks (symmetric rank-k updates) alongside the off-diagonal block."""
-    c = A.shape[1]
-    h = c // 2
+    """A' A (c, c) for A (r, c), exactly symmetric, as two balanced tasks side by side
+    (see :func:`_gram_of_halves`)."""
+    h = A.shape[1] // 2
     if h == 0:
         return A.T @ A
-    a, b = A[:, :h], A[:, h:]
+    return _gram_of_halves(A[:, :h], A[:, h:])
+
+
+def _gram_of_halves(a, b):
+    """[a b]' [a b] for a (r, h), b (r, c - h), exactly symmetric, as two balanced tasks side by
+    side: the two diagonal blocks (symmetric rank-k updates) alongside the off-diagonal block."""
+    h, c = a.shape[1], a.shape[1] + b.shape[1]
     out = np.empty((c, c))
 
     def diagonal_blocks():

@@ -41,17 +41,20 @@ from functools import partial
 
 import numpy as np
 import scipy.linalg as sla
-from scipy.linalg import lapack
+from scipy.linalg import blas, lapack
 
 from ..core import ScontrastError, blas_threads
 from ._eigen import (
+    _back_transform,
+    _cholesky,
     _congruence,
-    _congruence_two_tasks,
     _davidson,
     _diagonal_basis_solve,
+    _gram_of_halves,
     _gram_two_tasks,
     _norm_estimate,
     _sign_flips,
+    _tridiagonal_eigh,
     _unit_starts,
 )
 from ._moments import _Moments
@@ -123,28 +126,51 @@ def _cell_space_reduction(moments: _Moments, two_tasks: bool = False):
     return (_gram_two_tasks(Lx) if two_tasks else Lx.T @ Lx), lam, to_genes
 
 
+def _basis_half(reflectors, S, CX, R):
+    """One column block of C_Y's eigenvectors, ``Q = H S`` (S a block of the tridiagonal
+    eigenvectors), and ``R Q`` (R: C_X's upper Cholesky factor) or, without R, ``C_X Q``."""
+    Q = _back_transform(reflectors, S)
+    return Q, (blas.dtrmm(1.0, R, Q) if R is not None else CX @ Q)
+
+
 def _covariance_solve_two_tasks(moments: _Moments, alphas: np.ndarray, k: int, tol: float, max_iter: int):
     """The 'covariance' solver as pairs of single-threaded tasks side by side (see :func:`_two_tasks`).
 
-    C_Y's eigendecomposition, the one long sequential step, runs alongside C_X and its
-    Cholesky factor; the congruence and the grid are split in halves.
+    C_Y's eigendecomposition is taken apart: its two sequential steps (tridiagonalisation,
+    tridiagonal eigensolver) run alongside C_X, its Cholesky factor R and its norm; its
+    back-transformation ``Q = H S`` runs in column halves side by side, each half followed by
+    its triangular product ``R Q``, so that ``Q' C_X Q = (RQ)' (RQ)`` is one symmetric update
+    (halved too). The grid is split in halves.
 
-    Returns Q (d, d), then what :func:`_diagonal_basis_solve` returns.
+    Returns to_genes (callable (a, d, k) -> (a, d, k), ``Q Z`` in halves side by side), then
+    what :func:`_diagonal_basis_solve` returns.
     """
     CY = moments.covariance_y(two_tasks=True)
+    d = CY.shape[0]
 
     def target_side():
         CX = moments.covariance_x()
-        try:
-            return CX, np.linalg.cholesky(CX)
-        except np.linalg.LinAlgError:
-            return CX, None
+        return CX, _cholesky(CX), _norm_estimate(lambda T: CX @ T, d)
 
-    (lam, Q), (CX, L) = _side_by_side(partial(np.linalg.eigh, CY), target_side)
-    del CY  # d x d: free it before the congruence allocates
-    B = _congruence_two_tasks(CX, Q, L)
-    del CX, L
-    return (Q,) + _diagonal_basis_solve(B, lam, alphas, k, tol, max_iter, two_tasks=True)
+    (lam, S, reflectors), (CX, R, norm) = _side_by_side(partial(_tridiagonal_eigh, CY), target_side)
+    h = d // 2
+    (Q1, W1), (Q2, W2) = _side_by_side(partial(_basis_half, reflectors, S[:, :h], CX, R),
+                                       partial(_basis_half, reflectors, S[:, h:], CX, R))
+    if R is not None:
+        B = _gram_of_halves(W1, W2)
+    else:  # C_X singular: Q' (C_X Q), symmetrised
+        B = np.block([[Q1.T @ W1, Q1.T @ W2], [Q2.T @ W1, Q2.T @ W2]])
+        B = (B + B.T) / 2
+    del CY, CX, S, W1, W2, reflectors  # d x d each: freed before the iteration allocates
+
+    def to_genes(Z):
+        a, _, kz = Z.shape
+        flat = Z.transpose(1, 0, 2).reshape(d, a * kz)
+        U1, U2 = _side_by_side(lambda: Q1 @ flat[:h], lambda: Q2 @ flat[h:])
+        U1 += U2
+        return U1.reshape(d, a, kz).transpose(1, 0, 2)
+
+    return (to_genes,) + _diagonal_basis_solve(B, lam, alphas, k, tol, max_iter, two_tasks=True, b_norm=norm)
 
 
 def _solve(moments: _Moments, alphas: np.ndarray, k: int, solver: str, tol: float, max_iter: int):
@@ -169,9 +195,10 @@ def _solve(moments: _Moments, alphas: np.ndarray, k: int, solver: str, tol: floa
         return U, theta, np.zeros(n_alpha), np.ones(n_alpha, dtype=int), flat.T @ (CX @ flat)
 
     if solver == "covariance":
-        if _two_tasks():
+        if _two_tasks() and d >= 4:
             with blas_threads(1):
-                Q, Z, theta, res, its, gram = _covariance_solve_two_tasks(moments, alphas, k, tol, max_iter)
+                to_genes, Z, theta, res, its, gram = _covariance_solve_two_tasks(moments, alphas, k, tol, max_iter)
+                U = to_genes(Z)
         else:
             CX, CY = moments.covariances()
             lam, Q = sla.eigh(CY, driver="evd", overwrite_a=True, check_finite=False)
@@ -179,7 +206,7 @@ def _solve(moments: _Moments, alphas: np.ndarray, k: int, solver: str, tol: floa
             B = _congruence(CX, Q)
             del CX
             Z, theta, res, its, gram = _diagonal_basis_solve(B, lam, alphas, k, tol, max_iter)
-        U = (Q @ Z.transpose(1, 0, 2).reshape(d, -1)).reshape(d, alphas.size, k).transpose(1, 0, 2)
+            U = (Q @ Z.transpose(1, 0, 2).reshape(d, -1)).reshape(d, alphas.size, k).transpose(1, 0, 2)
     elif solver == "gram":
         two = _two_tasks()
         with blas_threads(1 if two else None):
