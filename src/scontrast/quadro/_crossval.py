@@ -25,6 +25,7 @@ from ..design import grouped_folds
 from ._moments import Moments
 from ._scores import _auc, _quad_scores
 from ._solver import RayleighProblem, RayleighSolution, solve_rayleigh
+from ._utils import _take
 
 if TYPE_CHECKING:
     from ._estimator import QUADRO
@@ -114,7 +115,7 @@ class _Fold:
     def scores(self, X: np.ndarray, rows: np.ndarray, sol: RayleighSolution) -> np.ndarray:
         """Q of ``sol`` at the samples ``rows`` of X (on the fold's columns)."""
         m = self.moments
-        return _quad_scores(X[np.ix_(rows, self.features)], sol.Omega, sol.delta, m.center, m.scale)
+        return _quad_scores(_take(X, rows, self.features), sol.Omega, sol.delta, m.center, m.scale)
 
 
 def _inner_folds(model: QUADRO, X, is_two, cv: int, seed: int, groups=None) -> list[_Fold]:
@@ -131,7 +132,7 @@ def _inner_folds(model: QUADRO, X, is_two, cv: int, seed: int, groups=None) -> l
     folds = []
     for tr, va in splits:
         feat, _ = model._screen(X[tr], is_two[tr])
-        mom = model._moments(X[np.ix_(tr, feat)], is_two[tr])
+        mom = model._moments(_take(X, tr, feat), is_two[tr])
         problem = RayleighProblem(mom)
         folds.append(_Fold(tr, va, feat, mom, problem, problem.reference_scale()))
     return folds
@@ -284,6 +285,11 @@ def _group_of(groups, rows) -> dict:
     return {} if groups is None else {"groups": groups[rows]}
 
 
+def _fit_rows(model: QUADRO, X, labels, rows: np.ndarray, groups=None) -> QUADRO:
+    """``model`` fitted on the samples ``rows`` of X."""
+    return model.fit(_safe_indexing(X, rows), labels[rows], **_group_of(groups, rows))
+
+
 def _fit_in_threads(estimator: QUADRO, X, y, labels, splits, workers: int, groups=None):
     """The outer models (with their test rows) and the final model, fitted in ``workers`` threads."""
     # each fit on one thread (the solver, Kendall's tau and most numpy steps release the GIL):
@@ -291,8 +297,8 @@ def _fit_in_threads(estimator: QUADRO, X, y, labels, splits, workers: int, group
     one = clone(estimator).set_params(n_jobs=1)
     with blas_threads(1), ThreadPoolExecutor(workers) as pool:
         last = pool.submit(clone(one).fit, X, y, **_group_of(groups, slice(None)))
-        jobs = [pool.submit(clone(one).fit, _safe_indexing(X, train), labels[train], **_group_of(groups, train))
-                for train, _ in splits]
+        # each job takes its training rows when it starts: only the running fits' copies exist at once
+        jobs = [pool.submit(_fit_rows, clone(one), X, labels, train, groups) for train, _ in splits]
         fitted = [(job.result(), test) for job, (_, test) in
                   progress(list(zip(jobs, splits, strict=True)), desc="quadro: outer folds",
                            logger="scontrast.quadro")]

@@ -35,6 +35,7 @@ from ._moments import estimate_moments, rayleigh_quotient
 from ._scores import _finite_cut, _logistic_1d, _logistic_slope, _quad_scores, error_threshold
 from ._screen import RayleighScreen
 from ._solver import RayleighProblem, solve_rayleigh
+from ._utils import _take
 
 
 @contextlib.contextmanager
@@ -201,6 +202,7 @@ class QUADRO(ClassifierMixin, BaseEstimator):
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.classifier_tags.multi_class = False
+        tags.input_tags.sparse = True
         return tags
 
     # ----------------------------------------------------------------- checks
@@ -235,8 +237,8 @@ class QUADRO(ClassifierMixin, BaseEstimator):
         """scikit-learn's ``validate_data`` (feature count and names), its errors as one-line ScontrastError."""
         try:
             if isinstance(y, str) and y == "no_validation":
-                return validate_data(self, X, dtype=np.float64, reset=reset)
-            return validate_data(self, X, y, dtype=np.float64, y_numeric=False)
+                return validate_data(self, X, dtype=np.float64, reset=reset, accept_sparse="csr")
+            return validate_data(self, X, y, dtype=np.float64, y_numeric=False, accept_sparse="csr")
         except ScontrastError:
             raise
         except ValueError as exc:
@@ -339,6 +341,9 @@ class QUADRO(ClassifierMixin, BaseEstimator):
     def fit(self, X, y, groups=None):
         """Fit on X (n, d) and binary labels y (n,); returns self.
 
+        X may be sparse (CSR): only the genes a step keeps are made dense (the screen's blocks,
+        its co-expression candidates, the ``n_features`` kept), never all ``d`` at once.
+
         ``groups`` (n,), each sample's replicate (donor, sample), makes the inner folds that
         choose the lambdas hold out whole replicates.
         """
@@ -363,7 +368,7 @@ class QUADRO(ClassifierMixin, BaseEstimator):
 
         self.features_, screen = self._screen(X, is_two)
         self.screen_scores_ = None if screen is None else screen.scores_
-        X = X[:, self.features_]
+        X = _take(X, cols=self.features_)  # the kept genes only, dense
         mom = self._moments(X, is_two)
         sol = self._fit_final(mom, path, best)
         # threshold and calibration from scores of models that did not see the sample (training scores without CV)
@@ -432,7 +437,7 @@ class QUADRO(ClassifierMixin, BaseEstimator):
         """Q at each row of X (n, d): the quadratic score itself; larger means ``classes_[1]``."""
         check_is_fitted(self)
         X = self._validated(X, reset=False)
-        return _quad_scores(X[:, self.features_], self.Omega_, self.delta_, self.center_, self.scale_)
+        return _quad_scores(_take(X, cols=self.features_), self.Omega_, self.delta_, self.center_, self.scale_)
 
     def decision_function(self, X) -> np.ndarray:
         """``Q - threshold_`` at each row of X (n, d): positive means ``classes_[1]``."""

@@ -11,13 +11,14 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import scipy.sparse as sp
 from scipy.stats import norm
 from sklearn.base import BaseEstimator
 from sklearn.feature_selection import SelectorMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..core import ScontrastError, check_int, check_option, check_real
-from ._utils import _not_tiny, _two_classes
+from ._utils import _column_blocks, _not_tiny, _take, _two_classes
 
 
 def marginal_rayleigh(X1, X2, gamma: float | None = None, pi: float | None = None) -> np.ndarray:
@@ -35,7 +36,8 @@ def marginal_rayleigh(X1, X2, gamma: float | None = None, pi: float | None = Non
 
     Parameters
     ----------
-    X1 : (n1, d) array of class 1, X2 : (n2, d) array of class 2 (sample moments).
+    X1 : (n1, d) array of class 1, X2 : (n2, d) array of class 2 (sample moments); dense
+        or sparse (a sparse one is made dense a block of columns at a time, same result).
     gamma : None = each gene's pooled marginal kurtosis / 3 - 1 (at least -2/3, the
         one-dimensional elliptical bound); else this value for every gene.
     pi : weight of class 1; None = its share of the samples.
@@ -44,20 +46,16 @@ def marginal_rayleigh(X1, X2, gamma: float | None = None, pi: float | None = Non
     -------
     (d,) array >= 0 (0 for a gene constant in both classes).
     """
-    X1, X2 = _two_classes(X1, X2)
+    X1, X2 = _two_classes(X1, X2, keep_sparse=True)
     n1, n2 = X1.shape[0], X2.shape[0]
     pi = n1 / (n1 + n2) if pi is None else float(pi)
     w = np.array([pi, 1.0 - pi])
-    # per class: mean, second and fourth central moments in one centred copy (squared in place)
     m, m2, m4 = [], [], []
     for X in (X1, X2):
-        mean = X.mean(axis=0)
-        C = X - mean
-        np.multiply(C, C, out=C)
-        m2.append(C.mean(axis=0))
-        np.multiply(C, C, out=C)
-        m4.append(C.mean(axis=0))
+        mean, c2, c4 = _central_moments(X)
         m.append(mean)
+        m2.append(c2)
+        m4.append(c4)
     m = np.stack(m)
     v = np.stack([m2[0] * n1 / (n1 - 1), m2[1] * n2 / (n2 - 1)])
     center = w @ m
@@ -85,6 +83,32 @@ def marginal_rayleigh(X1, X2, gamma: float | None = None, pi: float | None = Non
     det = h11 * h22 - h12**2
     quad = (h22 * a1**2 - 2.0 * h12 * a1 * a2 + h11 * a2**2) / np.where(det > 0, det, 1.0)
     return np.where(ok & (det > 0), pi * (1.0 - pi) * np.maximum(quad, 0.0), 0.0)
+
+
+def _dense_central_moments(X: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each column's mean, second and fourth central moments (n, d) -> 3 x (d,), in one centred copy."""
+    mean = X.mean(axis=0)
+    C = X - mean
+    np.multiply(C, C, out=C)
+    m2 = C.mean(axis=0)
+    np.multiply(C, C, out=C)
+    return mean, m2, C.mean(axis=0)
+
+
+def _central_moments(X) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_dense_central_moments` of a dense or CSR (n, d) matrix; a sparse one in dense column blocks.
+
+    The blocks give bitwise the moments of the whole matrix made dense (see ``_column_blocks``)
+    while only one block (about 128 MB) is dense at a time.
+    """
+    if not sp.issparse(X):
+        return _dense_central_moments(X)
+    Xc = sp.csc_matrix(X)
+    out = np.empty((3, X.shape[1]))
+    for cols in _column_blocks(*X.shape):
+        block = Xc[:, cols[0]: cols[-1] + 1].toarray(order="C")
+        out[:, cols] = np.stack(_dense_central_moments(block))
+    return out[0], out[1], out[2]
 
 
 def coexpression_change(X1, X2) -> np.ndarray:
@@ -168,12 +192,12 @@ class RayleighScreen(SelectorMixin, BaseEstimator):
         check_real(self.gamma, "gamma", -2.0 / 3.0, allow_none=True)
 
     def fit(self, X, y, pi=None):
-        """Rank the columns of X (n, d) for the binary labels y (n,); returns self.
+        """Rank the columns of X (n, d; dense or CSR) for the binary labels y (n,); returns self.
 
         ``pi`` (weight of the first class) overrides ``class_weight``.
         """
         self._check_params()
-        X, y = validate_data(self, X, y, dtype=np.float64)
+        X, y = validate_data(self, X, y, dtype=np.float64, accept_sparse="csr")
         classes = np.unique(y)
         if classes.size != 2:
             raise ScontrastError(f"y: expected two classes, got {classes.size}")
@@ -195,7 +219,7 @@ class RayleighScreen(SelectorMixin, BaseEstimator):
         slots = max(2, keep // 5, keep - n_marginal) if keep < d else 0
         if slots and m >= 2 and min(n1, n2) >= 4:
             top = order[:m]
-            chosen, self.pairs_ = _coexpression_pairs(X[np.ix_(~two, top)], X[np.ix_(two, top)], top, slots)
+            chosen, self.pairs_ = _coexpression_pairs(_take(X, ~two, top), _take(X, two, top), top, slots)
             self.support_[chosen] = True
         rest = [g for g in order if not self.support_[g]][: keep - int(self.support_.sum())]
         self.support_[rest] = True

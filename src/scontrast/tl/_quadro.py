@@ -17,8 +17,9 @@ import scipy.sparse as sp
 from sklearn.metrics import confusion_matrix, roc_auc_score
 
 from ..bounds import check_count, check_memory
-from ..core import ScontrastError, check_matrix, check_option, dense
+from ..core import ScontrastError, check_matrix, check_option
 from ..quadro import QUADRO, balanced_error, cross_validated_scores
+from ..quadro._screen import RayleighScreen
 from ._common import (
     TARGET_KEY,
     build_estimator,
@@ -204,7 +205,8 @@ def _quadro(adata: ad.AnnData, *, genes, n_genes, layer, key, groupby, labels, o
     check_option(nested, "nested", [True, False])
     model = build_estimator(QUADRO, params, random_state=random_state, n_jobs=n_jobs)
     used, is_target, class_names, idx, X = _training_data(adata, genes=genes, n_genes=n_genes, layer=layer, key=key,
-                                                          groupby=groupby, labels=labels, outer_cv=outer_cv)
+                                                          groupby=groupby, labels=labels, outer_cv=outer_cv,
+                                                          n_features=model.n_features)
     gene_names = adata.var_names[idx].astype(str).to_numpy()
     log.info("QUADRO on %d candidate genes of '%s', %d %s and %d %s cells", idx.size, genes,
              int(is_target.sum()), class_names[1], int((~is_target).sum()), class_names[0])
@@ -232,23 +234,37 @@ def _quadro(adata: ad.AnnData, *, genes, n_genes, layer, key, groupby, labels, o
              len(results["linear"]["weight"]))
 
 
-def _training_data(adata: ad.AnnData, *, genes, n_genes, layer, key, groupby, labels, outer_cv):
+def _training_data(adata: ad.AnnData, *, genes, n_genes, layer, key, groupby, labels, outer_cv, n_features=None):
     """The cells and candidate genes QUADRO is cross-validated on.
 
     Returns ``used`` (n_obs,) bool, ``is_target`` (used cells), the two class names, the
-    candidate genes' indices and the dense (used cells x candidates) matrix.
+    candidate genes' indices and the (used cells x candidates) matrix: CSR for sparse data
+    (QUADRO makes dense only the genes each step keeps, see ``_dense_genes``), else dense.
+    Only the candidate genes are read, so a backed AnnData works and never loads the whole matrix.
     """
-    M = expression(adata, layer)
     used, is_target, class_names = _classes(adata, key, groupby, labels, min_cells=2 * outer_cv)
     idx = select_genes(adata, genes, n_genes, layer)
     if idx.size < 2:
         raise ScontrastError(f"genes: gene set '{genes}' has {idx.size} gene; QUADRO needs at least 2")
-    # the dense copy below grows with the cells: refused before it is made, naming n_genes
-    check_memory(8.0 * int(used.sum()) * idx.size, "n_genes", n_genes,
-                 f"the candidate genes as a dense matrix ({int(used.sum())} cells x {idx.size} genes)")
-    M = M[np.flatnonzero(used)][:, idx] if not used.all() else M[:, idx]
-    X = dense(check_matrix(M, "X" if layer is None else f"layers['{layer}']"))
+    # read in column order (a backed dense X is an HDF5 dataset, read by increasing indices only)
+    order = np.argsort(idx, kind="stable")
+    M = expression(adata, layer, idx[order])[:, np.argsort(order)]
+    # the largest dense block grows with the cells: refused before it is made, naming n_genes
+    width = _dense_genes(idx.size, n_features, sp.issparse(M))
+    check_memory(8.0 * int(used.sum()) * width, "n_genes", n_genes,
+                 f"the candidate genes as a dense matrix ({int(used.sum())} cells x {width} genes)")
+    if not used.all():
+        M = M[np.flatnonzero(used)]
+    X = check_matrix(M, "X" if layer is None else f"layers['{layer}']")
     return used, is_target, class_names, idx, X
+
+
+def _dense_genes(n_candidates: int, n_features, sparse: bool) -> int:
+    """How many candidate genes QUADRO holds dense at once: all of dense data; of sparse data the
+    screen's co-expression candidates or the kept genes, whichever are more (all without a screen)."""
+    if not sparse or not isinstance(n_features, (int, np.integer)) or isinstance(n_features, bool):
+        return n_candidates  # None (no screen); a bad value is the model's to refuse
+    return min(n_candidates, max(int(n_features), RayleighScreen().n_pair_genes))
 
 
 def _write_predictions(adata: ad.AnnData, groupby, used, score, pred, class_names) -> None:
