@@ -186,3 +186,33 @@ def test_no_contrast_is_a_warning():
     X = rng.normal(size=(80, 6))
     with pytest.warns(ScontrastWarning, match="no contrast at alpha"):
         CPCA(n_components=2, alpha=1.0).fit(X, X.copy())
+
+
+def test_target_variance_comes_from_the_solvers_covariance(wide, monkeypatch):
+    """The no-contrast warning's scale, the target's total variance, is trace(C_X) when the solver
+    formed C_X or K_XX: X is not read again for it. It is the per-gene variance summed."""
+    import scipy.sparse as sp
+
+    from scontrast.core import ScontrastWarning
+    from scontrast.cpca import _estimator
+    from scontrast.cpca._moments import _Moments
+
+    X, Y, _ = wide
+    for standardize in (False, True):
+        moments = _Moments(X, Y, standardize)
+        moments.covariance_x()
+        assert moments.trace_x == pytest.approx(_estimator._total_variance(X, moments.scale_x), rel=1e-12)
+        moments = _Moments(sp.csr_matrix(X), Y, standardize)
+        moments.gram_blocks(("xx",))
+        assert moments.trace_x == pytest.approx(_estimator._total_variance(X, moments.scale_x), rel=1e-12)
+
+    def not_again(*args):
+        raise AssertionError("X read again for its variance")
+
+    monkeypatch.setattr(_estimator, "_total_variance", not_again)
+    for solver in ("full", "covariance", "gram"):
+        CPCA(alpha=[1.0], solver=solver).fit(X, Y)
+    rng = np.random.default_rng(1)
+    same = rng.normal(size=(80, 6))
+    with pytest.warns(ScontrastWarning, match="no contrast at alpha"):
+        CPCA(n_components=2, alpha=1.0).fit(same, same.copy())

@@ -230,8 +230,9 @@ class CPCA(BaseEstimator):
         nonzero = np.flatnonzero(self.alphas_ > 0)
         self.default_index_ = int(nonzero[0]) if nonzero.size else 0
         self.default_alpha_ = float(self.alphas_[self.default_index_])
-        _warn_if_no_contrast(self.explained_contrast_[self.default_index_], _total_variance(X, moments.scale_x),
-                             self.default_alpha_)
+        # the scale of that warning: trace(C_X), from the solver's C_X or K_XX when it formed one
+        variance = moments.trace_x if moments.trace_x is not None else _total_variance(X, moments.scale_x)
+        _warn_if_no_contrast(self.explained_contrast_[self.default_index_], variance, self.default_alpha_)
         return self
 
     def _alpha_index(self, alpha) -> int:

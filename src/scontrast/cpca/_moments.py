@@ -77,14 +77,18 @@ class _Moments:
         self.mean_y, self.scale_y = _column_moments(Y, standardize)
         self.standardize = standardize
         self._xt = self._yt = self._csc = None
+        # the target's total (scaled) variance, trace(C_X), once a solver has formed C_X or K_XX
+        self.trace_x = None
 
     def covariances(self):
         """(C_X, C_Y), each (d, d)."""
         return self.covariance_x(), self.covariance_y()
 
     def covariance_x(self, two_tasks: bool = False):
-        """C_X, (d, d)."""
-        return _covariance(self.X, self.mean_x, self.scale_x, two_tasks)
+        """C_X, (d, d); sets ``trace_x``."""
+        C = _covariance(self.X, self.mean_x, self.scale_x, two_tasks)
+        self.trace_x = float(np.trace(C))
+        return C
 
     def covariance_y(self, two_tasks: bool = False):
         """C_Y, (d, d)."""
@@ -112,7 +116,7 @@ class _Moments:
     def gram_blocks(self, which=("yy", "xy", "xx")):
         """Cell-by-cell Gram matrices of the centred, scaled data Z_X = (X - 1 mean_x') diag(s_x) / sqrt(n-1)
         and Z_Y (likewise): K_YY (m, m), K_XY (n, m), K_XX (n, n), so that C_X = Z_X' Z_X and C_Y = Z_Y' Z_Y.
-        ``which`` selects and orders the blocks returned.
+        ``which`` selects and orders the blocks returned; with K_XX, sets ``trace_x``.
 
         Built over blocks of genes, each densified and centred exactly; memory stays bounded.
         """
@@ -142,6 +146,8 @@ class _Moments:
         for key in ("yy", "xx"):
             if key in out:
                 out[key] = (out[key] + out[key].T) / 2
+        if "xx" in out:
+            self.trace_x = float(np.trace(out["xx"]))  # = trace(C_X)
         return tuple(out[key] for key in which)
 
     def rmatmat(self, G, H):
