@@ -2,7 +2,7 @@
 
 The delta holds the samples (obsm['latent_features_samples']), the matrix explained
 (obsm['latent_features_input']) and uns['latent_features'] (traces of every chain, split R-hat,
-ESS); rule fangs reads it and carries it into the merged scontrast.h5ad.
+ESS); rule fangs reads it, and rules collect and fangs_figure read it beside the fangs delta.
 """
 
 from scontrast import io, tl

@@ -344,3 +344,37 @@ def test_enrichment_floor_above_fdr_is_warned():
     warned = [w for w in adata.uns["fangs"]["warnings"] if "smallest p-value their relabellings allow is 0.1" in w]
     assert len(warned) == 1 and "no feature can be called enriched" in warned[0]
     assert not adata.uns["fangs"]["feature_enriched"].any()
+
+
+def test_the_fangs_rule_writes_only_what_fangs_adds(fitted, tmp_path, caplog):
+    """scripts/fangs.py on the sampler's delta: the fangs delta holds FANGS's slots only, so that the
+    merge of every delta (rule collect) and the figure's (rule fangs_figure) warn of no stale
+    entry on a clean run; the sampler's slots reach both from its own delta."""
+    import logging
+    import runpy
+
+    from conftest import REPO, rule_object
+
+    adata, _ = fitted
+    pre = ad.AnnData(X=adata.X.copy(), obs=adata.obs.copy(), layers={"counts": adata.X.copy()},
+                     uns={"scontrast": {"preprocess": {"dataset": "toy"}}})  # what preprocessing writes
+    io.write_h5ad(pre, tmp_path / "preprocessed.h5ad")
+    lf = ad.AnnData(obs=adata.obs[[]].copy(), var=pre.var[[]].copy(), uns={"latent_features": adata.uns["latent_features"]},
+                    obsm={k: adata.obsm[k] for k in ("latent_features_samples", "latent_features_input")})
+    io.write_h5ad(lf, tmp_path / "latent_features.h5ad")
+    deltas = [str(tmp_path / "latent_features.h5ad"), str(tmp_path / "fangs.h5ad")]
+    smk = rule_object({"h5ad": str(tmp_path / "preprocessed.h5ad"), "samples": deltas[0]},
+                      {"h5ad": deltas[1]}, {"cfg": {"n_init": 2, "n_sweet": 1, "n_iter": 20},
+                                            "samples_file": False, "seed": 0}, tmp_path / "fangs.log", "fangs")
+    runpy.run_path(str(REPO / "scripts" / "fangs.py"), init_globals={"snakemake": smk})
+    delta = io.read_h5ad(deltas[1])
+    assert set(delta.uns) == {"fangs"} and set(delta.obsm) == {"fangs_features"}
+    assert not delta.layers and not delta.varm and delta.obs.columns.empty and delta.var.columns.empty
+    with caplog.at_level(logging.WARNING, logger="scontrast"):
+        merged = io.read_merged(tmp_path / "preprocessed.h5ad", *deltas, failures="record")
+        shown = io.read_for_figure(tmp_path / "preprocessed.h5ad", *deltas)
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+    assert {"fangs", "latent_features", "scontrast"} <= set(merged.uns)
+    fig = plot_fangs(shown)
+    assert any(ax.get_title().startswith("sampler trace") for ax in fig.get_axes())
+    matplotlib.pyplot.close("all")

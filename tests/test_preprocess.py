@@ -240,6 +240,29 @@ def test_large_integer_counts_stay_exact(groups):
     _raises(r"X holds counts up to [0-9.e+]+, more than 2\*\*53: they cannot be kept exactly", a)
 
 
+
+@pytest.mark.parametrize("counts", ["raw", "tpm", "normalized"])
+def test_float16_input_gives_the_float32_result_and_no_false_warning(groups, counts):
+    """float16 holds these values exactly; the checks compared them with limits cast to float16
+    (2**24 and 2**53 overflow it), which recorded "overflow encountered in cast" as a warning."""
+    import warnings
+
+    a = make_counts(sparse=False)
+    if counts != "raw":
+        a.X = (np.log1p(a.X) if counts == "normalized" else a.X * 100.5).astype(np.float32)
+    ref = preprocess(a, counts=counts, **groups, **KW)
+    x32 = a.X.copy()
+    a.X = a.X.astype(np.float16)
+    assert counts != "raw" or np.array_equal(a.X, x32)  # small integers: float16 holds them exactly
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # a numerical warning would now fail the call
+        out = preprocess(a, counts=counts, **groups, **KW)
+    assert list(out.uns["scontrast"]["preprocess"]["warnings"]) == list(ref.uns["scontrast"]["preprocess"]["warnings"])
+    assert out.X.dtype == np.float32
+    if counts == "raw":  # the same integers: the same result
+        np.testing.assert_array_equal(out.X, ref.X)
+
+
 # --- labels: matched against the values present; a missing value is never selected --------------
 
 def test_nan_label_never_selects_missing_values():

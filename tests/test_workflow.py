@@ -343,3 +343,101 @@ def test_killed_run_resumes_to_identical_results(run, tmp_path):
         for method in cfg["methods"]:
             assert merged.uns[method]["random_state"] == cfg["seed"]
             assert {"numpy", "scanpy", "scontrast"} <= set(merged.uns[method]["versions"])
+
+
+def _logged_warnings(workdir: Path) -> list[tuple[str, str]]:
+    """(``<dataset>/<rule>``, message) of every WARNING line of every job's log, once each."""
+    import re
+
+    found = set()
+    for log in sorted((workdir / "logs").glob("*/*.log")):
+        for line in log.read_text().splitlines():
+            hit = re.match(r"^\S+ \S+ (\S+) WARNING (.*)$", line)
+            if hit:
+                found.add((f"{log.parent.name}/{log.stem}", hit.group(2)))
+    return sorted(found)
+
+
+_RHAT = r"latent_features: split R-hat of the {} is [0-9.]+ > 1\.1 over 2 chains: the chains disagree"
+_HELD = r"fangs: features .+ are not held by the samples of some of the 2 chains"
+_FLOOR = (r"sparda: p-value at its floor: none of the 9 permutations reached the observed statistic, so p <= 0\.1 is "
+          r"a bound")
+# Every warning the tiny run logs, each true of its data and settings: (job, pattern, required).
+EXPECTED_WARNINGS = [
+    # wu2020 names its mitochondrial genes ND1, COX2, ATP6...: the 'MT-' prefix matches none of them
+    ("wu2020/preprocess", r"preprocess: mito_prefix 'MT-' matches no gene, so max_pct_mito=20 removed no cell", True),
+    # 13 patients give cells to each group and the tiny config declares no replicate
+    ("wu2020/preprocess", r"preprocess: obs column 'patient' looks like donors or samples \(13 values in the target "
+                          r"group, 13 in the background\) but no replicate is declared", True),
+    # n_permutations: 9 and the groups differ: no permutation reaches the observed statistic, p <= 0.1 is a bound
+    ("wu2020/sparda", _FLOOR, True),
+    ("pbmc68k/sparda", _FLOOR, True),
+    # the best single gene reaches cv_fraction of the screened genes' held-out divergence: the sparsest of the
+    # path's 3 lambdas is chosen, as the warning says
+    ("wu2020/sparda", r"sparda: cv_rule='fraction' chose the largest lambda of the path \([0-9.]+, 1 gene\(s\)\), "
+                      r"its sparse end", True),
+    # lambda_grid: [1.0, 0.1] and the smaller value wins: the path ends there
+    ("wu2020/quadro", r"quadro: QUADRO: lambda2 chosen at the least penalised end of its path \(0\.1 x the "
+                      r"reference\)", True),
+    # 200 sweeps (100 burn-in) of two chains: on wu2020 they settle in different modes (R-hat 2.5 and 3.0)...
+    ("wu2020/latent_features", _RHAT.format("K"), True),
+    ("wu2020/latent_features", _RHAT.format("log joint"), True),
+    # ...so some FANGS features are held by one chain's samples only
+    ("wu2020/fangs", _HELD, True),
+    # on pbmc68k the chains nearly agree (R-hat of K 1.104 here): either side of 1.1 is true, as is the
+    # chain support of its features that follows
+    ("pbmc68k/latent_features", _RHAT.format("K"), False),
+    ("pbmc68k/latent_features", _RHAT.format("log joint"), False),
+    ("pbmc68k/fangs", _HELD, False),
+]
+
+
+def test_a_clean_run_logs_only_warnings_true_of_the_data(run):
+    """Every warning of the tiny run (both shipped datasets) is listed above with why it is true: a
+    warning that cries wolf (one not listed, such as a merge's "stale result" on a first run), or a
+    listed one no longer given, fails this test."""
+    import re
+
+    workdir, _ = run
+    logged = _logged_warnings(workdir)
+    unexpected = [(where, message) for where, message in logged
+                  if not any(where == w and re.match(p, message) for w, p, _ in EXPECTED_WARNINGS)]
+    assert unexpected == []
+    missing = [(w, p) for w, p, required in EXPECTED_WARNINGS
+               if required and not any(where == w and re.match(p, message) for where, message in logged)]
+    assert missing == []
+    for w, p, _ in EXPECTED_WARNINGS:  # each pattern stands for one warning
+        assert sum(where == w and bool(re.match(p, message)) for where, message in logged) <= 1, (w, p)
+
+
+# started by every Python process of a run (PYTHONPATH): any figure fails to draw
+_FIGURES_FAIL = """
+import matplotlib.figure
+
+def _fail(self, *args, **kwargs):
+    raise RuntimeError("this figure failed to draw (a test)")
+
+matplotlib.figure.Figure.savefig = _fail
+"""
+
+
+def test_a_figure_that_fails_to_draw_leaves_every_result(tmp_path, monkeypatch):
+    """A figure's failure never removes a method's result. The QC figure was an output of the
+    preprocess job, so a QC figure that failed to draw (a group label `$\\frac$`) deleted
+    preprocessed.h5ad with it; every figure is now a rule of its own."""
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(_FIGURES_FAIL)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(hook), os.environ.get("PYTHONPATH")])))
+    cfg = tiny_config(methods=["sparda"])
+    cfg["datasets"] = {"wu2020": cfg["datasets"]["wu2020"]}
+    proc = snakemake(tmp_path, cfg, "--keep-going", check=False)
+    assert proc.returncode != 0
+    output = proc.stdout + proc.stderr
+    assert "Error in rule preprocess_figure" in output and "Error in rule sparda_figure" in output
+    assert "Error in rule preprocess:" not in output
+    assert "this figure failed to draw (a test)" in (tmp_path / "logs/wu2020/preprocess_figure.log").read_text()
+    results = tmp_path / "results" / "wu2020"
+    for name in ("preprocessed.h5ad", "sparda.h5ad", "scontrast.h5ad", "summary.tsv"):
+        assert (results / name).is_file(), name
+    assert not (results / "figures" / "preprocess_qc.png").exists()

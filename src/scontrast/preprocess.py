@@ -137,7 +137,9 @@ def validate_counts(X, name: str = "X", layers: Sequence[str] = ()) -> None:
         if "counts" in layers:
             advice += ", or read the raw counts with layer: counts"
         raise ScontrastError(f"{name} has non-integer values but counts: raw was declared ({advice})")
-    if values.size and values.max() > _F64_EXACT:
+    # compared as Python floats: numpy would cast the limit to the data's dtype (float16: inf, with
+    # an "overflow encountered in cast" warning that says nothing true about the data)
+    if values.size and float(values.max()) > _F64_EXACT:
         raise ScontrastError(f"{name} holds counts up to {values.max():.4g}, more than 2**53: they cannot be kept "
                              "exactly as floating-point numbers")
 
@@ -404,7 +406,7 @@ def _checked_input(adata, *, groupby, target, background, counts, layer, replica
         _validate_normalized(X, matrix_name)
     values = _values(X)
     # counts above 2**24 are not all exact in float32: keep them exact in float64
-    dtype = np.float64 if counts == "raw" and values.size and values.max() > _F32_EXACT else np.float32
+    dtype = np.float64 if counts == "raw" and values.size and float(values.max()) > _F32_EXACT else np.float32
     if dtype == np.float64:
         log.info("%s holds counts up to %g, above float32's exact integers (2**24): counts kept in float64",
                  matrix_name, values.max())

@@ -130,12 +130,23 @@ def runs(method, dataset):
     return True
 
 
+def fangs_deltas():
+    """The deltas FANGS's result is read from: its own, after the sampler's when it summarises those."""
+    own = [rules.fangs.output.h5ad]
+    return own if config["fangs"].get("samples") else [rules.latent_features.output.h5ad, *own]
+
+
 def method_outputs(wildcards):
-    """Delta files of the configured methods that run on the dataset, merged by the collect rule."""
+    """Delta files of the configured methods that run on the dataset, merged by the collect rule.
+
+    FANGS's result is its delta and, when it summarises rule latent_features's samples, that
+    rule's delta (the samples and their convergence diagnostics): ``fangs_deltas`` (fangs.smk).
+    """
     return [
-        getattr(rules, m).output.h5ad.format(dataset=wildcards.dataset)
+        path.format(dataset=wildcards.dataset)
         for m in config["methods"]
         if runs(m, wildcards.dataset)
+        for path in (fangs_deltas() if m == "fangs" else [getattr(rules, m).output.h5ad])
     ]
 
 

@@ -1,7 +1,8 @@
 # FANGS: one feature allocation summarising posterior samples of binary latent features.
 
 # The samples FANGS summarises: a user file (config fangs.samples, '{dataset}' filled in) or rule
-# latent_features's delta (whose slots the fangs delta then carries into the merged file).
+# latent_features's delta, which rules collect (common.smk, fangs_deltas) and fangs_figure (the
+# sampler's trace) then read beside the fangs delta: each delta holds what its own rule adds.
 _FANGS_USER_SAMPLES = config["fangs"]["samples"]
 
 
@@ -39,7 +40,7 @@ rule fangs_figure:
     """FANGS's figure (the estimate per cell, K over the samples, the sampler's trace) from its delta: no refit."""
     input:
         h5ad=rules.preprocess.output.h5ad,
-        deltas=[rules.fangs.output.h5ad],
+        deltas=fangs_deltas(),
     output:
         figure=report(
             "results/{dataset}/figures/fangs.png",
