@@ -115,7 +115,8 @@ def test_a_job_that_outlived_its_run_never_overwrites_the_next_runs_result(tmp_p
 
     make_counts().write_h5ad(tmp_path / "toy.h5ad")
     cfg = {**_config(tmp_path / "toy.h5ad"), "methods": ["sparda"]}
-    cfg["sparda"] = {"n_permutations": 9999, "test": "permute"}  # slow enough to be caught running
+    # slow enough to be caught running, and to outlive the rerun on a loaded machine (it is killed below)
+    cfg["sparda"] = {"n_permutations": 100000, "test": "permute"}
     cmd = _command(tmp_path, cfg, "--cores", "1")
     first = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     orphans: list[int] = []
@@ -131,6 +132,7 @@ def test_a_job_that_outlived_its_run_never_overwrites_the_next_runs_result(tmp_p
         assert subprocess.run(_command(tmp_path, cfg, "--unlock"), capture_output=True, timeout=300).returncode == 0
         second = subprocess.run(_command(tmp_path, cfg, "--cores", "1"), capture_output=True, text=True, timeout=300)
         output = second.stdout + second.stderr
+        assert Path(f"/proc/{orphans[0]}").exists(), "the old job ended before the rerun: nothing was tested"
         assert second.returncode != 0, "a run started while a job of the killed run was still going"
         assert ("a job of an earlier run of this directory is still running (rule sparda [dataset=toy], "
                 f"pid {orphans[0]}, started") in output, output[-3000:]
