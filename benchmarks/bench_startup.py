@@ -31,8 +31,11 @@ RULES = {
     # PyDESeq2 loads when the rule runs, not at import
     "pseudobulk": "import scontrast._workflow; from scontrast import io, tl; tl.pseudobulk",
     "<method>_figure": "import scontrast._workflow; from scontrast import io, pl; pl.sparda",
-    "collect": "import scontrast._workflow; from scontrast import io",
-    "summary": "import scontrast._workflow; from scontrast import io; from scontrast.summary import summarise",
+    "collect": "import scontrast._workflow; from scontrast.merge_files import merge_files",
+    "summary": (
+        "import scontrast._workflow; from scontrast import io; from scontrast.merge_files import read_annotations; "
+        "from scontrast.summary import summarise"
+    ),
 }
 
 

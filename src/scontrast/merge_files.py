@@ -1,0 +1,142 @@
+"""Merging result files without reading their matrices: the ``collect`` and ``summary`` rules at any size.
+
+``preprocessed.h5ad`` holds the expression matrix and the counts (hundreds of MB to GB);
+each method's delta holds a few annotations. :func:`merge_files` writes the merged
+``scontrast.h5ad`` as a byte copy of the base file to which the deltas' entries are added
+in place: the base's ``X`` and layers are never read, decompressed or recompressed, so the
+merge takes seconds and little memory whatever the data's size. :func:`read_annotations`
+reads a file's annotations (obs, var, uns, obsm, varm, obsp) without ``X`` or layers.
+
+What is merged, and what is refused or warned, is exactly :func:`scontrast.io.merge`'s
+(it runs on the annotations, with placeholders standing in for the layers).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+from pathlib import Path
+
+import anndata as ad
+import h5py
+import scipy.sparse as sp
+from anndata.io import read_elem, write_elem
+
+from . import io
+from ._workflow import input_file_problem
+from .core import ScontrastError, move_into_place, temporary_beside
+
+__all__ = ["merge_files", "read_annotations"]
+
+_log = logging.getLogger("scontrast.io")
+
+#: annotation slots read by :func:`read_annotations` (every slot but ``X``, ``raw``, ``layers``, ``varp``)
+_ANNOTATIONS = ("obs", "var", "uns", "obsm", "varm", "obsp")
+#: how the workflow writes every element (:func:`scontrast.io.write_h5ad`)
+_DATASET_KWARGS = {"compression": "gzip"}
+
+
+def _layer_keys(fh: h5py.File) -> list[str]:
+    return list(fh["layers"].keys()) if "layers" in fh else []
+
+
+def read_annotations(path: str | os.PathLike, layers: str = "skip") -> ad.AnnData:
+    """The annotations of an ``.h5ad`` file (obs, var, uns, obsm, varm, obsp), never its matrices.
+
+    The file is checked as :func:`scontrast.io.read_h5ad` checks its inputs (a regular HDF5
+    file, unique names); its matrices are not (they are not read). ``layers='placeholder'`` gives each layer of the file as an empty
+    sparse matrix of the right shape (its key is known, its values are not read); ``'skip'``
+    leaves them out. Returns an AnnData with ``X=None``: (n_obs, n_vars) of the file.
+    """
+    path = Path(path)
+    problem = input_file_problem(path)
+    if problem is None and not h5py.is_hdf5(path):
+        problem = "is not an .h5ad file (not HDF5; truncated or another format?)"
+    if problem is not None:
+        raise ScontrastError(f"input '{path}' {problem}")
+    try:
+        with h5py.File(path, "r") as fh:
+            parts = {k: read_elem(fh[k]) for k in _ANNOTATIONS if k in fh}
+            keys = _layer_keys(fh)
+        obs, var = parts.pop("obs"), parts.pop("var")
+    except Exception as exc:  # h5py and anndata raise many types for broken files
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ScontrastError(f"input '{path}' is not a readable AnnData .h5ad file: {first}") from exc
+    for axis, names in (("cell (obs)", obs.index), ("gene (var)", var.index)):
+        if not names.is_unique:
+            raise ScontrastError(f"input '{path}' has duplicated {axis} names, e.g. {names[names.duplicated()][:3].tolist()}")
+    if layers == "placeholder":
+        parts["layers"] = {k: sp.csr_matrix((len(obs), len(var)), dtype="float32") for k in keys}
+    return ad.AnnData(obs=obs, var=var, **parts)
+
+
+def _written_entries(deltas: list[ad.AnnData]) -> dict[str, set[str]]:
+    """The entries the deltas of methods that ran write, per slot (obs/var columns, uns and mapping keys)."""
+    out: dict[str, set[str]] = {s: set() for s in ("obs", "var", "obsm", "varm", "obsp", "layers", "uns")}
+    for delta in deltas:
+        if io.FAILURE_KEY in delta.uns:
+            continue
+        for slot, keys in io.slot_keys(delta).items():
+            out[slot] |= set(keys)
+    return out
+
+
+def _replace(group: h5py.Group, key: str, value) -> None:
+    """Write ``value`` as ``group[key]`` the way ``AnnData.write_h5ad`` writes it, replacing what was there."""
+    if key in group:
+        del group[key]
+    write_elem(group, key, value, dataset_kwargs=_DATASET_KWARGS)
+
+
+def _add_entries(path: Path, merged: ad.AnnData, entries: dict[str, set[str]]) -> None:
+    """Write the merged obs and var and every entry of ``entries`` of ``merged`` into the file ``path``."""
+    merged.strings_to_categoricals()  # what AnnData.write_h5ad does before writing
+    with h5py.File(path, "r+") as fh:
+        _replace(fh, "obs", merged.obs)
+        _replace(fh, "var", merged.var)
+        for slot in ("obsm", "varm", "obsp", "layers", "uns"):
+            if not entries[slot]:
+                continue
+            group = fh[slot] if slot in fh else fh.create_group(slot)
+            if slot not in fh or "encoding-type" not in group.attrs:
+                group.attrs.update({"encoding-type": "dict", "encoding-version": "0.1.0"})
+            mapping = getattr(merged, slot)
+            for key in sorted(entries[slot]):
+                _replace(group, key, mapping[key])
+
+
+def merge_files(base_path: str | os.PathLike, delta_paths, out_path: str | os.PathLike, *,
+                failures: str = "raise") -> ad.AnnData:
+    """Write ``base_path`` merged with the delta files to ``out_path``, without reading the base's matrices.
+
+    The merge is :func:`scontrast.io.merge` of the base's annotations and the deltas (same
+    checks, warnings, refusals and ``failures`` handling: a delta recording a method that did
+    not run raises :class:`scontrast.io.MethodFailed`, or with ``failures='record'`` is listed
+    in ``uns['scontrast']['failed']``). The file is a byte copy of the base with the merged obs
+    and var and the deltas' entries written in place, renamed onto ``out_path`` only when
+    complete. Read back, it equals ``io.read_merged(base_path, *delta_paths)``.
+
+    Returns the merged annotations (an AnnData without ``X``; layers as placeholders).
+    """
+    base_path, out_path = Path(base_path), Path(out_path)
+    delta_paths = [Path(p) for p in delta_paths]
+    base = read_annotations(base_path, layers="placeholder")
+    deltas = [io.read_h5ad(p) for p in delta_paths]
+    merged = io.merge(base, *deltas, names=[f"'{p}'" for p in delta_paths], failures=failures)
+    entries = _written_entries(deltas)
+    if failures == "record" and "failed" in merged.uns.get("scontrast", {}):
+        entries["uns"].add("scontrast")
+    tmp = Path(temporary_beside(out_path, ".tmp"))
+    try:
+        shutil.copyfile(base_path, tmp)  # the matrices as they are on disk: no read, no recompression
+        _add_entries(tmp, merged, entries)
+        move_into_place(tmp, out_path)
+    except BaseException as exc:
+        tmp.unlink(missing_ok=True)
+        failure = io.write_failure(out_path, exc) if hasattr(io, "write_failure") else None
+        if failure is not None:
+            raise failure from exc
+        raise
+    _log.info("merged %d delta file(s) into a copy of %s", len(delta_paths), base_path)
+    return merged
