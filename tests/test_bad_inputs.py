@@ -102,6 +102,41 @@ def _batches(n_b2: int):
     return fn
 
 
+def _mito_heavy(a):
+    X = a.X.toarray()
+    X[:, -3:] += 1  # every cell has mitochondrial counts: max_pct_mito=0 removes them all
+    a.X = sp.csr_matrix(X)
+
+
+def _half_few_genes_half_mito(a):
+    """Of the contrast's 80 cells, 40 with 2 detected genes (below min_genes=5) and 40 mostly mitochondrial."""
+    X = a.X.toarray()
+    rows = np.flatnonzero(a.obs["condition"].isin(["disease", "healthy"]).to_numpy())
+    few, mito = rows[::2], rows[1::2]
+    X[few] = 0
+    X[few, :2] = 1
+    X[mito, -3:] = 5000
+    a.X = sp.csr_matrix(X)
+
+
+def _corrupt(key: str, edit: Callable[[np.ndarray], None], group: str = "X") -> Callable[[Path], None]:
+    """A valid input whose sparse ``group`` (X or a layer) has one of its arrays edited with h5py."""
+    def write(path: Path) -> None:
+        a = make_counts()
+        a.layers["counts"] = a.X.copy()
+        a.write_h5ad(path)
+        with h5py.File(path, "a") as fh:
+            values = fh[group][key][:]
+            edit(values)
+            del fh[group][key]
+            fh[group][key] = values
+    return write
+
+
+def _swap_rows(v):
+    v[10], v[11] = v[11], v[10]
+
+
 def _with_hdf5(add: Callable[[h5py.File, Path], None]) -> Callable[[Path], None]:
     """A valid input file to which ``add(file, folder)`` adds an object with h5py."""
     def write(path: Path) -> None:
@@ -173,7 +208,35 @@ CASES = {
                                  {"counts": "normalized"}),
     "all_zero_genes": Case("preprocess", _edit(_set_x(lambda X: X.__setitem__(slice(None), 0.0))),
                            ["no cell has at least min_genes=1 detected genes"]),
-    "zero_target_cells": Case("preprocess", _edit(_zero_target), ["target group has 0 cells after QC (of 40)"]),
+    "zero_target_cells": Case("preprocess", _edit(_zero_target), ["target group has 0 cells after QC (of 40)",
+                                                                  "; removed: 40 below min_genes=1"]),
+    # QC settings that leave nothing: which setting removed what, against what the cells hold
+    "qc_min_genes_all": Case("preprocess", _edit(lambda a: None),
+                             ["min_genes=5000 removed all 80 cells of the two groups (median genes per cell"],
+                             {"preprocess": {**PRE, "min_genes": 5000}}),
+    "qc_mito_all": Case("preprocess", _edit(_mito_heavy),
+                        ["QC removed all 80 cells of the two groups: max_pct_mito=0 removed 80 (their mitochondrial "
+                         "share: median"], {"preprocess": {**PRE, "max_pct_mito": 0}}),
+    "qc_both_all": Case("preprocess", _edit(_half_few_genes_half_mito),
+                        ["QC removed all 80 cells of the two groups: min_genes=5 removed 40 (median genes per cell",
+                         "max_pct_mito=20 removed 40 (their mitochondrial share: median"],
+                        {"preprocess": {**PRE, "min_genes": 5, "max_pct_mito": 20}}),
+    "qc_min_cells_all": Case("preprocess", _edit(lambda a: None),
+                             ["fewer than 2 genes are detected in at least min_cells=1000 cells: min_cells=1000 removed "
+                              "60 of 60 genes (the most cells a gene is detected in: 79 of the 79 cells QC kept)"],
+                             {"preprocess": {**PRE, "min_cells": 1000}}),
+    # crafted sparse arrays (each was a message far from the cause, or a crash): one line naming the matrix
+    "index_out_of_range": Case("preprocess", _corrupt("indices", lambda v: v.__setitem__(5, 5000)),
+                               ["index_out_of_range.h5ad': X: 1 column index(es) are out of range (up to 5000; the "
+                                "matrix has 60 columns): a corrupted sparse matrix"]),
+    "negative_index": Case("preprocess", _corrupt("indices", lambda v: v.__setitem__(5, -3)),
+                           ["negative_index.h5ad': X: 1 column index(es) are negative (e.g. -3)"]),
+    "indptr_decreasing": Case("preprocess", _corrupt("indptr", _swap_rows),
+                              ["indptr_decreasing.h5ad': X: indptr decreases at row 10 ("]),
+    "indptr_last": Case("preprocess", _corrupt("indptr", lambda v: v.__setitem__(-1, v[-1] - 7)),
+                        ["indptr_last.h5ad': X: indptr ends at", "column indices and", "values are stored"]),
+    "layer_out_of_range": Case("preprocess", _corrupt("indices", lambda v: v.__setitem__(0, 61), "layers/counts"),
+                               ["layer_out_of_range.h5ad': layers['counts']: 1 column index(es) are out of range"]),
     "dup_cells": Case("preprocess", _edit(_dup_names("obs")), ["dup_cells.h5ad", "duplicated cell (obs) names"]),
     "dup_genes": Case("preprocess", _edit(_dup_names("var")), ["dup_genes.h5ad", "duplicated gene (var) names"]),
     "single_gene": Case("preprocess", _edit(lambda a: None, n_genes=1, n_mito=0, shift_genes=1),

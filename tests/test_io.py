@@ -1,5 +1,6 @@
 """scontrast.io: validated reading, atomic writing, deltas and merging."""
 
+import errno
 from pathlib import Path
 
 import anndata as ad
@@ -78,6 +79,60 @@ def test_read_refuses_what_is_not_a_regular_file(tmp_path, kind, reason):
     error = _read_in_thread(path)
     assert isinstance(error, ScontrastError)
     assert str(error).startswith(f"input '{path}' {reason}") and "\n" not in str(error)
+
+
+# What HDF5 says when the disk is full (about 300 characters, through h5py, as an OSError)
+HDF5_FULL = ("[Errno 28] Can't synchronously write data (file write failed: time = Wed Dec  2 10:14:03 2026\n, "
+             "filename = '/scratch/.a.h5ad.k2j4h5g6.tmp', file descriptor = 3, errno = 28, error message = 'No space "
+             "left on device', buf = 0x7f94ca693810, total write size = 79801344, bytes this sub-write = 79801344, "
+             "offset = 204800)")
+
+
+@pytest.mark.parametrize("raised", [
+    OSError(errno.ENOSPC),                                   # errno as the only argument
+    OSError(errno.ENOSPC, HDF5_FULL),                        # h5py's
+    RuntimeError(HDF5_FULL.replace("[Errno 28] ", "")),      # HDF5's text alone, in another type
+])
+def test_disk_full_write_is_one_line_and_leaves_nothing(tmp_path, monkeypatch, raised):
+    def full(self, *args, **kwargs):
+        Path(args[0]).write_bytes(b"\x89HDF partial")  # what a full disk leaves of the temporary file
+        raise raised
+
+    monkeypatch.setattr(ad.AnnData, "write_h5ad", full)
+    path = tmp_path / "out" / "a.h5ad"
+    with pytest.raises(ScontrastError) as err:
+        io.write_h5ad(make_counts(), path)
+    assert str(err.value) == f"{path}: could not write (disk full? No space left on device)"
+    assert err.value.__cause__ is raised  # the full text stays in the traceback (the job's log)
+    assert list(path.parent.iterdir()) == []
+
+
+def test_disk_full_figure_and_text_writes_are_one_line(tmp_path, monkeypatch):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig = plt.figure()
+    monkeypatch.setattr(fig, "savefig", lambda *a, **k: (_ for _ in ()).throw(OSError(errno.ENOSPC, "No space")))
+    with pytest.raises(ScontrastError, match=r"a\.png: could not write \(disk full\? No space left on device\)$"):
+        io.save_figure(fig, tmp_path / "a.png")
+    monkeypatch.setattr(Path, "write_text", lambda *a, **k: (_ for _ in ()).throw(OSError(errno.EDQUOT, "quota")))
+    with pytest.raises(ScontrastError, match=r"s\.tsv: could not write \(disk full\? Disk quota exceeded\)$"):
+        io.write_text("x\n", tmp_path / "s.tsv")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_other_write_failures_keep_their_type_or_name_their_cause(tmp_path, monkeypatch):
+    """A refusal of the system other than a full disk is named as it is; any other error is left alone."""
+    monkeypatch.setattr(ad.AnnData, "write_h5ad", lambda self, *a, **k: (_ for _ in ()).throw(
+        PermissionError(errno.EACCES, "Permission denied")))
+    with pytest.raises(ScontrastError, match=r"a\.h5ad: could not write \(Permission denied\)$"):
+        io.write_h5ad(make_counts(), tmp_path / "a.h5ad")
+    monkeypatch.setattr(ad.AnnData, "write_h5ad", lambda self, *a, **k: (_ for _ in ()).throw(
+        RuntimeError("a bug, not the disk")))
+    with pytest.raises(RuntimeError, match="a bug, not the disk"):
+        io.write_h5ad(make_counts(), tmp_path / "a.h5ad")
 
 
 def test_read_truncated_file(tmp_path):

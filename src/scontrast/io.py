@@ -8,6 +8,7 @@ any rule that needs another method's output do).
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import re
@@ -31,6 +32,7 @@ __all__ = [
     "read_merged",
     "read_for_figure",
     "save_figure",
+    "write_failure",
     "check_finite",
     "check_sparse_structure",
     "canonical_matrix",
@@ -196,19 +198,56 @@ def read_h5ad(path: str | os.PathLike, backed: bool = False) -> ad.AnnData:
     return adata
 
 
+def _errno_of(exc: BaseException) -> int | None:
+    """The errno behind a failed write: the exception's, its first argument's, or HDF5's text ("errno = 28")."""
+    if isinstance(exc, OSError):
+        if exc.errno is not None:
+            return exc.errno
+        if exc.args and isinstance(exc.args[0], int):
+            return exc.args[0]
+    found = re.search(r"errno = (\d+)", str(exc))
+    return int(found.group(1)) if found else None
+
+
+def write_failure(path: str | os.PathLike, exc: BaseException) -> ScontrastError | None:
+    """One line for a write of ``path`` that the system refused, or None when ``exc`` is no such failure.
+
+    HDF5 reports a full disk in a few hundred characters ("Can't synchronously write data (file
+    write failed: time = ..., errno = 28, error message = 'No space left on device', buf = ...");
+    the line keeps the cause: ``<path>: could not write (disk full? No space left on device)``.
+    """
+    if not isinstance(exc, (OSError, RuntimeError)):
+        return None
+    code = _errno_of(exc)
+    if code is None and not isinstance(exc, OSError):
+        return None  # a RuntimeError of another kind: not the system's refusal
+    if code in (errno.ENOSPC, errno.EDQUOT):
+        reason = f"disk full? {os.strerror(code)}"
+    elif code is not None:
+        reason = os.strerror(code)
+    else:
+        first = " ".join(str(exc).split())
+        reason = first[:120] + ("..." if len(first) > 120 else "")
+    return ScontrastError(f"{path}: could not write ({reason})")
+
+
 def write_h5ad(adata: ad.AnnData, path: str | os.PathLike) -> None:
     """Write ``adata`` atomically: a temporary file in the same folder, then a rename.
 
     A job killed mid-write therefore never leaves a truncated file under the
-    final name.
+    final name. A write the system refuses (a full disk) raises one line naming ``path``
+    (:func:`write_failure`).
     """
     path = Path(path)
     tmp = temporary_beside(path, ".tmp")
     try:
         adata.write_h5ad(tmp, compression="gzip")
         move_into_place(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
+        failure = write_failure(path, exc)
+        if failure is not None:
+            raise failure from exc
         raise
 
 
@@ -509,8 +548,11 @@ def save_figure(fig, path: str | os.PathLike, dpi: int = 120) -> None:
     try:
         fig.savefig(tmp, dpi=dpi)
         move_into_place(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
+        failure = write_failure(path, exc)
+        if failure is not None:
+            raise failure from exc
         raise
     finally:
         plt.close(fig)
@@ -521,8 +563,11 @@ def write_text(text: str, path: str | os.PathLike) -> None:
     try:
         Path(tmp).write_text(text)
         move_into_place(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
+        failure = write_failure(path, exc)
+        if failure is not None:
+            raise failure from exc
         raise
 
 

@@ -452,10 +452,12 @@ def _quality_control(sc, out, *, counts, min_genes, min_cells, max_pct_mito, mit
     qc_table = out.obs[["n_genes_by_counts", "total_counts", "pct_counts_mt"]].copy()
     out = out[cell_ok].copy()
     if out.n_obs == 0:
-        raise ScontrastError(f"no cell has at least min_genes={min_genes} detected genes")
-    gene_ok = np.asarray((out.X > 0).sum(axis=0)).ravel() >= min_cells
+        raise ScontrastError(_no_cell_left(qc_table, low_genes, high_mito, min_genes=min_genes,
+                                           max_pct_mito=max_pct_mito))
+    detected = np.asarray((out.X > 0).sum(axis=0)).ravel()
+    gene_ok = detected >= min_cells
     if gene_ok.sum() < 2:
-        raise ScontrastError(f"fewer than 2 genes are detected in at least min_cells={min_cells} cells")
+        raise ScontrastError(_too_few_genes(detected, out.n_obs, min_cells))
     out = out[:, gene_ok].copy()
     zero_cells = np.asarray(out.X.sum(axis=1)).ravel() == 0
     if zero_cells.any():
@@ -464,6 +466,39 @@ def _quality_control(sc, out, *, counts, min_genes, min_cells, max_pct_mito, mit
     rows_in = np.flatnonzero(cell_ok)[~zero_cells]
     return out, {"mito": mito, "mito_filter": mito_filter, "removed_reason": removed_reason, "qc_table": qc_table,
                  "rows_in": rows_in}
+
+
+def _no_cell_left(qc_table: pd.DataFrame, low_genes: np.ndarray, high_mito: np.ndarray, *, min_genes,
+                  max_pct_mito) -> str:
+    """The line when QC removes every cell of the two groups: which setting removed how many, and what
+    the cells hold (``qc_table``: the QC metrics of every cell; the masks: one entry per cell)."""
+    genes = qc_table["n_genes_by_counts"].to_numpy()
+    spread = f"median genes per cell {np.median(genes):g}, most {genes.max():g}"
+    n = len(genes)
+    if not high_mito.any():
+        return (f"no cell has at least min_genes={min_genes} detected genes: min_genes={min_genes} removed all {n} "
+                f"cells of the two groups ({spread})")
+    mito = qc_table["pct_counts_mt"].to_numpy()[high_mito]
+    parts = [f"min_genes={min_genes} removed {int(low_genes.sum())} ({spread})"] if low_genes.any() else []
+    parts.append(f"max_pct_mito={max_pct_mito:g} removed {int(high_mito.sum())} (their mitochondrial share: median "
+                 f"{np.median(mito):.1f}%, least {mito.min():.1f}%)")
+    return f"QC removed all {n} cells of the two groups: " + ", ".join(parts)
+
+
+def _too_few_genes(detected: np.ndarray, n_cells: int, min_cells: int) -> str:
+    """The line when fewer than 2 genes pass ``min_cells`` (``detected``: the kept cells each gene is detected in)."""
+    kept = int((detected >= min_cells).sum())
+    if kept == len(detected):
+        why = f"the data has {len(detected)} gene(s)"
+    else:
+        why = (f"min_cells={min_cells} removed {len(detected) - kept} of {len(detected)} genes (the most cells a "
+               f"gene is detected in: {int(detected.max())} of the {n_cells} cells QC kept)")
+    return f"fewer than 2 genes are detected in at least min_cells={min_cells} cells: {why}"
+
+
+def _removed_by(reasons: np.ndarray, limits: dict[str, str]) -> str:
+    """``"9 below min_genes=5, 3 above max_pct_mito=25"``: how many cells each reason removed."""
+    return ", ".join(f"{int((reasons == r).sum())} {text}" for r, text in limits.items() if (reasons == r).any())
 
 
 def _check_group_losses(is_target, removed_reason, n_in, n_kept, *, target, background, min_genes, max_pct_mito,
@@ -477,16 +512,17 @@ def _check_group_losses(is_target, removed_reason, n_in, n_kept, *, target, back
         # cells of dropped replicates are warned replicate by replicate, not as QC losses
         lost = n_in[group] - n_kept[group] - int((removed_reason[in_group] == "replicate").sum())
         if n_in[group] and lost > QC_WARN_FRACTION * n_in[group]:
-            why = ", ".join(f"{int((removed_reason[in_group] == r).sum())} {text}" for r, text in limits.items()
-                            if (removed_reason[in_group] == r).any())
+            why = _removed_by(removed_reason[in_group], limits)
             # stacklevel: this function, _preprocess, preprocess, then the user's call
             warnings.warn(f"QC removed {lost} of {n_in[group]} {names[group]} cells "
                           f"({100 * lost / n_in[group]:.0f}%): {why}", ScontrastWarning, stacklevel=4)
+    limits["replicate"] = "in dropped replicates"
     for group, n in n_kept.items():
         if n < min_cells_per_group:
+            removed = _removed_by(removed_reason[is_target if group == "target" else ~is_target], limits)
             raise ScontrastError(
                 f"{group} group has {n} cells after QC (of {n_in[group]}), fewer than min_cells_per_group="
-                f"{min_cells_per_group}"
+                f"{min_cells_per_group}" + (f"; removed: {removed}" if removed else "")
             )
 
 
