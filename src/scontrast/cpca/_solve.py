@@ -153,15 +153,19 @@ def _covariance_solve_two_tasks(moments: _Moments, alphas: np.ndarray, k: int, t
         return CX, _cholesky(CX), _norm_estimate(lambda T: CX @ T, d)
 
     (lam, S, reflectors), (CX, R, norm) = _side_by_side(partial(_tridiagonal_eigh, CY), target_side)
+    del CY  # its storage holds the reflectors now
+    if R is not None:
+        CX = None  # d x d matrices are freed as soon as they are used up (d reaches 12,000 here)
     h = d // 2
     (Q1, W1), (Q2, W2) = _side_by_side(partial(_basis_half, reflectors, S[:, :h], CX, R),
                                        partial(_basis_half, reflectors, S[:, h:], CX, R))
-    if R is not None:
+    del S, reflectors, R
+    if CX is None:
         B = _gram_of_halves(W1, W2)
     else:  # C_X singular: Q' (C_X Q), symmetrised
         B = np.block([[Q1.T @ W1, Q1.T @ W2], [Q2.T @ W1, Q2.T @ W2]])
         B = (B + B.T) / 2
-    del CY, CX, S, W1, W2, reflectors  # d x d each: freed before the iteration allocates
+    del CX, W1, W2
 
     def to_genes(Z):
         a, _, kz = Z.shape
