@@ -216,7 +216,7 @@ def test_figure(fitted):
     axes = fig.get_axes()
     assert any("FANGS estimate" in ax.get_title() for ax in axes)
     # every chain's trace, with the split R-hat from uns['latent_features']
-    trace = [ax for ax in axes if ax.get_title().startswith("sampler trace (split R-hat ")]
+    trace = [ax for ax in axes if ax.get_title().startswith("sampler trace\nsplit R-hat ")]
     assert len(trace) == 1 and len(trace[0].get_lines()) == 2
     heat = [ax for ax in axes if "FANGS estimate" in ax.get_title()][0]
     labels = [t.get_text() for t in heat.get_yticklabels()]
@@ -226,6 +226,57 @@ def test_figure(fitted):
     matplotlib.pyplot.close("all")
     with pytest.raises(ScontrastError, match="fangs_features"):
         plot_fangs(adata)
+
+
+def _texts(fig) -> list[tuple[str, object, object]]:
+    """(owner, text, its box in pixels) of every visible, non-empty title, label and tick label."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    out = [("figure", fig._suptitle, fig._suptitle.get_window_extent(renderer))] if fig._suptitle else []
+    for i, ax in enumerate(fig.get_axes()):
+        texts = [ax.title, ax._left_title, ax._right_title, ax.xaxis.label, ax.yaxis.label]
+        for axis, (lo, hi) in ((ax.xaxis, ax.get_xlim()), (ax.yaxis, ax.get_ylim())):  # the ticks drawn
+            lo, hi = min(lo, hi), max(lo, hi)
+            texts += [t for loc, t in zip(axis.get_ticklocs(), axis.get_ticklabels()) if lo <= loc <= hi]
+        out += [(f"axes {i}", t, t.get_window_extent(renderer)) for t in texts if t.get_visible() and t.get_text()]
+    return out
+
+
+def test_figure_text_stays_in_its_panel_and_in_the_figure(fitted):
+    """No title, caption or tick label runs into another panel's or out of the figure, and the K
+    axis, a count, has integer ticks only (the demo runs showed all four)."""
+    adata, _ = fitted
+    out = fangs(adata, n_jobs=1, random_state=0, copy=True)
+    out.uns["scontrast"] = {"preprocess": {"dataset": "wu2020", "params": {"target": ["Tumor"],
+                                                                           "background": ["NAT"]}}}
+    out.uns["latent_features"]["rhat_log_joint"] = 0.998  # the widest R-hat text, as on pbmc68k
+    for figsize in ((12, 6), (10, 5)):
+        fig = plot_fangs(out, figsize=figsize)
+        texts = _texts(fig)
+        bounds = fig.bbox
+        for owner, text, box in texts:
+            assert bounds.x0 <= box.x0 and box.x1 <= bounds.x1 + 0.5 and bounds.y0 <= box.y0 and \
+                box.y1 <= bounds.y1 + 0.5, f"{text.get_text()!r} ({owner}) leaves the figure"
+        for i, (owner, text, box) in enumerate(texts):
+            for other_owner, other, other_box in texts[i + 1:]:
+                if other_owner != owner:
+                    assert not box.overlaps(other_box), f"{text.get_text()!r} overlaps {other.get_text()!r}"
+        kax = [ax for ax in fig.get_axes() if " ".join(ax.get_title().split()) == "K over the posterior samples"][0]
+        assert all(float(t).is_integer() for t in kax.get_xticks()), kax.get_xticks()
+        matplotlib.pyplot.close(fig)
+
+
+def test_figure_names_the_enrichment_test_it_shows(fitted):
+    """The heatmap's key names the test behind its q-values: over replicates when one was declared."""
+    adata, _ = fitted
+    out = fangs(adata, n_jobs=1, random_state=0, copy=True)
+    heat_title = [ax.get_title() for ax in plot_fangs(out).get_axes() if "FANGS estimate" in ax.get_title()][0]
+    assert "Fisher's exact test over cells" in " ".join(heat_title.split())
+    out.uns["fangs"]["feature_test"] = "sign-flip permutation of within-replicate differences"
+    heat_title = [ax.get_title() for ax in plot_fangs(out).get_axes() if "FANGS estimate" in ax.get_title()][0]
+    assert "sign-flip permutation of within-replicate differences" in " ".join(heat_title.split())
+    assert "Fisher" not in heat_title
+    matplotlib.pyplot.close("all")
 
 
 def test_figure_from_annotations_and_the_fangs_delta(fitted, tmp_path):

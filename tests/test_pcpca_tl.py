@@ -175,3 +175,25 @@ def test_share_of_the_components_between_donors():
         share = a.uns["pcpca"]["replicate_share"]
         warned = any("PCPCA component 1:" in w for w in a.uns["pcpca"]["warnings"])
         assert warned == expect_warning and (share[0] > 0.5) == expect_warning
+
+
+def test_summary_says_which_held_out_likelihood_is_better_and_what_a_lower_one_means():
+    """The summary row names the better direction and reads PCPCA's lower value (both demo datasets)
+    as the cost of the contrast, a higher one as directions that also explain new target cells."""
+    from scontrast.tl._pcpca import summary_rows
+
+    adata = made_up(sparse=True)
+    pcpca(adata, gamma_prime=0.4, random_state=0)
+    u = adata.uns["pcpca"]
+    rows = dict(summary_rows(adata))
+    (item,) = [k for k in rows if k.startswith("held-out log-likelihood")]
+    assert item == "held-out log-likelihood per target cell, PCPCA (PPCA); higher is better"
+    lower = u["heldout_loglik"] < u["heldout_loglik_ppca"]
+    assert lower  # PPCA is the target's own maximum-likelihood model: it wins on new target cells here too
+    assert rows[item].startswith(f"{u['heldout_loglik']:.4g} ({u['heldout_loglik_ppca']:.4g}) over 16 held-out "
+                                 "target cells: PCPCA's is lower, as expected")
+    assert "this does not measure the contrast" in rows[item]
+    u["heldout_loglik"] = u["heldout_loglik_ppca"] + 1.0
+    assert "PCPCA's is as high or higher" in dict(summary_rows(adata))[item]
+    u["heldout_loglik"], u["heldout_note"] = float("nan"), "split of 3 target cells too small"
+    assert dict(summary_rows(adata))[item].endswith(": split of 3 target cells too small")

@@ -40,3 +40,19 @@ def test_recorded_warnings_survive_the_file_and_reach_the_summary(tmp_path):
     table = summarise(b)
     rows = table[table["item"] == "warning"]
     assert rows[["method", "value"]].values.tolist() == [["quadro", "lambda1 chosen at the end of its path"]]
+
+
+def test_the_summary_opens_with_what_must_be_read_first():
+    """The report tells the reader to read the warnings first: they, and any method that did not
+    run, are the summary's first rows (in the table and in the page the report shows)."""
+    from scontrast.summary import to_html
+
+    a = ad.AnnData(np.ones((3, 2)), obs=pd.DataFrame(index=["a", "b", "c"]))
+    record_params(a, "quadro", {}, 0, warnings=["lambda1 chosen at the end of its path"], cv_error=0.1,
+                  balanced_error=0.2, auc=0.8)
+    a.uns["scontrast"] = {"failed": {"sparda": "divergence: the groups do not differ"}}
+    table = summarise(a)
+    assert table["item"].tolist()[:2] == ["did not run", "warning"]
+    assert len(table) > 2 and not {"did not run", "warning"} & set(table["item"].tolist()[2:])
+    rows = to_html(table, "t").split("<tr")[2:]  # after the header row
+    assert [r.startswith(' class="warning"') for r in rows[:3]] == [True, True, False]

@@ -236,6 +236,7 @@ def test_report_from_the_readme_command(run):
     for name, ds in cfg["datasets"].items():
         assert f"results/{name}/summary.html" in html
         assert name in html and ds["groupby"] in html  # the description page states the contrast
+        assert f"<li><strong>{name}</strong>: " in html  # one list item per contrast, not one run-on line
         page = (workdir / f"results/{name}/summary.html").read_text()
         assert "cells (target / background)" in page and "<table>" in page
 

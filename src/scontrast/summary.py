@@ -38,6 +38,10 @@ def _rows(adata: ad.AnnData, n_top: int):
         if isinstance(adata.uns.get(method), Mapping) and "failed" not in adata.uns[method]:
             for item, value in rows(adata, n_top):
                 yield method, item, value
+
+
+def _failed_rows(adata: ad.AnnData):
+    """One row per method that did not run on the dataset, with why (``uns['scontrast']['failed']``)."""
     failed = adata.uns.get("scontrast", {}).get("failed", {})
     for method, reason in dict(failed if isinstance(failed, Mapping) else {}).items():
         yield method, "did not run", str(reason)
@@ -60,11 +64,12 @@ def summarise(adata: ad.AnnData, n_top: int = 10) -> pd.DataFrame:
     """Key results of every method present in ``adata.uns``.
 
     Returns a DataFrame with columns ``method``, ``item``, ``value`` (strings),
-    one row per number: cells per group, genes kept, SPARDA p-value and top
-    genes, QUADRO cross-validated error, FANGS K and expected loss vs draws...,
-    then one ``warning`` row per warning any step recorded.
+    first a ``did not run`` row per method that did not run and a ``warning`` row per
+    warning any step recorded (what a reader must see before the numbers), then one row per
+    number: cells per group, genes kept, SPARDA p-value and top genes, QUADRO
+    cross-validated error, FANGS K and expected loss vs draws...
     """
-    rows = list(_rows(adata, n_top)) + list(_warning_rows(adata))
+    rows = list(_failed_rows(adata)) + list(_warning_rows(adata)) + list(_rows(adata, n_top))
     return pd.DataFrame(rows, columns=["method", "item", "value"])
 
 
@@ -84,7 +89,7 @@ def to_html(table: pd.DataFrame, title: str) -> str:
 
     rows = []
     for method, item, value in table[["method", "item", "value"]].itertuples(index=False):
-        cls = ' class="warning"' if item == "warning" else ""
+        cls = ' class="warning"' if item in ("warning", "did not run") else ""
         rows.append(f"<tr{cls}><td>{html.escape(str(method))}</td><td>{html.escape(str(item))}</td>"
                     f"<td>{html.escape(str(value))}</td></tr>")
     return (f"<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title>"

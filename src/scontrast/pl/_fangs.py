@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import textwrap
+
 import anndata as ad
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.colors import ListedColormap
+from matplotlib.ticker import MaxNLocator
 
 from ..core import TARGET_KEY, ScontrastError
 from ._style import BACKGROUND_COLOUR, TARGET_COLOUR, group_labels, titled
@@ -41,7 +44,25 @@ def feature_labels(uns: dict, k: int, n_genes: int = 3) -> list[str]:
     return labels
 
 
-def _heatmap(ax, features, is_target, uns, labels=("target", "background")):
+def _wrapped(text: str, width_in: float, fontsize_pt: float = 10.0) -> str:
+    """``text`` wrapped to lines that fit ``width_in`` inches at ``fontsize_pt`` (about 0.6 em per character)."""
+    return textwrap.fill(text, width=max(20, int(width_in * 72 / (0.6 * fontsize_pt))), break_on_hyphens=False)
+
+
+def _key(uns: dict) -> str:
+    """What the row labels say, with the test that gave the q-values (over cells or over replicates)."""
+    parts = ["T / B: prevalence in target / background",
+             "q: " + str(uns.get("feature_test", "Fisher's exact test over cells")) + ", Benjamini-Hochberg "
+             "(* enriched)"]
+    if "feature_chain_support" in uns and np.asarray(uns["feature_chain_support"]).shape[1] > 1:
+        parts.append("held: mean Jaccard with its match in each chain's samples")
+    return "; ".join(parts)
+
+
+def _heatmap(ax, features, is_target, uns, labels=("target", "background"), width_in: float | None = None):
+    """The estimate as a heatmap on ``ax``; its title and caption wrapped to ``width_in`` inches (None: the axes')."""
+    if width_in is None:
+        width_in = ax.get_position().width * ax.figure.get_figwidth()
     order = cell_order(features, is_target)
     F = features[order].T  # features x cells
     n_b = int((~is_target).sum())
@@ -61,19 +82,19 @@ def _heatmap(ax, features, is_target, uns, labels=("target", "background")):
     if 0 < n_b < n:
         ax.axvline(n_b - 0.5, color="black", lw=1.5)
     ax.set_xticks([])
-    ax.set_xlabel(f"cells: {labels[1]} ({n_b}, blue) | {labels[0]} ({n - n_b}, red), each sorted by feature "
-                  "pattern (black = holds the feature)", labelpad=8)
+    # wrapped to the heatmap's width: a longer line runs over the panels beside it
+    caption = (f"cells: {labels[1]} ({n_b}, blue) | {labels[0]} ({n - n_b}, red), each group sorted by feature "
+               "pattern (black = holds the feature)")
+    ax.set_xlabel(_wrapped(caption, width_in), labelpad=14)  # below the band of group colours
     title = f"FANGS estimate: K = {k}"
     if uns:
         title += f", a = {uns.get('a', float('nan')):.3g}, E[FARO] = {uns.get('expected_loss', float('nan')):.4g}"
         d = uns.get("draws_expected_loss")
         if d is not None and np.isfinite(d):
             title += f" (draws {d:.4g})"
+    title = _wrapped(title, width_in)
     if "feature_qvalue" in uns:
-        title += "\n(T / B: prevalence in target / background; q: Fisher's exact, BH; * enriched"
-        if "feature_chain_support" in uns and np.asarray(uns["feature_chain_support"]).shape[1] > 1:
-            title += "; held: mean Jaccard with its match in each chain's samples"
-        title += ")"
+        title += "\n" + _wrapped(_key(uns), width_in)
     ax.set_title(title, fontsize="medium")
 
 
@@ -114,16 +135,20 @@ def fangs(adata: ad.AnnData, *, key: str = TARGET_KEY, ax=None, figsize=(12, 6))
     fig = plt.figure(figsize=figsize, layout="constrained")
     fig.suptitle(titled(f"binary features of the cells: {labels[0]} vs {labels[1]}", adata))
     grid = fig.add_gridspec(2, 2, width_ratios=[7, 3])
-    _heatmap(fig.add_subplot(grid[:, 0]), features, is_target, uns, labels)
+    # the heatmap's share of the width, less its row labels (about 2.4 in at the default size)
+    width_in = max(2.0, fig.get_figwidth() * 0.7 - 2.4 * min(1.0, fig.get_figwidth() / 12))
+    side_in = max(1.0, fig.get_figwidth() * 0.3 - 0.8)  # the right panels, less their y labels
+    _heatmap(fig.add_subplot(grid[:, 0]), features, is_target, uns, labels, width_in=width_in)
     kax = fig.add_subplot(grid[0, 1])
     if "samples_K_values" in uns:
         kax.bar(np.asarray(uns["samples_K_values"]), np.asarray(uns["samples_K_counts"]), color="grey",
                 label="posterior samples")
         kax.axvline(features.shape[1], color="tab:red", lw=2, label="FANGS estimate")
         kax.legend(fontsize="small")
+    kax.xaxis.set_major_locator(MaxNLocator(integer=True))  # K is a count: no tick at 5.5
     kax.set_xlabel("number of features K")
     kax.set_ylabel("samples")
-    kax.set_title("K over the posterior samples")
+    kax.set_title(_wrapped("K over the posterior samples", side_in))
     tax = fig.add_subplot(grid[1, 1])
     lj, burn, rhat = _trace(adata, uns)
     if lj is not None:
@@ -141,8 +166,8 @@ def fangs(adata: ad.AnnData, *, key: str = TARGET_KEY, ax=None, figsize=(12, 6))
         tax.set_ylabel("log joint density")
         title = "sampler trace"
         if rhat is not None and np.isfinite(rhat):
-            title += f" (split R-hat {float(rhat):.3g})"
-        tax.set_title(title)
+            title += f"\nsplit R-hat {float(rhat):.3g}"  # on one line it is wider than the panel
+        tax.set_title("\n".join(_wrapped(line, side_in) for line in title.split("\n")))
     else:
         tax.text(0.5, 0.5, "no sampler trace\n(samples supplied)", ha="center", va="center",
                  transform=tax.transAxes)
