@@ -21,6 +21,7 @@ Slots that scontrast's steps write (``METHOD_SLOTS``: an input that is a finishe
 
 from __future__ import annotations
 
+import inspect
 import logging
 import warnings
 from collections.abc import Sequence
@@ -32,10 +33,10 @@ import scipy.sparse as sp
 
 from .core import TARGET_KEY, ScontrastError, ScontrastWarning, package_versions
 from .design import REPLICATE_KEY, declare_design, undeclared_design_columns
-from .io import canonical_matrix, check_finite, check_sparse_structure
+from .io import canonical_matrix, check_finite, check_sparse_structure, read_h5ad
 from .tl._common import result_warnings
 
-__all__ = ["preprocess", "validate_counts", "group_labels", "method_slots", "METHOD_SLOTS"]
+__all__ = ["preprocess", "preprocess_file", "validate_counts", "group_labels", "method_slots", "METHOD_SLOTS"]
 
 log = logging.getLogger(__name__)
 
@@ -304,12 +305,31 @@ def preprocess(
     warned (``ScontrastWarning``), logged and kept in
     ``uns['scontrast']['preprocess']['warnings']``.
     """
+    return _recorded([adata], False, groupby=groupby, target=target, background=background, counts=counts,
+                     layer=layer, min_genes=min_genes, min_cells=min_cells, max_pct_mito=max_pct_mito,
+                     mito_prefix=mito_prefix, n_top_genes=n_top_genes, hvg_flavor=hvg_flavor, target_sum=target_sum,
+                     min_cells_per_group=min_cells_per_group, replicate=replicate, paired=paired,
+                     min_cells_per_replicate=min_cells_per_replicate)
+
+
+def preprocess_file(path, **params) -> ad.AnnData:
+    """``preprocess(io.read_h5ad(path), **params)`` holding the input only until the two groups are taken.
+
+    What the workflow's rule runs: the input is read, the two groups' cells taken from it
+    (without a copy when they are all its cells) and the input dropped before QC, so that a
+    large file is held once, not twice (``preprocess`` keeps the caller's AnnData as given).
+    ``params``: the keywords of :func:`preprocess`, with its defaults.
+    """
+    bound = inspect.signature(preprocess).bind(None, **params)
+    bound.apply_defaults()
+    args = {k: v for k, v in bound.arguments.items() if k != "adata"}
+    return _recorded([read_h5ad(path)], True, **args)
+
+
+def _recorded(source: list, owned: bool, **params) -> ad.AnnData:
+    """``_preprocess`` of the AnnData in ``source`` (taken out of it), its warnings recorded in uns."""
     with result_warnings("preprocess") as warned:
-        out = _preprocess(adata, groupby=groupby, target=target, background=background, counts=counts, layer=layer,
-                          min_genes=min_genes, min_cells=min_cells, max_pct_mito=max_pct_mito,
-                          mito_prefix=mito_prefix, n_top_genes=n_top_genes, hvg_flavor=hvg_flavor,
-                          target_sum=target_sum, min_cells_per_group=min_cells_per_group, replicate=replicate,
-                          paired=paired, min_cells_per_replicate=min_cells_per_replicate)
+        out = _preprocess(source, owned=owned, **params)
     out.uns["scontrast"]["preprocess"]["warnings"] = np.array(warned, dtype=object).astype(str)
     return out
 
@@ -321,14 +341,18 @@ def _group_name(labels: list[str], role: str) -> str:
     return f"{' + '.join(labels)} ({role})"
 
 
-def _preprocess(adata, *, groupby, target, background, counts, layer, min_genes, min_cells, max_pct_mito,
-                mito_prefix, n_top_genes, hvg_flavor, target_sum, min_cells_per_group, replicate, paired,
-                min_cells_per_replicate) -> ad.AnnData:
+def _preprocess(source: list, *, owned: bool, groupby, target, background, counts, layer, min_genes, min_cells,
+                max_pct_mito, mito_prefix, n_top_genes, hvg_flavor, target_sum, min_cells_per_group, replicate,
+                paired, min_cells_per_replicate) -> ad.AnnData:
+    """The work of ``preprocess`` on the AnnData popped from ``source``; ``owned``: no one else holds it."""
     import scanpy as sc  # here, not at module level: `import scontrast` stays light for every other job
 
+    adata = source.pop()
     labels, keep, X, dtype = _checked_input(adata, groupby=groupby, target=target, background=background,
-                                            counts=counts, layer=layer, replicate=replicate)
+                                            counts=counts, layer=layer, replicate=replicate, owned=owned)
+    n_genes_in = int(adata.n_vars)
     out = _two_groups(adata, X, labels, keep, dtype)
+    del adata, X  # an input handed over (preprocess_file) is freed here: only the two groups' cells are held
     is_target = out.obs[TARGET_KEY].to_numpy()
     n_in = {"target": int(is_target.sum()), "background": int((~is_target).sum())}
     out, qc = _quality_control(sc, out, counts=counts, min_genes=min_genes, min_cells=min_cells,
@@ -343,7 +367,7 @@ def _preprocess(adata, *, groupby, target, background, counts, layer, min_genes,
                         min_genes=min_genes, max_pct_mito=max_pct_mito, min_cells=min_cells,
                         min_cells_per_group=min_cells_per_group)
     _normalise_and_flag(sc, out, counts=counts, target_sum=target_sum, n_top_genes=n_top_genes,
-                        hvg_flavor=hvg_flavor)
+                        hvg_flavor=hvg_flavor, share=owned)
 
     params = dict(groupby=groupby, target=_as_list(target), background=_as_list(background), counts=counts,
                   layer=str(layer), min_genes=min_genes, min_cells=min_cells, max_pct_mito=max_pct_mito,
@@ -358,7 +382,7 @@ def _preprocess(adata, *, groupby, target, background, counts, layer, min_genes,
         "versions": package_versions(),
         "n_cells_in": n_in,
         "n_cells_kept": n_kept,
-        "n_genes_in": int(adata.n_vars),
+        "n_genes_in": n_genes_in,
         "n_genes_kept": int(out.n_vars),
         "n_highly_variable": int(out.var["highly_variable"].sum()),
         "n_mito_genes": int(qc["mito"].sum()),
@@ -376,10 +400,11 @@ def _preprocess(adata, *, groupby, target, background, counts, layer, min_genes,
     return out
 
 
-def _checked_input(adata, *, groupby, target, background, counts, layer, replicate):
+def _checked_input(adata, *, groupby, target, background, counts, layer, replicate, owned=False):
     """The group labels, the mask of the two groups' cells, their matrix checked against ``counts``, its dtype.
 
-    The checks run in this order so that the first problem met is the one reported.
+    The checks run in this order so that the first problem met is the one reported. ``owned``:
+    the caller hands ``adata`` over, so its matrix may be taken as is when every cell is kept.
     """
     if counts not in ("raw", "tpm", "normalized"):
         raise ScontrastError(f"counts must be 'raw', 'tpm' or 'normalized', got {counts!r}")
@@ -395,7 +420,7 @@ def _checked_input(adata, *, groupby, target, background, counts, layer, replica
         raise ScontrastError("the AnnData has no X matrix")
     check_sparse_structure(X, matrix_name)  # before scipy's routines, which trust the arrays, read them
     # duplicate entries summed (QC counts stored entries), on the slice: the caller's matrix stays as given
-    X = canonical_matrix(X[keep], matrix_name, check=False)
+    X = canonical_matrix(X if owned and keep.all() else X[keep], matrix_name, check=False)
     check_finite(X, matrix_name)
     _check_range(_values(X), matrix_name)
     if counts == "raw":
@@ -429,6 +454,29 @@ def _two_groups(adata, X, labels, keep, dtype) -> ad.AnnData:
     return out
 
 
+def _keep(adata: ad.AnnData, obs: np.ndarray | None = None, var: np.ndarray | None = None) -> ad.AnnData:
+    """``adata[obs][:, var].copy()`` (boolean masks, None = all), made in place.
+
+    The caller still holds ``adata``: a new object would keep the old matrix alive beside it.
+    Here the matrix is subset once by scipy (anndata's view and copy would make two) and the old
+    one freed as soon as the new one exists; nothing is copied when every cell (gene) is kept.
+    The annotations (obs, var) are subset by anndata as usual.
+    """
+    rows = obs is not None and not obs.all()
+    cols = var is not None and not var.all()
+    if not (rows or cols):
+        return adata
+    X, adata.X = adata.X, None  # the only reference left is X's: reassigning it frees the old matrix
+    if rows:
+        X = X[obs]
+        adata._inplace_subset_obs(obs)
+    if cols:
+        X = X[:, var]
+        adata._inplace_subset_var(var)
+    adata.X = X
+    return adata
+
+
 def _quality_control(sc, out, *, counts, min_genes, min_cells, max_pct_mito, mito_prefix) -> tuple[ad.AnnData, dict]:
     """The cells and genes passing QC, and what the record needs of it.
 
@@ -441,16 +489,16 @@ def _quality_control(sc, out, *, counts, min_genes, min_cells, max_pct_mito, mit
     sc.pp.calculate_qc_metrics(out, qc_vars=["mt"], percent_top=None, log1p=False, inplace=True)
     mito_filter = counts in ("raw", "tpm") and max_pct_mito < 100
     if mito_filter and not mito.any():
-        # stacklevel: this function, _preprocess, preprocess, then the user's call
+        # stacklevel: this function, _preprocess, _recorded, preprocess, then the user's call
         warnings.warn(f"mito_prefix '{mito_prefix}' matches no gene, so max_pct_mito={max_pct_mito:g} removed no "
-                      f"cell{_mito_advice(out.var_names, mito_prefix)}", ScontrastWarning, stacklevel=4)
+                      f"cell{_mito_advice(out.var_names, mito_prefix)}", ScontrastWarning, stacklevel=5)
     low_genes = out.obs["n_genes_by_counts"].to_numpy() < min_genes
     high_mito = (out.obs["pct_counts_mt"].to_numpy() > max_pct_mito) & ~low_genes if mito_filter and mito.any() \
         else np.zeros(out.n_obs, dtype=bool)
     cell_ok = ~(low_genes | high_mito)
     removed_reason = np.where(low_genes, "min_genes", np.where(high_mito, "max_pct_mito", ""))
     qc_table = out.obs[["n_genes_by_counts", "total_counts", "pct_counts_mt"]].copy()
-    out = out[cell_ok].copy()
+    out = _keep(out, obs=cell_ok)
     if out.n_obs == 0:
         raise ScontrastError(_no_cell_left(qc_table, low_genes, high_mito, min_genes=min_genes,
                                            max_pct_mito=max_pct_mito))
@@ -458,11 +506,11 @@ def _quality_control(sc, out, *, counts, min_genes, min_cells, max_pct_mito, mit
     gene_ok = detected >= min_cells
     if gene_ok.sum() < 2:
         raise ScontrastError(_too_few_genes(detected, out.n_obs, min_cells))
-    out = out[:, gene_ok].copy()
+    out = _keep(out, var=gene_ok)
     zero_cells = np.asarray(out.X.sum(axis=1)).ravel() == 0
     if zero_cells.any():
         removed_reason[np.flatnonzero(cell_ok)[zero_cells]] = "min_cells"
-        out = out[~zero_cells].copy()
+        out = _keep(out, obs=~zero_cells)
     rows_in = np.flatnonzero(cell_ok)[~zero_cells]
     return out, {"mito": mito, "mito_filter": mito_filter, "removed_reason": removed_reason, "qc_table": qc_table,
                  "rows_in": rows_in}
@@ -513,9 +561,9 @@ def _check_group_losses(is_target, removed_reason, n_in, n_kept, *, target, back
         lost = n_in[group] - n_kept[group] - int((removed_reason[in_group] == "replicate").sum())
         if n_in[group] and lost > QC_WARN_FRACTION * n_in[group]:
             why = _removed_by(removed_reason[in_group], limits)
-            # stacklevel: this function, _preprocess, preprocess, then the user's call
+            # stacklevel: this function, _preprocess, _recorded, preprocess, then the user's call
             warnings.warn(f"QC removed {lost} of {n_in[group]} {names[group]} cells "
-                          f"({100 * lost / n_in[group]:.0f}%): {why}", ScontrastWarning, stacklevel=4)
+                          f"({100 * lost / n_in[group]:.0f}%): {why}", ScontrastWarning, stacklevel=5)
     limits["replicate"] = "in dropped replicates"
     for group, n in n_kept.items():
         if n < min_cells_per_group:
@@ -526,23 +574,114 @@ def _check_group_losses(is_target, removed_reason, n_in, n_kept, *, target, back
             )
 
 
-def _normalise_and_flag(sc, out, *, counts, target_sum, n_top_genes, hvg_flavor) -> None:
-    """Log-normalise ``out`` in place as ``counts`` requires (raw counts kept in a layer) and flag its HVGs."""
+def _normalise_and_flag(sc, out, *, counts, target_sum, n_top_genes, hvg_flavor, share=False) -> None:
+    """Log-normalise ``out`` in place as ``counts`` requires (raw counts kept in a layer) and flag its HVGs.
+
+    ``share``: the counts layer shares X's index arrays (see ``_beside``).
+    """
     if counts == "raw":
-        out.layers["counts"] = out.X.copy()
+        raw = out.X.copy() if not sp.issparse(out.X) else out.X.data.copy()  # sparse: the values only
         sc.pp.normalize_total(out, target_sum=target_sum)
     if counts in ("raw", "tpm"):
         sc.pp.log1p(out)
         out.uns.pop("log1p", None)
         if out.X.dtype != np.float32:
             out.X = out.X.astype(np.float32)
+    if counts == "raw":
+        out.layers["counts"] = _beside(raw, out.X, share)
 
     n_hvg = min(n_top_genes, out.n_vars)
     if n_hvg >= out.n_vars:
         out.var["highly_variable"] = True
+    elif hvg_flavor == "seurat" and sp.issparse(out.X) and out.X.nnz > HVG_BLOCK_ENTRIES:
+        _seurat_hvg_in_blocks(out, n_hvg)
     else:
         sc.pp.highly_variable_genes(out, n_top_genes=n_hvg, flavor=hvg_flavor, subset=False)
         out.uns.pop("hvg", None)
+
+
+def _beside(raw, X, share: bool):
+    """The raw counts as a matrix: ``raw`` itself when dense; for sparse ``X``, the values ``raw`` on
+    ``X``'s sparsity pattern (normalising and log1p keep every stored entry). ``share``: its index
+    arrays are ``X``'s own (a third less memory; only for a result written and dropped, as an
+    in-place change of one matrix's pattern would corrupt the other), else copies."""
+    if not sp.issparse(X):
+        return raw
+    if X.nnz != raw.size:  # not expected: the pattern is no longer the counts'
+        raise ScontrastError(f"normalisation changed the stored entries ({raw.size} counts, {X.nnz} values)")
+    indices, indptr = (X.indices, X.indptr) if share else (X.indices.copy(), X.indptr.copy())
+    kind = sp.csr_matrix if X.format == "csr" else sp.csc_matrix
+    return kind((raw, indices, indptr), shape=X.shape)
+
+
+#: a sparse matrix with more stored entries than this has its HVG statistics computed a block of
+#: genes at a time (scanpy copies the whole matrix twice); the same numbers either way
+HVG_BLOCK_ENTRIES = 2**24
+
+
+def _seurat_hvg_in_blocks(out: ad.AnnData, n_top_genes: int) -> None:
+    """``sc.pp.highly_variable_genes(out, n_top_genes, flavor='seurat')``, bitwise, one block of genes at a time.
+
+    Scanpy makes two copies of the whole log matrix (``expm1`` of a copy) for each gene's mean
+    and variance; these are computed here on blocks of about an eighth of the stored entries
+    with scanpy's own routine (a gene's sums run over the same cells in the same order), and
+    the rest is scanpy's (binning by mean, normalised dispersions, the top genes). Falls back
+    to scanpy's function when its internals are not those of the tested versions.
+    """
+    import scanpy as sc
+
+    try:
+        from scanpy.preprocessing._highly_variable_genes import _get_disp_stats, _get_mean_bins, _subset_genes
+        from scanpy.preprocessing._utils import _get_mean_var
+    except ImportError:  # another scanpy: its own function, at its own memory cost
+        sc.pp.highly_variable_genes(out, n_top_genes=n_top_genes, flavor="seurat", subset=False)
+        out.uns.pop("hvg", None)
+        return
+    X = out.X
+    mean, var = np.empty(X.shape[1]), np.empty(X.shape[1])
+    for cols in _entry_blocks(_entries_per_gene(X), max(X.nnz // 8, 1)):
+        block = X[:, cols[0]: cols[-1] + 1]
+        mean[cols], var[cols] = _get_mean_var(np.expm1(block))
+    # what scanpy's seurat flavour does with them (scanpy 1.11 _highly_variable_genes_single_batch)
+    mean[mean == 0] = 1e-12
+    dispersion = var / mean
+    dispersion[dispersion == 0] = np.nan
+    dispersion = np.log(dispersion)
+    mean = np.log1p(mean)
+    df = pd.DataFrame({"means": mean, "dispersions": dispersion})
+    df["mean_bin"] = _get_mean_bins(df["means"], "seurat", 20)
+    stats = _get_disp_stats(df, "seurat")
+    df["dispersions_norm"] = (df["dispersions"] - stats["avg"]) / stats["dev"]
+    df["highly_variable"] = _subset_genes(out, mean=mean, dispersion_norm=df["dispersions_norm"].to_numpy(),
+                                          cutoff=n_top_genes)
+    df.index = out.var_names
+    out.var["highly_variable"] = df["highly_variable"]
+    out.var["means"] = df["means"]
+    out.var["dispersions"] = df["dispersions"]
+    out.var["dispersions_norm"] = df["dispersions_norm"].astype(np.float32, copy=False)
+
+
+def _entries_per_gene(X) -> np.ndarray:
+    """Stored entries of each column of a CSR or CSC matrix (bincount in pieces: no int64 copy of the indices)."""
+    if X.format == "csc":
+        return np.diff(X.indptr)
+    step = max(1, X.nnz // 8)
+    out = np.zeros(X.shape[1], dtype=np.int64)
+    for start in range(0, X.nnz, step):
+        out += np.bincount(X.indices[start: start + step], minlength=X.shape[1])
+    return out
+
+
+def _entry_blocks(per_gene: np.ndarray, most: int) -> list[np.ndarray]:
+    """Consecutive blocks of genes holding at most ``most`` stored entries each (one gene alone may hold more)."""
+    blocks, start, held = [], 0, 0
+    for j, n in enumerate(per_gene):
+        if j > start and held + n > most:
+            blocks.append(np.arange(start, j))
+            start, held = j, 0
+        held += int(n)
+    blocks.append(np.arange(start, per_gene.size))
+    return blocks
 
 
 def _apply_design(out: ad.AnnData, *, replicate, paired, min_cells, groupby) -> tuple[ad.AnnData, dict, np.ndarray]:
@@ -565,14 +704,14 @@ def _apply_design(out: ad.AnnData, *, replicate, paired, min_cells, groupby) -> 
                 f"target group, {out.obs.loc[~is_target, col].nunique()} in the background) but no replicate is declared: "
                 f"p-values and errors treat cells as independent, so differences between {col}s can read as "
                 f"differences between groups; declare replicate: {col} (and paired: true if each gives cells to both "
-                "groups)", ScontrastWarning, stacklevel=4)
+                "groups)", ScontrastWarning, stacklevel=5)
         return out, {"replicate": "none", "paired": False, "unit": "cell",
                      "summary": "no replicate declared: cells are the unit",
                      "undeclared_candidates": np.array(suspects, dtype=str)}, np.ones(out.n_obs, dtype=bool)
     design = declare_design(out.obs[replicate].to_numpy(), is_target, column=replicate, paired=paired,
                             min_cells=min_cells)
     for name, why in design.dropped.items():
-        warnings.warn(f"replicate '{name}' of obs column '{replicate}' dropped: {why}", ScontrastWarning, stacklevel=4)
+        warnings.warn(f"replicate '{name}' of obs column '{replicate}' dropped: {why}", ScontrastWarning, stacklevel=5)
     if not design.keep.all():
         out = out[design.keep].copy()
     out.obs[REPLICATE_KEY] = pd.Categorical(design.replicates[design.keep])
