@@ -5,11 +5,12 @@ The figure is drawn by rule cpca_figure (scripts/figure.py) from this delta.
 
 from scontrast import io, tl
 from scontrast._workflow import run_rule
+from scontrast.merge_files import read_merged, used_layers
 
 
 def main(smk):
     # SPARDA's delta (var['sparda_selected']) is an input only when genes: sparda_selected
-    adata = io.read_merged(smk.input.h5ad, *smk.input.sparda)
+    adata = read_merged(smk.input.h5ad, *smk.input.sparda, layers=used_layers(smk.params.cfg))
     before = io.slot_keys(adata)
     tl.cpca(adata, **smk.params.cfg, random_state=smk.params.seed)
     io.write_h5ad(io.extract_delta(adata, before), smk.output.h5ad)

@@ -6,14 +6,15 @@ rules collect and fangs_figure read beside it. The figure is rule fangs_figure's
 
 from scontrast import io, tl
 from scontrast._workflow import run_rule
+from scontrast.merge_files import read_merged
 
 
 def main(smk):
-    adata = io.read_h5ad(smk.input.h5ad)
     if smk.params.samples_file:
+        adata = read_merged(smk.input.h5ad, layers=())
         samples = {"samples": smk.input.samples}
     else:  # the sampler's slots are read, not added: they stay out of the delta
-        adata = io.merge(adata, io.read_h5ad(smk.input.samples), names=[f"'{smk.input.samples}'"])
+        adata = read_merged(smk.input.h5ad, smk.input.samples, layers=())
         samples = {}
     before = io.slot_keys(adata)
     tl.fangs(adata, **samples, **smk.params.cfg, random_state=smk.params.seed, n_jobs=smk.threads)

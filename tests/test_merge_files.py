@@ -11,7 +11,7 @@ import scipy.sparse as sp
 
 from scontrast import io
 from scontrast.core import ScontrastError
-from scontrast.merge_files import merge_files, read_annotations
+from scontrast.merge_files import merge_files, read_annotations, read_merged
 
 
 def _base(n=300, d=80, density=0.3, seed=0):
@@ -145,3 +145,34 @@ def test_a_delta_replacing_a_base_entry_wins_with_a_warning(tmp_path, caplog):
     merge_files(base_path, paths, tmp_path / "out.h5ad")
     assert float(io.read_h5ad(tmp_path / "out.h5ad").uns["quadro"]["auc"]) == 0.7
     assert "replaces uns['quadro'] of the preprocessed data" in caplog.text
+
+
+def test_read_merged_reads_only_the_layers_a_method_uses(tmp_path):
+    base = _base()
+    base_path, paths = _write_all(tmp_path, base, _deltas(base))
+    want = io.read_merged(base_path, *paths)
+    _assert_same(read_merged(base_path, *paths), want)  # all layers: io.read_merged's answer
+    only_x = read_merged(base_path, *paths, layers=())
+    assert not only_x.layers and (only_x.X != want.X).nnz == 0
+    pd.testing.assert_frame_equal(only_x.obs, want.obs)
+    _same_tree(dict(only_x.uns), dict(want.uns))
+    counts = read_merged(base_path, layers=["counts"])
+    assert list(counts.layers) == ["counts"] and (counts.layers["counts"] != want.layers["counts"]).nnz == 0
+    with pytest.raises(ScontrastError, match=r"writes obs\['quadro_pred'\] which"):
+        read_merged(base_path, paths[0], paths[0], layers=())
+
+
+def test_read_merged_holds_x_once(tmp_path):
+    # io.read_merged holds X, the counts and a copy of both while merging; a method's read holds X
+    base = _base(n=4000, d=2000, density=0.25, seed=3)
+    x_bytes = base.X.data.nbytes + base.X.indices.nbytes + base.X.indptr.nbytes
+    base_path, paths = _write_all(tmp_path, base, _deltas(base))
+    del base
+    read_merged(base_path, *paths, layers=())  # anndata's readers warmed up before memory is traced
+    tracemalloc.start()
+    try:
+        adata = read_merged(base_path, *paths, layers=())
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert adata.X.nnz > 0 and peak < 1.6 * x_bytes, peak / x_bytes

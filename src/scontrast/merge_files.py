@@ -5,7 +5,8 @@ each method's delta holds a few annotations. :func:`merge_files` writes the merg
 ``scontrast.h5ad`` as a byte copy of the base file to which the deltas' entries are added
 in place: the base's ``X`` and layers are never read, decompressed or recompressed, so the
 merge takes seconds and little memory whatever the data's size. :func:`read_annotations`
-reads a file's annotations (obs, var, uns, obsm, varm, obsp) without ``X`` or layers.
+reads a file's annotations (obs, var, uns, obsm, varm, obsp) without ``X`` or layers, and
+:func:`read_merged` a method's input without the layers it does not use.
 
 What is merged, and what is refused or warned, is exactly :func:`scontrast.io.merge`'s
 (it runs on the annotations, with placeholders standing in for the layers).
@@ -21,13 +22,14 @@ from pathlib import Path
 import anndata as ad
 import h5py
 import scipy.sparse as sp
+from anndata.experimental import read_dispatched
 from anndata.io import read_elem, write_elem
 
 from . import io
 from ._workflow import input_file_problem
 from .core import ScontrastError, move_into_place, temporary_beside
 
-__all__ = ["merge_files", "read_annotations"]
+__all__ = ["merge_files", "read_annotations", "read_merged", "used_layers"]
 
 _log = logging.getLogger("scontrast.io")
 
@@ -67,8 +69,86 @@ def read_annotations(path: str | os.PathLike, layers: str = "skip") -> ad.AnnDat
         if not names.is_unique:
             raise ScontrastError(f"input '{path}' has duplicated {axis} names, e.g. {names[names.duplicated()][:3].tolist()}")
     if layers == "placeholder":
-        parts["layers"] = {k: sp.csr_matrix((len(obs), len(var)), dtype="float32") for k in keys}
+        parts["layers"] = {k: _placeholder((len(obs), len(var))) for k in keys}
     return ad.AnnData(obs=obs, var=var, **parts)
+
+
+def _read_with_layers(path: Path, layers) -> ad.AnnData:
+    """The whole AnnData of ``path`` with only the layers named in ``layers`` (None = all)."""
+    if layers is None:
+        return ad.read_h5ad(path)
+    wanted = set(layers)
+
+    def pick(read, elem_name, elem, iospec):
+        if elem_name == "/layers":  # the other layers are never read
+            return {k: read_elem(elem[k]) for k in elem if k in wanted}
+        return read(elem)
+
+    with h5py.File(path, "r") as fh:
+        return read_dispatched(fh, pick)
+
+
+def read_merged(base_path: str | os.PathLike, *delta_paths: str | os.PathLike, layers=None,
+                failures: str = "raise") -> ad.AnnData:
+    """:func:`scontrast.io.read_merged` reading only the base's layers named in ``layers`` (None = all).
+
+    What a method's rule reads: the base's ``X`` and annotations with the layer the method uses
+    (none by default), not the counts it does not use, which as large as ``X`` would double the
+    job's memory. The base gets the checks of :func:`scontrast.io.read_h5ad` (a regular HDF5 file
+    within the compression bound, unique names, its matrices canonical); the deltas are read by it.
+    """
+    base_path = Path(base_path)
+    problem = input_file_problem(base_path)
+    if problem is None and not h5py.is_hdf5(base_path):
+        problem = "is not an .h5ad file (not HDF5; truncated or another format?)"
+    if problem is not None:
+        raise ScontrastError(f"input '{base_path}' {problem}")
+    io.check_hdf5_content(base_path)
+    try:
+        base = _read_with_layers(base_path, layers)
+    except Exception as exc:  # anndata raises many types for broken files
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ScontrastError(f"input '{base_path}' is not a readable AnnData .h5ad file: {first}") from exc
+    for axis, names in (("cell (obs)", base.obs_names), ("gene (var)", base.var_names)):
+        if not names.is_unique:
+            raise ScontrastError(f"input '{base_path}' has duplicated {axis} names, e.g. {names[names.duplicated()][:3].tolist()}")
+    if base.X is not None:
+        base.X = io.canonical_matrix(base.X, f"input '{base_path}': X")
+    for key in list(base.layers.keys()):
+        base.layers[key] = io.canonical_matrix(base.layers[key], f"input '{base_path}': layers['{key}']")
+    deltas = [io.read_h5ad(p) for p in delta_paths]
+    if not deltas:
+        return base
+    return _merge_without_copy(base, deltas, [f"'{p}'" for p in delta_paths], failures)
+
+
+def used_layers(params: dict) -> list[str]:
+    """The layers a method's parameters (its config block) make it read: its ``layer``, if one is set."""
+    layer = params.get("layer")
+    return [] if layer is None else [str(layer)]
+
+
+def _placeholder(shape) -> sp.csr_matrix:
+    return sp.csr_matrix(shape, dtype="float32")
+
+
+def _merge_without_copy(base: ad.AnnData, deltas: list, names: list[str], failures: str) -> ad.AnnData:
+    """``io.merge(base, *deltas)`` without its copy of ``base``'s matrices (they are moved to the result).
+
+    ``io.merge`` copies the base, matrices included (twice the memory of X while it runs); here it
+    merges the annotations, with placeholders for X's layers (so that a delta replacing one is
+    seen), and the result takes ``base``'s X and the layers no delta replaced.
+    """
+    X, layers = base.X, dict(base.layers)
+    light = ad.AnnData(obs=base.obs, var=base.var, uns=dict(base.uns), obsm=dict(base.obsm), varm=dict(base.varm),
+                       obsp=dict(base.obsp), layers={k: _placeholder(base.shape) for k in layers})
+    merged = io.merge(light, *deltas, names=names, failures=failures)
+    replaced = {k for d in deltas if io.FAILURE_KEY not in d.uns for k in d.layers.keys()}
+    merged.X = X
+    for key, value in layers.items():
+        if key not in replaced:
+            merged.layers[key] = value
+    return merged
 
 
 def _written_entries(deltas: list[ad.AnnData]) -> dict[str, set[str]]:
