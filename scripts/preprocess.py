@@ -1,6 +1,6 @@
-"""Rule preprocess: input .h5ad -> results/{dataset}/preprocessed.h5ad (+ QC figure)."""
+"""Rule preprocess: input .h5ad -> results/{dataset}/preprocessed.h5ad (the QC figure: rule preprocess_figure)."""
 
-from scontrast import io, pl
+from scontrast import io
 from scontrast._workflow import run_rule
 from scontrast.preprocess import preprocess
 
@@ -15,7 +15,6 @@ def main(smk):
     info["input"] = str(smk.input.h5ad)
     info["dataset"] = str(smk.wildcards.get("dataset"))  # figure titles name the dataset
     io.write_h5ad(out, smk.output.h5ad)
-    io.save_figure(pl.preprocess(out), smk.output.figure, dpi=110)
 
 
 run_rule(snakemake, main)  # noqa: F821

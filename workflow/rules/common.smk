@@ -151,12 +151,16 @@ def method_outputs(wildcards):
 
 
 def figure_outputs():
-    """Every dataset's figures of the configured methods (one ``<method>_figure`` rule each)."""
+    """Every dataset's QC figure and the figures of its configured methods (one ``<name>_figure`` rule each).
+
+    Figures are never outputs of the job whose result they draw, which a figure that fails to
+    draw would take with it.
+    """
     return [
         getattr(rules, f"{m}_figure").output.figure.format(dataset=d)
         for d in DATASETS
-        for m in config["methods"]
-        if runs(m, d)
+        for m in ["preprocess", *config["methods"]]
+        if m == "preprocess" or runs(m, d)
     ]
 
 

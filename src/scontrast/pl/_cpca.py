@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from ..core import TARGET_KEY, ScontrastError
-from ._style import BACKGROUND_COLOUR, TARGET_COLOUR, group_labels, titled
+from ._style import BACKGROUND_COLOUR, TARGET_COLOUR, group_labels, literal, titled
 
 
 def _coordinates(E, components, rng):
@@ -62,7 +62,7 @@ def cpca(
 
     _legend(fig, adata, is_target, colouring, color=color, show_background=show_background)
     if sc is not None:
-        fig.colorbar(sc, ax=axes[:len(names)], label=f"{color} (target cells)")
+        fig.colorbar(sc, ax=axes[:len(names)], label=literal(f"{color} (target cells)"))
     target_label, background_label = group_labels(adata)
     fig.suptitle(titled(f"contrastive PCA of {target_label} ({int(np.sum(is_target))} cells) against "
                         f"{background_label} ({int(np.sum(~is_target))}), {int(uns.get('n_genes', 0))} genes", adata))
@@ -148,12 +148,13 @@ def _legend(fig, adata: ad.AnnData, is_target, colouring: dict, *, color: str, s
     if colouring["categorical"]:
         codes, colours = colouring["codes"], colouring["colours"]
         handles = [plt.Line2D([], [], marker="o", linestyle="", color=colours[lev],
-                              label=f"{lev} ({int(np.sum(is_target & (codes == lev)))})") for lev in colouring["levels"]]
+                              label=literal(f"{lev} ({int(np.sum(is_target & (codes == lev)))})"))
+                   for lev in colouring["levels"]]
     if show_background:
         handles.append(plt.Line2D([], [], marker="o", linestyle="", color=BACKGROUND_COLOUR,
-                                  label=f"{group_labels(adata)[1]} ({int((~is_target).sum())})"))
+                                  label=literal(f"{group_labels(adata)[1]} ({int((~is_target).sum())})")))
     if handles:
-        fig.legend(handles=handles, title=None if colouring["one_colour"] else f"target: {color}",
+        fig.legend(handles=handles, title=None if colouring["one_colour"] else literal(f"target: {color}"),
                    loc="outside right center", fontsize="small", ncols=1 if len(handles) <= 20 else 2)
 
 

@@ -11,7 +11,7 @@ from matplotlib.colors import ListedColormap
 from matplotlib.ticker import MaxNLocator
 
 from ..core import TARGET_KEY, ScontrastError
-from ._style import BACKGROUND_COLOUR, TARGET_COLOUR, group_labels, titled
+from ._style import BACKGROUND_COLOUR, TARGET_COLOUR, group_labels, literal, titled
 
 _GROUP_COLORS = (BACKGROUND_COLOUR, TARGET_COLOUR)  # background, target: as in every figure
 
@@ -64,6 +64,7 @@ def _heatmap(ax, features, is_target, uns, labels=("target", "background"), widt
     if width_in is None:
         width_in = ax.get_position().width * ax.figure.get_figwidth()
     order = cell_order(features, is_target)
+    labels = tuple(literal(v) for v in labels)  # the groups' labels in the caption: drawn as they are
     F = features[order].T  # features x cells
     n_b = int((~is_target).sum())
     k = F.shape[0]
@@ -73,7 +74,8 @@ def _heatmap(ax, features, is_target, uns, labels=("target", "background"), widt
     else:
         ax.imshow(F, aspect="auto", interpolation="nearest", cmap=ListedColormap(["#f4f4f4", "#262626"]),
                   vmin=0, vmax=1)
-        ax.set_yticks(np.arange(k), feature_labels(uns, k), fontsize="small" if k <= 8 else "x-small")
+        ax.set_yticks(np.arange(k), [literal(t) for t in feature_labels(uns, k)],
+                      fontsize="small" if k <= 8 else "x-small")
     # the groups: a coloured band above the cells and a line between them
     n = F.shape[1]
     for lo, hi, colour in ((0, n_b, _GROUP_COLORS[0]), (n_b, n, _GROUP_COLORS[1])):

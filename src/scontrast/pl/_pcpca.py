@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from ..core import TARGET_KEY, ScontrastError
-from ._style import BACKGROUND_COLOUR, TARGET_COLOUR, group_labels, titled
+from ._style import BACKGROUND_COLOUR, TARGET_COLOUR, group_labels, literal, titled
 
 
 def _default_color(adata):
@@ -88,13 +88,13 @@ def pcpca(
         else:
             sc = panel.scatter(x[sel], y[sel], s=s, c=vals[sel], cmap="viridis", vmin=vmin, vmax=vmax,
                                linewidths=0, rasterized=True)
-        panel.set_title(f"{name} cells (n={int(sel.sum())})")
+        panel.set_title(literal(f"{name} cells (n={int(sel.sum())})"))
         panel.set_xlabel(f"PCPCA {components[0] + 1 if k > 1 else 1}")
         panel.set_ylabel(f"PCPCA {components[1] + 1}" if k > 1 else "jitter")
     if categorical:
         _legend(fig, codes, levels, colours, title=color)
     else:
-        fig.colorbar(sc, ax=list(axes), label=color)
+        fig.colorbar(sc, ax=list(axes), label=literal(color))
     if "gamma_prime" in uns:
         fig.suptitle(titled(f"PCPCA: gamma' = {float(uns['gamma_prime']):.3g} (admissible < "
                             f"{float(uns['max_gamma_prime']):.3g}), sigma^2 = {float(uns['sigma2']):.3g}", adata))
@@ -118,6 +118,6 @@ def _level_colours(codes: np.ndarray, is_target: np.ndarray) -> tuple[list, dict
 def _legend(fig, codes: np.ndarray, levels: list, colours: dict, *, title: str) -> None:
     # One legend for both panels: the colours are shared, and it stays off the data.
     handles = [plt.Line2D([], [], marker="o", linestyle="", color=colours[lev],
-                          label=f"{lev} ({int(np.sum(codes == lev))})") for lev in levels]
-    fig.legend(handles=handles, title=title, loc="outside right center", fontsize="small",
+                          label=literal(f"{lev} ({int(np.sum(codes == lev))})")) for lev in levels]
+    fig.legend(handles=handles, title=literal(title), loc="outside right center", fontsize="small",
                ncols=1 if len(levels) <= 20 else 2)

@@ -9,7 +9,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from ..core import TARGET_KEY
-from ._style import BACKGROUND_COLOUR, TARGET_COLOUR, group_labels, titled
+from ._style import BACKGROUND_COLOUR, TARGET_COLOUR, group_labels, literal, titled
 
 # what each QC metric is for each declared input (the metrics are computed on the input values)
 _LABELS = {
@@ -105,7 +105,7 @@ def _metric_panel(ax, groups, rng, *, limit, label: str) -> None:
                        label=None if labelled else "removed by QC")
             labelled = True
         ticks.append(f"{name}\n{k.size} kept" + (f"\n{g.size} removed" if g.size else ""))
-    ax.set_xticks([1, 2], ticks)
+    ax.set_xticks([1, 2], [literal(t) for t in ticks])
     if limit is not None:
         pname, value = limit
         ax.axhline(value, color="0.2", ls="--", lw=1, label=f"{pname} = {value:g}")

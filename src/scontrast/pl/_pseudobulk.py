@@ -7,7 +7,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from ..core import ScontrastError, check_int
-from ._style import BACKGROUND_COLOUR, TARGET_COLOUR, group_labels, titled
+from ._style import BACKGROUND_COLOUR, TARGET_COLOUR, group_labels, literal, titled
 
 
 def pseudobulk(adata: ad.AnnData, *, n_labels: int = 10, figsize=(7.5, 5.2), ax=None) -> plt.Figure:
@@ -34,16 +34,15 @@ def pseudobulk(adata: ad.AnnData, *, n_labels: int = 10, figsize=(7.5, 5.2), ax=
     for side, colour, label in ((lfc > 0, TARGET_COLOUR, group_labels(adata)[0]),
                                 (lfc <= 0, BACKGROUND_COLOUR, group_labels(adata)[1])):
         pick = sig & side
-        ax.scatter(lfc[pick], y[pick], s=12, color=colour, linewidths=0, label=f"padj < {alpha:g}, higher in {label}")
+        ax.scatter(lfc[pick], y[pick], s=12, color=colour, linewidths=0,
+                   label=literal(f"padj < {alpha:g}, higher in {label}"))
     if "sparda_selected" in adata.var:
         chosen = ok & adata.var["sparda_selected"].to_numpy(dtype=bool)
         ax.scatter(lfc[chosen], y[chosen], s=40, facecolors="none", edgecolors="k", linewidths=0.9,
                    label=f"SPARDA's genes ({int(chosen.sum())})")
     order = np.flatnonzero(ok)[np.argsort(p[ok], kind="stable")][:n_labels]
     for i in order:
-        # gene names are data: drawn literally, never parsed as mathtext
-        ax.annotate(str(adata.var_names[i]), (lfc[i], y[i]), fontsize=7, xytext=(3, 2), textcoords="offset points",
-                    parse_math=False)
+        ax.annotate(literal(adata.var_names[i]), (lfc[i], y[i]), fontsize=7, xytext=(3, 2), textcoords="offset points")
     ax.axvline(0, color="k", lw=0.5)
     ax.set_xlabel("log2 fold change (target over background)")
     ax.set_ylabel("-log10 p (DESeq2 Wald, per replicate)")

@@ -9,7 +9,7 @@ from sklearn.metrics import roc_auc_score, roc_curve
 
 from ..bounds import check_count
 from ..core import TARGET_KEY, ScontrastError
-from ._style import BACKGROUND_COLOUR, TARGET_COLOUR, group_labels, titled
+from ._style import BACKGROUND_COLOUR, TARGET_COLOUR, group_labels, literal, titled
 
 
 def _scored_classes(adata: ad.AnnData, key: str, score_key: str):
@@ -65,9 +65,9 @@ def quadro(adata: ad.AnnData, *, key: str = TARGET_KEY, score_key: str = "quadro
     edges = np.linspace(lo, hi, bins + 1) if hi > lo else bins
     for mask, label, colour in ((~is_target, first, BACKGROUND_COLOUR), (is_target, second, TARGET_COLOUR)):
         axes[0].hist(np.clip(score[mask], lo, hi), bins=edges, density=True, alpha=0.55, color=colour,
-                     label=f"{label} (n={int(mask.sum())})")
+                     label=literal(f"{label} (n={int(mask.sum())})"))
     if lo <= 0.0 <= hi:
-        axes[0].axvline(0.0, color="black", linestyle="--", linewidth=0.8, label=f"cut ({second} above)")
+        axes[0].axvline(0.0, color="black", linestyle="--", linewidth=0.8, label=literal(f"cut ({second} above)"))
     axes[0].set_xlabel("cross-validated QUADRO score Q(x) - threshold, clipped to its 1-99% range")
     axes[0].set_ylabel("density")
     auc = roc_auc_score(is_target, score)
@@ -82,7 +82,7 @@ def quadro(adata: ad.AnnData, *, key: str = TARGET_KEY, score_key: str = "quadro
         if "error" in base:
             label = {"background": first, "target": second}.get(str(base["label"]), str(base["label"]))
             title += f" (all called {label}: {float(base['error']):.3f})"
-    axes[0].set_title(title)
+    axes[0].set_title(literal(title))
     axes[0].legend(frameon=False)
 
     fpr, tpr, _ = roc_curve(is_target, score)
@@ -90,8 +90,8 @@ def quadro(adata: ad.AnnData, *, key: str = TARGET_KEY, score_key: str = "quadro
     axes[1].plot([0, 1], [0, 1], color="grey", linestyle="--", linewidth=0.8, label="chance")
     axes[1].set_xlim(0, 1)
     axes[1].set_ylim(0, 1.01)
-    axes[1].set_xlabel(f"false positive rate ({first} called {second})")
-    axes[1].set_ylabel(f"true positive rate ({second} called {second})")
+    axes[1].set_xlabel(literal(f"false positive rate ({first} called {second})"))
+    axes[1].set_ylabel(literal(f"true positive rate ({second} called {second})"))
     axes[1].set_title("ROC of the cross-validated scores")
     axes[1].legend(loc="lower right", frameon=False)
     fig.suptitle(titled(f"QUADRO: {second} vs {first}", adata))

@@ -10,7 +10,7 @@ from ..bounds import check_count
 from ..core import TARGET_KEY, ScontrastError
 from ._style import BACKGROUND_COLOUR as _BACKGROUND_COLOUR
 from ._style import TARGET_COLOUR as _TARGET_COLOUR
-from ._style import group_labels, titled
+from ._style import group_labels, literal, titled
 
 
 def _weights_panel(ax, adata: ad.AnnData, n_genes: int) -> None:
@@ -25,7 +25,7 @@ def _weights_panel(ax, adata: ad.AnnData, n_genes: int) -> None:
     colours = np.where(w[order] > 0, _TARGET_COLOUR, _BACKGROUND_COLOUR)
     ax.barh(y, w[order], color=colours)
     ax.set_yticks(y)
-    ax.set_yticklabels(adata.var_names[order], fontsize=8 if order.size <= 25 else 6)
+    ax.set_yticklabels([literal(g) for g in adata.var_names[order]], fontsize=8 if order.size <= 25 else 6)
     ax.axvline(0, color="k", lw=0.6)
     n_sel = int(adata.var["sparda_selected"].sum())
     ax.set_xlabel("weight (+ = target side)")
@@ -37,9 +37,9 @@ def _density_panel(ax, proj: np.ndarray, is_target: np.ndarray, title: str, labe
     pad = 0.05 * (hi - lo if hi > lo else 1.0)
     bins = np.linspace(lo - pad, hi + pad, 40)
     ax.hist(proj[~is_target], bins=bins, density=True, alpha=0.55, color=_BACKGROUND_COLOUR,
-            label=f"{labels[1]} (n={int((~is_target).sum())})")
+            label=literal(f"{labels[1]} (n={int((~is_target).sum())})"))
     ax.hist(proj[is_target], bins=bins, density=True, alpha=0.55, color=_TARGET_COLOUR,
-            label=f"{labels[0]} (n={int(is_target.sum())})")
+            label=literal(f"{labels[0]} (n={int(is_target.sum())})"))
     ax.set_xlabel("projection on the SPARDA direction")
     ax.set_ylabel("density")
     ax.set_title(title)
