@@ -442,36 +442,3 @@ def test_a_figure_that_fails_to_draw_leaves_every_result(tmp_path, monkeypatch):
     for name in ("preprocessed.h5ad", "sparda.h5ad", "scontrast.h5ad", "summary.tsv"):
         assert (results / name).is_file(), name
     assert not (results / "figures" / "preprocess_qc.png").exists()
-
-
-# started by every Python process of a run (PYTHONPATH): any figure fails to draw
-_FIGURES_FAIL = """
-import matplotlib.figure
-
-def _fail(self, *args, **kwargs):
-    raise RuntimeError("this figure failed to draw (a test)")
-
-matplotlib.figure.Figure.savefig = _fail
-"""
-
-
-def test_a_figure_that_fails_to_draw_leaves_every_result(tmp_path, monkeypatch):
-    """A figure's failure never removes a method's result. The QC figure was an output of the
-    preprocess job, so a QC figure that failed to draw (a group label `$\\frac$`) deleted
-    preprocessed.h5ad with it; every figure is now a rule of its own."""
-    hook = tmp_path / "hook"
-    hook.mkdir()
-    (hook / "sitecustomize.py").write_text(_FIGURES_FAIL)
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(hook), os.environ.get("PYTHONPATH")])))
-    cfg = tiny_config(methods=["sparda"])
-    cfg["datasets"] = {"wu2020": cfg["datasets"]["wu2020"]}
-    proc = snakemake(tmp_path, cfg, "--keep-going", check=False)
-    assert proc.returncode != 0
-    output = proc.stdout + proc.stderr
-    assert "Error in rule preprocess_figure" in output and "Error in rule sparda_figure" in output
-    assert "Error in rule preprocess:" not in output
-    assert "this figure failed to draw (a test)" in (tmp_path / "logs/wu2020/preprocess_figure.log").read_text()
-    results = tmp_path / "results" / "wu2020"
-    for name in ("preprocessed.h5ad", "sparda.h5ad", "scontrast.h5ad", "summary.tsv"):
-        assert (results / name).is_file(), name
-    assert not (results / "figures" / "preprocess_qc.png").exists()
