@@ -1,6 +1,6 @@
 """Donors and samples: do p-values, errors and enrichments hold at the level of the replicate?
 
-Three parts (issue 30); every number is printed with the machine load.
+Five parts (issue 30); every number is printed with the machine load.
 
 1. ``--splits``: donor-split nulls on the shipped wu2020 T cells. The T cells of one tissue (NAT,
    then Tumor) of the patients with >= 4 such cells are split into two sets of patients (every
@@ -27,8 +27,16 @@ Three parts (issue 30); every number is printed with the machine load.
    ``k=5`` here, which skips the lambda cross-validation: the test's statistic does not depend
    on the chosen lambda, only the reported genes do.
 
+4. ``--matched N_NULL N_POWER [--quadro]``: on the same simulated data sets as 3, pseudobulk
+   DESeq2's power at the padj threshold that rejects 5% of the null simulations (its own "any
+   gene at padj < 0.05" rejects more), and QUADRO's cross-validated AUC under the null with folds
+   holding out donors and over cells (about 80 s per null data set on a loaded 2-core machine).
+5. ``--sim-enrichment N``: FANGS's feature enrichment when donors' prevalences differ and the
+   groups do not (4 vs 4, 6 vs 6 and 6 paired donors): replicate-level against cell-level test.
+
 Usage (from the repository root): python -m benchmarks.bench_donors [--splits] [--paired]
-[--sim N] [--scenarios none mean spread] [--max-splits K] [--fangs] [--seed S]
+[--sim N] [--scenarios none mean spread] [--max-splits K] [--fangs] [--matched N_NULL N_POWER]
+[--quadro] [--sim-enrichment N] [--seed S]
 """
 
 from __future__ import annotations
@@ -290,6 +298,61 @@ def simulation(n_sims: int, scenarios: list[str], donors: int, cells: int, seed:
             + f"; median SPARDA p {np.median(ps):.3f} ({time.time() - t0:.0f} s, load {os.getloadavg()[0]:.2f})")
 
 
+def matched_baselines(n_null: int, n_power: int, donors: int, cells: int, seed: int, quadro: bool) -> None:
+    """Pseudobulk DESeq2 at a type I error matched to 0.05, and QUADRO's AUC under the null.
+
+    The same simulated data sets as :func:`simulation` (its random stream is replayed: one draw
+    for SPARDA's seed and one for the E-test's after each data set), so the rows pair with its
+    SPARDA results. Pseudobulk's "any gene at padj < 0.05" rejects the null more often than 5%
+    (about 0.17 here): its power is also read at the padj threshold that rejects 5% of the null
+    simulations (the smallest padj's 5% quantile). With ``quadro``, QUADRO's cross-validated AUC on
+    each null data set, with folds holding out donors and with folds over cells.
+    """
+    from scontrast import tl
+    from scontrast.preprocess import preprocess
+
+    if not PBMC3K.exists():
+        say(f"# {PBMC3K} is absent: the matched baselines are skipped")
+        return
+    pool, genes = pbmc3k_cd4_counts()
+    dense_pool = pool.toarray().astype(float)
+    say(f"\n## Matched baselines on the pseudo-donor simulation ({donors} vs {donors} donors of {cells} cells; "
+        f"load {os.getloadavg()[0]:.2f})")
+    smallest = {}
+    aucs = {"donor folds": [], "cell folds": []}
+    t0 = time.time()
+    for scenario, n_sims in (("none", n_null), ("mean", n_power)):
+        rng = np.random.default_rng([seed, ["none", "mean", "spread"].index(scenario)])
+        smallest[scenario] = []
+        for _ in range(n_sims):
+            a, planted = simulate(dense_pool, genes, scenario, donors, cells, rng)
+            rng.integers(2**31)  # SPARDA's seed in simulation()
+            pp = preprocess(a, groupby="group", target=["T"], background=["B"], replicate="donor", min_genes=0,
+                            min_cells=1, max_pct_mito=100, n_top_genes=300, min_cells_per_group=2)
+            tl.pseudobulk(pp)
+            padj = np.nan_to_num(pp.var["pseudobulk_padj"].to_numpy(), nan=1.0)
+            pick = np.ones(padj.size, bool) if scenario == "none" else np.isin(pp.var_names, genes[planted])
+            smallest[scenario].append(float(padj[pick].min()))
+            rng.integers(2**31)  # the E-test's seed in simulation()
+            if quadro and scenario == "none":
+                tl.quadro(pp, random_state=0)
+                aucs["donor folds"].append(float(pp.uns["quadro"]["auc"]))
+                del pp.uns["scontrast"]["design"]
+                tl.quadro(pp, random_state=0)
+                aucs["cell folds"].append(float(pp.uns["quadro"]["auc"]))
+    null, power = np.array(smallest["none"]), np.array(smallest["mean"])
+    cut = float(np.quantile(null, 0.05))
+    say(f"pseudobulk DESeq2: null simulations with any gene at padj < 0.05: {np.mean(null < 0.05):.3f} ({n_null}); "
+        f"mean shift, a planted gene at padj < 0.05: {np.mean(power < 0.05):.3f}; at the threshold matched to 5% of the "
+        f"null (padj < {cut:.3g}): {np.mean(power < cut):.3f} ({n_power})")
+    for how, v in aucs.items():
+        if v:
+            v = np.array(v)
+            say(f"QUADRO AUC under the null, {how}: mean {v.mean():.3f}, sd {v.std(ddof=1):.3f}, 95% quantile "
+                f"{np.quantile(v, 0.95):.3f}, share above 0.6 {np.mean(v > 0.6):.3f} ({v.size} simulations)")
+    say(f"({time.time() - t0:.0f} s, load {os.getloadavg()[0]:.2f})")
+
+
 # --------------------------------------------------------------------------- 4. enrichment under donor effects
 
 
@@ -343,6 +406,9 @@ def main(argv=None):
     parser.add_argument("--cells", type=int, default=60)
     parser.add_argument("--max-splits", type=int, default=35)
     parser.add_argument("--fangs", action="store_true")
+    parser.add_argument("--matched", nargs=2, type=int, metavar=("N_NULL", "N_POWER"),
+                        help="pseudobulk at a matched type I error (and QUADRO's null AUC with --quadro)")
+    parser.add_argument("--quadro", action="store_true")
     parser.add_argument("--sim-enrichment", type=int, default=0, help="simulations per design of the enrichment part")
     parser.add_argument("--sources", nargs="+", default=["NAT", "Tumor"], help="tissues of the donor splits")
     parser.add_argument("--seed", type=int, default=0)
@@ -354,6 +420,8 @@ def main(argv=None):
         paired_tumour_vs_nat()
     if args.splits:
         donor_splits(args.max_splits, args.fangs, args.sources)
+    if args.matched:
+        matched_baselines(*args.matched, args.donors, args.cells, args.seed, args.quadro)
     if args.sim_enrichment:
         enrichment_simulation(args.sim_enrichment, args.seed)
     if args.sim:
