@@ -2,15 +2,15 @@
 
 from scontrast import io
 from scontrast._workflow import run_rule
-from scontrast.preprocess import preprocess
+from scontrast.preprocess import preprocess_file
 
 
 def main(smk):
     ds = smk.params.dataset
-    adata = io.read_h5ad(smk.input.h5ad)
-    out = preprocess(adata, groupby=ds["groupby"], target=ds["target"], background=ds["background"],
-                     counts=ds["counts"], layer=ds["layer"], replicate=ds["replicate"], paired=ds["paired"],
-                     **smk.params.cfg)
+    # the input is dropped once its two groups are taken: a large file is held once, not twice
+    out = preprocess_file(smk.input.h5ad, groupby=ds["groupby"], target=ds["target"], background=ds["background"],
+                          counts=ds["counts"], layer=ds["layer"], replicate=ds["replicate"], paired=ds["paired"],
+                          **smk.params.cfg)
     info = out.uns["scontrast"]["preprocess"]
     info["input"] = str(smk.input.h5ad)
     info["dataset"] = str(smk.wildcards.get("dataset"))  # figure titles name the dataset
