@@ -185,6 +185,7 @@ def _run(smk: Any, main: Callable[[Any], None], log: logging.Logger, log_path: P
         sys.exit(0 if recorded else 1)
     log.info("rule %s (%s) done", smk.rule, where)
 
+
 # ------------------------------------------------------------------ inputs and names, checked at config time
 #: The longest dataset name: a name is a folder of every result (``results/<name>/``,
 #: ``logs/<name>/``), and most file systems hold at most 255 bytes in one name (NAME_MAX); the

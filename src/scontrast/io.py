@@ -556,6 +556,8 @@ def save_figure(fig, path: str | os.PathLike, dpi: int = 120) -> None:
         raise
     finally:
         plt.close(fig)
+
+
 def write_text(text: str, path: str | os.PathLike) -> None:
     """Write ``text`` to ``path`` atomically (temporary file, then rename), as every other output."""
     path = Path(path)
