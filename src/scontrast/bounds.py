@@ -78,6 +78,7 @@ MAXIMUM: dict[str, dict[str, int]] = {
         "n_chains": 64,  # one thread each; the kept samples of all are held (check_memory)
         "max_features": 1_000,  # K: K x K and K x D work arrays per chain, cells x K samples
         "max_new": 100,  # features a cell may open at once, each a likelihood evaluation
+        "max_cells": 10_000_000,  # cells the chains run on (the rest extended per kept sample): held as cells x D
         "init_features": 1_000,  # at most max_features
         "block_moves": 1_000,  # moves per sweep, each a pass over the cells
         "death_moves": 1_000,

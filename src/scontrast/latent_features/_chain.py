@@ -13,12 +13,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..core import progress, silenced_warnings, spawn_seed
+from ._extend import extend
 from ._likelihood import _log_gamma_pdf, _log_inv_gamma, collapsed_log_likelihood, ibp_log_prob
 from ._moves import _complement_moves, _death_or_random_birth, _noise_scale_draw, _restricted_gibbs_birth_death
 from ._row_sweep import _seed_numba, _sweep_rows
 from ._split_merge import _split_merge
 
 _LOGGER = "scontrast.latent_features"
+#: Gibbs scans drawing the features of a cell outside the chains' subsample per kept sample (``_extend``;
+#: each cell starts from its previous draw), and at its first draw
+OTHER_SCANS, OTHER_FIRST_SCANS = 3, 20
 
 
 @dataclass(frozen=True)
@@ -104,14 +108,16 @@ def _start_features(X, Z, m, K, n_start, seed) -> int:
     return K
 
 
-def _run_chain(Xs, scale, p: _ChainSettings, seed, chain: int = 1) -> dict:
+def _run_chain(Xs, scale, p: _ChainSettings, seed, chain: int = 1, others=None) -> dict:
     """One chain on the scaled data; ``seed`` seeds its Generator (ICA start, draws) and numba's stream.
 
     numba's generator is per thread: it is seeded here, in the thread that runs the chain.
+    ``others``: ``(Xs_others, rows, rows_others)`` when the chain runs on a subsample: the other
+    cells' scaled data and where the subsample's and the other cells' rows go in every sample.
     """
     rng = np.random.default_rng(seed)
     _seed_numba(spawn_seed(rng))
-    state = _Chain(Xs, scale, p, rng)
+    state = _Chain(Xs, scale, p, rng, others)
     for it in progress(range(p.n_iter), desc=f"latent_features: sweeps of chain {chain}", logger=_LOGGER):
         state.sweep(it)
     return state.result()
@@ -126,8 +132,9 @@ class _Chain:
     makes the whitened problem the homoscedastic one with unit noise).
     """
 
-    def __init__(self, Xs, scale, p: _ChainSettings, rng):
-        self.Xs, self.scale, self.p, self.rng = Xs, scale, p, rng
+    def __init__(self, Xs, scale, p: _ChainSettings, rng, others=None):
+        self.Xs, self.scale, self.p, self.rng, self.others = Xs, scale, p, rng, others
+        self.others_state = None  # the other cells' features and weights between draws
         n, d = self.n, self.d = Xs.shape
         self.fixed_x = None if p.sigma_x is None else (p.sigma_x / scale) ** 2
         self.per_gene = p.noise == "gene" and self.fixed_x is None
@@ -324,8 +331,32 @@ class _Chain:
         if it >= p.burn_in:
             self.sum_s2x += self.s2x
             if (it - p.burn_in) % p.thin == 0:
-                self.samples.append(self.Z[:, self.n_fixed:self.K].copy())
+                self.samples.append(self._all_rows(it))
                 self.sweeps.append(it)
+
+    def _all_rows(self, it: int) -> np.ndarray:
+        """The current features of every cell (N, K) uint8: the chain's own, and without a subsample that is all.
+
+        The cells outside the subsample (``others``) get theirs drawn given the current loadings
+        (``_extend.extend``), in the rows ``others`` names.
+        """
+        own = self.Z[:, self.n_fixed:self.K].copy()
+        if self.others is None:
+            return own
+        Xs_out, rows, rows_out = self.others
+        p, target = self.p, self.p.likelihood_power
+        zeta = target if target == 1.0 or it >= self.ramp else target ** (it / self.ramp)
+        Y, v = (Xs_out / np.sqrt(self.s2x), 1.0) if self.per_gene else (Xs_out, float(self.s2x[0]))
+        full = np.empty((rows.size + rows_out.size, own.shape[1]), dtype=np.uint8)
+        full[rows] = own
+        if self.others_state is None:  # the first draw: from no feature, with more scans
+            self.others_state = (np.zeros((rows_out.size, self.kcap), dtype=np.uint8), np.ones(rows_out.size))
+            scans = OTHER_FIRST_SCANS
+        else:
+            scans = OTHER_SCANS
+        full[rows_out] = extend(Y, self.A, self.K, self.n_fixed, self.m, self.n, v, p.noise_df, zeta, scans,
+                                self.others_state, p.block_moves)
+        return full
 
     def result(self) -> dict:
         """What the estimator collects from the chain (loadings in the units of X)."""
@@ -337,7 +368,7 @@ class _Chain:
                 "log_joint": self.log_joint, "K": self.trace_k, "alpha": self.trace_alpha,
                 "sigma_x": self.trace_sx, "sigma_a": self.trace_sa,
                 "sigma_x_genes": np.sqrt(self.sum_s2x / max(p.n_iter - p.burn_in, 1)) * scale,
-                "Z": self.Z[:, n_fixed:K].copy(), "A": A_out[n_fixed:].copy(),
+                "Z": self._all_rows(p.n_iter - 1), "A": A_out[n_fixed:].copy(),
                 "split_merge_accepted": self.accepted["split_merge"],
                 "birth_death_accepted": self.accepted["birth_death"], "death_accepted": self.accepted["death"],
                 "intercept": A_out[0].copy() if n_fixed else np.zeros(self.d)}

@@ -121,7 +121,9 @@ def latent_features(
     ``sigma_x``, ``sigma_a`` (n_chains, n_iter), ``rhat_log_joint``, ``rhat_K``,
     ``ess_log_joint``, ``ess_K``, ``sigma_x_mean``, ``sigma_a_mean`` (posterior
     means after burn-in), ``n_dims_used``, ``scale``, ``timings`` and, when
-    ``obs['scontrast_target']`` is present, ``n_target`` and ``n_background``.
+    ``obs['scontrast_target']`` is present, ``n_target`` and ``n_background``; ``subsample``
+    (``n_cells``, ``of``...) when the chains ran on a subsample of the cells (``max_cells``,
+    stratified by group and replicate; the other cells' features drawn per kept sample).
     """
     model = build_estimator(LinearGaussianIBP, params, random_state=random_state, n_jobs=n_jobs)
     X, names, n_dims = _explained_matrix(adata, genes=genes, n_genes=n_genes, layer=layer, use_rep=use_rep,
@@ -158,7 +160,7 @@ def _sample_and_record(adata: ad.AnnData, model: LinearGaussianIBP, X: np.ndarra
     """Run the sampler on ``X`` and write its samples, its input and ``uns[key_added]``."""
     key_added, use_rep = front["key_added"], front["use_rep"]
     with result_warnings("latent_features") as warned:
-        model.fit(X)
+        model.fit(X, strata=_strata(adata))
     Z, k = pack_samples(model.samples_)
     diag = model.diagnostics()
     log.info("latent_features: %d cells x %d %s, %d chains x %d sweeps in %.1f s, %d samples, K from %d to %d, "
@@ -171,12 +173,29 @@ def _sample_and_record(adata: ad.AnnData, model: LinearGaussianIBP, X: np.ndarra
     if TARGET_KEY in adata.obs:
         is_target = adata.obs[TARGET_KEY].to_numpy(dtype=bool)
         extra = {"n_target": int(is_target.sum()), "n_background": int((~is_target).sum())}
+    n_fitted = int(model.fitted_cells_.size)
+    if n_fitted < X.shape[0]:
+        # the approximation, stated where the result is: the chains saw a subsample
+        extra["subsample"] = {"n_cells": n_fitted, "of": int(X.shape[0]), "strata": "group and replicate",
+                              "other_cells": "features drawn given each kept sample's loadings (3 Gibbs scans)"}
+        log.info("latent_features: the chains ran on a stratified subsample of %d of %d cells (max_cells); the "
+                 "other cells' features were drawn given each kept sample", n_fitted, X.shape[0])
     kept = slice(model.burn_in, None)
     record_params(adata, key_added, dict(**front, **fitted_params(model)),
                   random_state, warnings=warned, n_features=k, n_dims_used=int(X.shape[1]), input_names=names,
                   scale=float(model.scale_), timings={key: float(v) for key, v in model.timings_.items()},
                   sigma_x_mean=float(model.sigma_x_[:, kept].mean()), sigma_a_mean=float(model.sigma_a_[:, kept].mean()),
                   **diag, **{key: np.asarray(v) for key, v in model.traces().items()}, **extra)
+
+
+def _strata(adata: ad.AnnData) -> np.ndarray | None:
+    """Each cell's group and replicate (what a subsample of the cells keeps in proportion), or None."""
+    from ..design import REPLICATE_KEY
+
+    cols = [c for c in (TARGET_KEY, REPLICATE_KEY) if c in adata.obs]
+    if not cols:
+        return None
+    return adata.obs[cols].astype(str).agg("|".join, axis=1).to_numpy()
 
 
 def samples_from_adata(adata: ad.AnnData, key: str = "latent_features") -> list[np.ndarray]:
