@@ -105,3 +105,23 @@ def test_front_end_never_makes_the_candidate_genes_dense(monkeypatch):
         tracemalloc.stop()
     assert a.uns["quadro"]["n_candidates"] == d
     assert peak_mb < 0.5 * dense_mb, f"peak {peak_mb:.0f} MB, a dense copy of the candidates is {dense_mb:.0f} MB"
+
+
+def test_each_fold_takes_its_held_out_block_once(monkeypatch):
+    # from a sparse X every take is a pass over all its entries: along the lambda path each fold's
+    # held-out block is taken once, not once per point (36 points at the defaults)
+    from scontrast.quadro import _crossval
+
+    X, y = _sparse_counts()
+    taken = []
+    real = _crossval._take
+
+    def counting(M, rows=None, cols=None):
+        taken.append(None if rows is None else len(rows))
+        return real(M, rows, cols)
+
+    monkeypatch.setattr(_crossval, "_take", counting)
+    model = QUADRO(n_features=8, cv=3, lambda_grid=[1.0, 0.3, 0.1], random_state=0, estimator="sample", patience=None)
+    model.fit(X, y)
+    assert len(model.cv_results_["lambda1"]) == 9  # 9 points x 3 folds scored
+    assert len(taken) == 2 * 3  # per fold: its training moments and its held-out block

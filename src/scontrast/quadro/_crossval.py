@@ -104,6 +104,7 @@ class _Fold:
     reference: tuple[float, float]  # the problem's penalty scales
     x: np.ndarray | None = None  # the last solution (packed), the next point's warm start
     nu: float = 0.0  # its constraint multiplier
+    held_block: np.ndarray | None = None  # X at the held-out rows and the fold's columns, made once
 
     def solve(self, c1: float, c2: float, tol: float, max_iter: int) -> RayleighSolution:
         """The solution at the multiples ``(c1, c2)``, warm-started at the previous one (which it replaces)."""
@@ -113,9 +114,19 @@ class _Fold:
         return sol
 
     def scores(self, X: np.ndarray, rows: np.ndarray, sol: RayleighSolution) -> np.ndarray:
-        """Q of ``sol`` at the samples ``rows`` of X (on the fold's columns)."""
+        """Q of ``sol`` at the samples ``rows`` of X (on the fold's columns).
+
+        The held-out rows are scored at every point of the path: their block of X is taken once
+        (from a sparse X each take is a pass over all its entries).
+        """
         m = self.moments
-        return _quad_scores(_take(X, rows, self.features), sol.Omega, sol.delta, m.center, m.scale)
+        if rows is self.held_out:
+            if self.held_block is None:
+                self.held_block = _take(X, rows, self.features)
+            block = self.held_block
+        else:
+            block = _take(X, rows, self.features)
+        return _quad_scores(block, sol.Omega, sol.delta, m.center, m.scale)
 
 
 def _inner_folds(model: QUADRO, X, is_two, cv: int, seed: int, groups=None) -> list[_Fold]:
