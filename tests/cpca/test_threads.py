@@ -71,3 +71,23 @@ def test_two_task_covariance_path_with_a_singular_target_covariance(wide):
         small = CPCA(solver="covariance", n_components=1, alpha=[0.0, 2.0]).fit(X[:, :4], Y[:, :4])
     ref = CPCA(solver="full", n_components=1, alpha=[0.0, 2.0]).fit(X[:, :4], Y[:, :4])
     np.testing.assert_allclose(np.abs(np.sum(small.components_ * ref.components_, axis=2)), 1, atol=1e-10)
+
+
+def test_side_by_side_records_the_tasks_cpu_times():
+    from scontrast.cpca import _threads
+
+    def spin():
+        a = np.random.default_rng(0).normal(size=(200, 200))
+        for _ in range(20):
+            a = a @ a.T / 200
+        return 1
+
+    assert _threads._side_by_side(lambda: 1, lambda: 2) == (1, 2)
+    _threads._CPU_RECORD = pairs = []
+    try:
+        assert _threads._side_by_side(spin, lambda: 2) == (1, 2)
+    finally:
+        _threads._CPU_RECORD = None
+    assert len(pairs) == 1 and pairs[0][0] > 0 and pairs[0][1] >= 0
+    _threads._side_by_side(lambda: 1, lambda: 2)
+    assert len(pairs) == 1  # recording is off again

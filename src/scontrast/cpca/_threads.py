@@ -11,9 +11,14 @@ when the machine is shared; independent tasks do not. Under
 
 from __future__ import annotations
 
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 from ..core import _controller
+
+# When a list: every _side_by_side call appends the CPU seconds of its two tasks (for the
+# benchmark's load-independent critical path; None, the default, records nothing).
+_CPU_RECORD = None
 
 
 def _two_tasks() -> bool:
@@ -34,7 +39,23 @@ def _side_by_side(first, second):
     Meant for use under ``core.blas_threads(1)``; the callables must spend their time in
     calls that release the GIL (numpy's matmul and linalg, scipy's dtrmm).
     """
+    record = _CPU_RECORD
+    if record is not None:
+        first, second = _cpu_timed(first), _cpu_timed(second)
     with ThreadPoolExecutor(max_workers=1) as pool:
         job = pool.submit(first)
         out2 = second()
-        return job.result(), out2
+        out1 = job.result()
+    if record is not None:
+        record.append((out1[1], out2[1]))
+        return out1[0], out2[0]
+    return out1, out2
+
+
+def _cpu_timed(task):
+    """``task`` returning ``(result, CPU seconds of its thread)``."""
+    def timed():
+        start = time.thread_time()
+        out = task()
+        return out, time.thread_time() - start
+    return timed
