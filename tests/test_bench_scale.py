@@ -97,3 +97,34 @@ def test_report_reads_benchmark_files(tmp_path, capsys):
     lines = {line.split()[0]: line for line in out.splitlines() if line.startswith(("preprocess", "collect"))}
     assert "met" in lines["preprocess"] and lines["preprocess"].split()[5] == "1.0"  # load while it ran
     assert "MISSED" in lines["collect"]  # 30 s > 15 s and 9x X > 3x X
+
+
+def _measured_peaks(path):
+    """{rule: peak MB} and X's CSR size (MB) from a committed bench_scale report."""
+    import re
+
+    text = path.read_text()
+    x_mb = float(re.search(r"X as CSR \(float32 values, int32 indices\): (\d+) MB", text).group(1))
+    peaks = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) >= 6 and parts[-1].startswith("X)") and parts[0].replace("_", "").isalpha():
+            peaks[parts[0]] = float(parts[3])
+    return peaks, x_mb
+
+
+def test_slurm_memory_requests_cover_the_measured_peaks():
+    """Each rule's request at 50,000 cells (mem_mb: per_input_mb x X + the rest of its inputs) is at
+    least 1.5x the peak benchmarks/results/bench_scale_50k.txt measured for it."""
+    import re
+
+    peaks, x_mb = _measured_peaks(REPO / "benchmarks" / "results" / "bench_scale_50k.txt")
+    assert {"preprocess", "sparda", "quadro", "latent_features", "fangs", "collect", "summary"} <= set(peaks)
+    for rule, peak in peaks.items():
+        smk = REPO / "workflow" / "rules" / f"{rule.removesuffix('_figure')}.smk"
+        block = smk.read_text().split(f"rule {rule}:", 1)[1].split("\nrule ", 1)[0]
+        per = float(re.search(r"mem_mb=mem_mb\(per_input_mb=([\d.]+)", block).group(1))
+        # the inputs besides X: the raw input has none; preprocessed.h5ad holds the counts, as large as X
+        rest = 0.0 if rule == "preprocess" else x_mb
+        request = max(2000.0, per * x_mb + rest)
+        assert request >= 1.5 * peak, f"{rule}: requests {request:.0f} MB, measured peak {peak:.0f} MB"
