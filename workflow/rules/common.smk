@@ -80,8 +80,16 @@ def checked_input(path, key):
     return path
 
 
+def made_here(path):
+    """Whether ``path`` is a result of this workflow (``results/<dataset>/...``): a dataset may
+    read another's finished result, which does not exist until that dataset's rules have run."""
+    parts = Path(os.path.normpath(path)).parts
+    return len(parts) >= 3 and parts[0] == "results" and parts[1] in DATASETS
+
+
 for _name in DATASETS:
-    checked_input(config["datasets"][_name]["path"], f"config.datasets.{_name}.path")
+    if not made_here(config["datasets"][_name]["path"]):
+        checked_input(config["datasets"][_name]["path"], f"config.datasets.{_name}.path")
     if config["fangs"].get("samples") and "fangs" in config["methods"]:  # rule fangs checks it when asked
         checked_input(config["fangs"]["samples"].replace("{dataset}", _name), "config.fangs.samples")
 
