@@ -293,3 +293,27 @@ def test_folds_hold_out_whole_donors_so_donor_differences_do_not_read_as_separat
     rows = dict(summary_rows(adata))
     assert rows["cross-validation unit"].startswith("whole replicates held out (replicate: donor")
     assert "cross-validated AUC, replicates held out (chance 0.5)" in rows
+
+
+def test_front_end_max_cells_subsample_recorded_and_bitwise_unchanged_below_it():
+    """Above max_cells each fit learns from a stratified subsample (stated in uns and the summary), every cell
+    still scored held out; at or below it the result is that of max_cells=None, bit for bit."""
+    a = _adata(n=240)
+    ref, same, sub = a.copy(), a.copy(), a.copy()
+    quadro(ref, **FAST, max_cells=None)
+    quadro(same, **FAST, max_cells=240)
+    np.testing.assert_array_equal(same.obs["quadro_score"].to_numpy(), ref.obs["quadro_score"].to_numpy())
+    np.testing.assert_array_equal(same.uns["quadro"]["Omega"], ref.uns["quadro"]["Omega"])
+    assert "subsample" not in same.uns["quadro"] and same.uns["quadro"]["params"]["max_cells"] == 240
+    quadro(sub, **FAST, max_cells=90)
+    q = sub.uns["quadro"]
+    assert dict(q["subsample"], outer_fit_cells=None) == {
+        "max_cells": 90, "n_cells": 90, "of": 240, "strata": "group", "outer_fit_cells": None,
+        "scored": "every cell by the outer model whose test fold holds it (which never trained on it)"}
+    assert list(q["subsample"]["outer_fit_cells"]) == [90, 90, 90]
+    assert np.isfinite(sub.obs["quadro_score"].to_numpy()).all()
+    rows = dict(summary_rows(sub))
+    assert rows["fits on a stratified subsample (max_cells)"] == "90 of 240 cells per fit (group); every cell scored held out"
+    assert "fits on a stratified subsample (max_cells)" not in dict(summary_rows(ref))
+    with pytest.raises(ScontrastError, match=r"^max_cells: expected an integer >= 2 or None, got 0$"):
+        quadro(a.copy(), **FAST, max_cells=0)

@@ -35,6 +35,8 @@ MAXIMUM: dict[str, dict[str, int]] = {
         "n_directions": 50,  # each a whole fit on the deflated data
         "cv_folds": 20,  # each fold a lambda path of fits
         "n_lambdas": 100,  # each a RELAX + tightening per fold
+        # cells per group of the lambda folds: each fold's path of fits sorts them per step
+        "cv_max_cells": 10_000_000,
         # one exact transport problem between 2 x relax_max_cells cells per RELAX step, O(cells^3):
         # seconds at 2000, ~800 steps at the defaults ~ 1 h
         "relax_max_cells": 2_000,
@@ -65,6 +67,9 @@ MAXIMUM: dict[str, dict[str, int]] = {
         "patience": 100,  # grid points without improvement
         "max_iter": 100_000,  # solver steps per fit (5000 by default)
         "lambda_grid": 50,  # its length: 50 x 50 grid points when both lambdas are searched
+        # cells each fit learns from (a stratified subsample above it): a fit costs about cells x
+        # n_genes (the screen, the folds' scores), a cells x n_features block held dense per fold
+        "max_cells": 10_000_000,
         "plot.bins": 1_000,
     },
     "latent_features": {

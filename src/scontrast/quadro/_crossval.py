@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import logging
 import math
+import warnings
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -20,7 +21,7 @@ from sklearn.model_selection import StratifiedKFold
 from sklearn.utils import _safe_indexing
 
 from ..bounds import MAXIMUM
-from ..core import ScontrastError, blas_threads, check_int, check_option, check_random_state, progress, spawn_seed
+from ..core import ScontrastError, ScontrastWarning, blas_threads, check_int, check_option, check_random_state, progress, spawn_seed
 from ..design import grouped_folds
 from ._moments import Moments
 from ._scores import _auc, _quad_scores
@@ -212,7 +213,10 @@ class OutOfFold:
     fold_lambdas : (k, 2) the ``(lambda1_, lambda2_)`` of each outer model; (0, 2)
         when not nested.
     fold_features : list of k arrays, the columns each outer model kept (empty when not nested).
-    final : the estimator fitted on all samples (lambdas, Omega_, delta_, threshold_...).
+    final : the estimator fitted on all samples (lambdas, Omega_, delta_, threshold_...; on its
+        ``fitted_cells_`` of them with ``max_cells``).
+    fold_fitted : (k,) int, the samples each outer model learned from (fewer than its training
+        fold's with ``max_cells``; empty when not nested).
     """
 
     decision: np.ndarray
@@ -220,6 +224,7 @@ class OutOfFold:
     fold_lambdas: np.ndarray
     final: QUADRO
     fold_features: list
+    fold_fitted: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
 
 
 def cross_validated_scores(estimator: QUADRO, X, y, cv: int = 5, *, nested: bool = True,
@@ -234,6 +239,10 @@ def cross_validated_scores(estimator: QUADRO, X, y, cv: int = 5, *, nested: bool
     threads, each on one thread, with the same results). ``nested=False``: the lambdas are chosen once on
     all samples and the scores are the final model's inner out-of-fold scores
     (``oof_decision_``; a little optimistic, one fit; ``cv`` is not used).
+
+    With ``estimator.max_cells`` below the samples of a fit, each model learns from a
+    stratified subsample of its training samples and scores every sample of its test fold;
+    without nesting, the samples outside the final model's subsample get its decision scores.
 
     Parameters
     ----------
@@ -262,7 +271,7 @@ def cross_validated_scores(estimator: QUADRO, X, y, cv: int = 5, *, nested: bool
     if not nested:
         if final.oof_decision_ is None:
             raise ScontrastError("nested: False reports the estimator's own out-of-fold scores, but its cv is None")
-        decision = final.oof_decision_.copy()
+        decision = _own_fold_scores(final, X, groups)
         return OutOfFold(decision, final.classes_[(decision > 0).astype(int)], np.empty((0, 2)), final, [])
     labels = np.asarray(y)
     if groups is not None:
@@ -277,6 +286,24 @@ def cross_validated_scores(estimator: QUADRO, X, y, cv: int = 5, *, nested: bool
     folds = StratifiedKFold(n_splits=cv, shuffle=True, random_state=spawn_seed(rng))
     splits = list(folds.split(X, labels))
     return _outer_fits(estimator, X, y, labels, splits, workers, final if workers == 1 else None)
+
+
+def _own_fold_scores(final: QUADRO, X, groups=None) -> np.ndarray:
+    """(n,) the final model's own out-of-fold decision scores; of the samples outside its subsample
+    (``max_cells``), which it never trained on, its decision scores."""
+    rows = final.fitted_cells_
+    if rows.size == X.shape[0]:
+        return final.oof_decision_.copy()
+    decision = np.empty(X.shape[0])
+    decision[rows] = final.oof_decision_
+    rest = np.setdiff1d(np.arange(X.shape[0]), rows)
+    decision[rest] = final.decision_function(_safe_indexing(X, rest))
+    if groups is not None:
+        warnings.warn(f"nested: False with max_cells={final.max_cells}: {rest.size} of {X.shape[0]} cells outside "
+                      "the subsample are scored by the final model, which trained on other cells of their "
+                      "replicates: their scores are not those of new replicates (nested: true holds them out)",
+                      ScontrastWarning, stacklevel=3)
+    return decision
 
 
 def _outer_fits(estimator: QUADRO, X, y, labels, splits, workers: int, final, groups=None) -> OutOfFold:
@@ -323,10 +350,11 @@ def _outer_scores(fitted, final: QUADRO, X, n: int, cv: int) -> OutOfFold:
     predicted = np.empty(n, dtype=final.classes_.dtype)
     fold_lambdas = np.empty((cv, 2))
     fold_features = []
+    fold_fitted = np.array([model.fitted_cells_.size for model, _ in fitted], dtype=np.int64)
     for k, (model, test) in enumerate(fitted):
         decision[test] = model.decision_function(_safe_indexing(X, test))
         predicted[test] = model.classes_[(decision[test] > 0).astype(int)]
         fold_lambdas[k] = model.lambda1_, model.lambda2_
         fold_features.append(model.features_)
         log.info("outer fold %d/%d: lambda1=%.3g lambda2=%.3g", k + 1, cv, model.lambda1_, model.lambda2_)
-    return OutOfFold(decision, predicted, fold_lambdas, final, fold_features)
+    return OutOfFold(decision, predicted, fold_lambdas, final, fold_features, fold_fitted)

@@ -35,7 +35,7 @@ from ._moments import estimate_moments, rayleigh_quotient
 from ._scores import _finite_cut, _logistic_1d, _logistic_slope, _quad_scores, error_threshold
 from ._screen import RayleighScreen
 from ._solver import RayleighProblem, solve_rayleigh
-from ._utils import _take
+from ._utils import _stratified_rows, _take
 
 
 @contextlib.contextmanager
@@ -145,6 +145,15 @@ class QUADRO(ClassifierMixin, BaseEstimator):
         combination with no variance in the training samples cannot pose as a perfect
         separator; None: plug-in covariances (the paper). What shrinking does to the test
         error on the paper's settings: ``docs/quadro.md``.
+    max_cells : int >= 2 or None
+        Fit on at most this many samples (None = all): with more, on ``max_cells`` of them drawn
+        without replacement within each class (and each replicate of ``fit``'s ``groups``) in
+        proportion to its size, at least one of each, so that every replicate stays. Everything
+        the fit learns (the genes, the lambdas, Omega, the threshold) is then learned on them;
+        ``fitted_cells_`` says which. Scoring is not affected: ``decision_function`` scores any
+        samples, and :func:`cross_validated_scores` scores every sample by an outer model that
+        did not train on it (a fit costs about samples x candidate genes: the screen, the
+        moments and the folds' scores). With ``max_cells`` samples or fewer nothing changes.
     class_weight : ``'balanced'``, None or a dict ``{label: weight > 0}``
         ``'balanced'``: both classes weigh 1/2 whatever their sizes: ``pi = 1/2``
         in the objective and the centring, the threshold minimises the balanced
@@ -168,8 +177,10 @@ class QUADRO(ClassifierMixin, BaseEstimator):
     n_iter_, converged_ : solver iterations and convergence of the final fit
     constraint_residual_ : ``M_2 - M_1 - 1`` at the answer
     cv_results_ : dict of arrays ``lambda1``, ``lambda2``, ``mean_score``, ``std_score``
-    oof_decision_ : (n,) out-of-fold decision scores ``Q - threshold_`` at the
-        chosen lambdas (None without CV)
+    oof_decision_ : (m,) out-of-fold decision scores ``Q - threshold_`` at the
+        chosen lambdas of the ``m`` samples fitted on (``fitted_cells_``; None without CV)
+    fitted_cells_ : (m,) int, the samples (rows of X, ascending) the fit learned from: all n,
+        or the stratified subsample of ``max_cells``
     calibration_ : (2,) slope ``b`` and intercept ``-b threshold_`` of
         ``P(classes_[1] | x) = sigmoid(b Q + intercept)``
     """
@@ -177,7 +188,8 @@ class QUADRO(ClassifierMixin, BaseEstimator):
     def __init__(self, lambda1=None, lambda2=None, estimator="robust", gamma=None, cv=5, random_state=None,
                  lambda_grid=None, cv_scoring="auc", cv_rule="1se_lambda1", patience=2, psd_norm="fro",
                  standardize=True, threshold="error", tol=1e-6, cv_tol=1e-4, max_iter=5000, n_jobs=None,
-                 n_features=50, class_weight="balanced", shrinkage="auto"):
+                 n_features=50, class_weight="balanced", shrinkage="auto", max_cells=10_000):
+        self.max_cells = max_cells
         self.shrinkage = shrinkage
         self.n_features = n_features
         self.class_weight = class_weight
@@ -226,6 +238,7 @@ class QUADRO(ClassifierMixin, BaseEstimator):
         check_int(self.n_jobs, "n_jobs", 1, allow_none=True)
         check_count(self.n_features, "n_features", 1, "quadro", allow_none=True)
         check_option(self.shrinkage, "shrinkage", [None, "ledoit_wolf", "auto"])
+        check_count(self.max_cells, "max_cells", 2, "quadro", allow_none=True)
         if isinstance(self.class_weight, dict):
             for v in self.class_weight.values():
                 check_real(v, "class_weight", 0.0, strict_min=True)
@@ -356,10 +369,34 @@ class QUADRO(ClassifierMixin, BaseEstimator):
             groups = np.asarray(groups)
             if groups.shape != (X.shape[0],):
                 raise ScontrastError(f"groups: expected shape ({X.shape[0]},), got {groups.shape}")
+        self.fitted_cells_ = self._fitted_rows(is_two, groups, cv, rng)
+        if self.fitted_cells_.size < X.shape[0]:
+            rows = self.fitted_cells_
+            X, is_two, groups = X[rows], is_two[rows], None if groups is None else groups[rows]
         n_jobs = self.n_jobs
         with _numba_threads(n_jobs), blas_threads(n_jobs):
             self._fit(X, is_two, classes, path, cv, rng, groups)
         return self
+
+    def _fitted_rows(self, is_two, groups, cv, rng) -> np.ndarray:
+        """The samples the fit learns from (ascending): all, or ``max_cells`` stratified by class and replicate.
+
+        Below ``max_cells`` nothing is drawn from ``rng``, so the fit is the one without the option.
+        """
+        n = is_two.size
+        if self.max_cells is None or n <= self.max_cells:
+            return np.arange(n)
+        strata = is_two.astype(np.int64)
+        if groups is not None:
+            strata = np.unique(np.column_stack([strata.astype(str), groups.astype(str)]), axis=0,
+                               return_inverse=True)[1].ravel()
+        rows = _stratified_rows(strata, int(self.max_cells), np.random.default_rng(spawn_seed(rng)))
+        small = int(min(is_two[rows].sum(), (~is_two[rows]).sum()))
+        need = 2 * (cv or 1)
+        if small < need:
+            raise ScontrastError(f"max_cells: {self.max_cells} of {n} samples keep {small} of the smaller class; "
+                                 f"the fit needs {need} (cv={cv}): raise max_cells")
+        return rows
 
     def _fit(self, X, is_two, classes, path, cv, rng, groups=None):
         self.classes_ = classes

@@ -63,3 +63,22 @@ def _column_blocks(n_rows: int, n_cols: int) -> list[np.ndarray]:
     width = max(2, BLOCK_ENTRIES // max(n_rows, 1))
     n_blocks = max(1, min(-(-n_cols // width), n_cols // 2))
     return np.array_split(np.arange(n_cols), n_blocks)
+
+
+def _stratified_rows(strata: np.ndarray, size: int, rng: np.random.Generator) -> np.ndarray:
+    """``size`` rows drawn without replacement within each stratum in proportion to its size (ascending).
+
+    ``strata`` (n,) int labels 0..s-1. The quotas are rounded by largest remainders (ties: the
+    first stratum) with at least one row of every stratum, so that no stratum (a class, a
+    replicate) is lost: with more strata than ``size`` more than ``size`` rows are returned.
+    """
+    sizes = np.bincount(strata)
+    quota = sizes * (size / strata.size)
+    take = np.minimum(np.maximum(np.floor(quota).astype(np.int64), 1), sizes)
+    short = size - int(take.sum())
+    if short > 0:
+        room = np.flatnonzero(take < sizes)
+        order = room[np.argsort(-(quota[room] - np.floor(quota[room])), kind="stable")]
+        take[order[:short]] += 1
+    picked = [rng.choice(np.flatnonzero(strata == s), int(t), replace=False) for s, t in enumerate(take) if t]
+    return np.sort(np.concatenate(picked))

@@ -174,7 +174,10 @@ def quadro(
         otherwise the one fit's Kendall's tau and BLAS threads.
     copy : return a modified copy instead of writing into ``adata``.
     **params : hyper-parameters of :class:`scontrast.quadro.QUADRO` (their
-        defaults are its own), e.g. ``n_features``, ``class_weight``,
+        defaults are its own), e.g. ``max_cells`` (each fit learns from a
+        subsample of at most this many cells, stratified by group and replicate,
+        and every cell is still scored by a model that never trained on it;
+        default 10,000), ``n_features``, ``class_weight``,
         ``estimator``, ``lambda1``, ``lambda2``, ``lambda_grid``, ``cv`` (each
         model's own folds), ``cv_rule``, ``gamma``, ``psd_norm``, ``threshold``.
 
@@ -189,7 +192,9 @@ def quadro(
     (= ``auc``), confusion matrix; ``genes`` of the final model and
     ``gene_folds`` (how many outer models kept each gene); Rayleigh quotient,
     chosen lambdas, nonzero interactions as gene pairs with weights, linear
-    terms, and the final model's Omega, delta, centre, scale).
+    terms, and the final model's Omega, delta, centre, scale); with more cells than
+    ``max_cells`` in a fit, ``subsample`` (``max_cells``, ``n_cells`` of the final model,
+    ``of``, ``strata``, ``outer_fit_cells``, how the cells were scored).
     """
     adata = adata.copy() if copy else adata
     _quadro(adata, genes=genes, n_genes=n_genes, layer=layer, key=key, groupby=groupby, labels=labels,
@@ -226,7 +231,9 @@ def _quadro(adata: ad.AnnData, *, genes, n_genes, layer, key, groupby, labels, o
         "unit": "replicate", "design": design["summary"], "n_outer_folds": int(len(res.fold_lambdas)),
         "replicate_scores": _replicate_scores(groups, is_target, score, pred)}
     results = _results(res, is_target, pred, class_names, gene_names)
-    record_params(adata, "quadro", {**front, **model_params}, random_state, warnings=warned, **unit, **results)
+    sub = _subsample(res, int(used.sum()), design is not None, nested)
+    record_params(adata, "quadro", {**front, **model_params}, random_state, warnings=warned, **unit, **results,
+                  **sub)
     log.info("QUADRO cross-validated balanced error %.3f (majority baseline 0.5), AUC %.3f, error %.3f "
              "(majority baseline %.3f); %d gene pairs, %d squared terms, %d linear terms", results["balanced_error"],
              results["auc"], results["cv_error"], results["majority_baseline"]["error"],
@@ -343,6 +350,26 @@ def _results(res, is_target, pred, class_names, gene_names) -> dict:
     )
 
 
+def _subsample(res, n_cells: int, replicates: bool, nested: bool) -> dict:
+    """``{'subsample': ...}`` when the fits learned from a stratified subsample of the cells (``max_cells``), else {}.
+
+    States the approximation where the result is: how many cells each fit learned from, how many
+    it stands for, and that every cell was still scored by a model that never trained on it.
+    """
+    final = res.final
+    n_final, outer = int(final.fitted_cells_.size), res.fold_fitted
+    if n_final == n_cells:  # no more cells than max_cells: no fit was subsampled (the outer ones have fewer)
+        return {}
+    scored = ("the outer model whose test fold holds it (which never trained on it)" if nested else
+              "its fold's model inside the subsample, the final model (which never trained on it) outside")
+    info = {"max_cells": int(final.max_cells), "n_cells": n_final, "of": n_cells,
+            "strata": "group and replicate" if replicates else "group",
+            "outer_fit_cells": outer.astype(np.int64), "scored": f"every cell by {scored}"}
+    log.info("QUADRO: each fit learned from a stratified subsample of at most %d cells (max_cells; the final model "
+             "%d of %d); every cell is scored by a model that never trained on it", info["max_cells"], n_final, n_cells)
+    return {"subsample": info}
+
+
 def _replicate_scores(groups, is_target, score, pred) -> dict:
     """Held-out scores per (replicate, class): every outer fold held the replicate out whole."""
     keys = sorted({(str(g), bool(t)) for g, t in zip(groups, is_target)})
@@ -359,6 +386,10 @@ def summary_rows(adata: ad.AnnData, n_top: int = 10) -> Iterator[tuple[str, str]
     held = "replicates held out" if str(q.get("unit", "cell")) == "replicate" else "cells held out"
     if str(q.get("unit", "cell")) == "replicate":
         yield "cross-validation unit", f"whole replicates held out ({q['design']}; {int(q['n_outer_folds'])} outer folds)"
+    if "subsample" in q:
+        sub = dict(q["subsample"])
+        yield ("fits on a stratified subsample (max_cells)",
+               f"{int(sub['n_cells'])} of {int(sub['of'])} cells per fit ({sub['strata']}); every cell scored held out")
     for key, label in (("balanced_error", f"cross-validated balanced error, {held} (chance 0.5)"),
                        ("cv_auc", f"cross-validated AUC, {held} (chance 0.5)")):
         if key in q:
