@@ -148,7 +148,8 @@ class QUADRO(ClassifierMixin, BaseEstimator):
     max_cells : int >= 2 or None
         Fit on at most this many samples (None = all): with more, on ``max_cells`` of them drawn
         without replacement within each class (and each replicate of ``fit``'s ``groups``) in
-        proportion to its size, at least one of each, so that every replicate stays. Everything
+        proportion to its size, at least one of each, so that every replicate stays (and at least
+        ``2 cv`` of a rare class, what the folds need). Everything
         the fit learns (the genes, the lambdas, Omega, the threshold) is then learned on them;
         ``fitted_cells_`` says which. Scoring is not affected: ``decision_function`` scores any
         samples, and :func:`cross_validated_scores` scores every sample by an outer model that
@@ -390,12 +391,15 @@ class QUADRO(ClassifierMixin, BaseEstimator):
         if groups is not None:
             strata = np.unique(np.column_stack([strata.astype(str), groups.astype(str)]), axis=0,
                                return_inverse=True)[1].ravel()
-        rows = _stratified_rows(strata, int(self.max_cells), np.random.default_rng(spawn_seed(rng)))
-        small = int(min(is_two[rows].sum(), (~is_two[rows]).sum()))
+        sub_rng = np.random.default_rng(spawn_seed(rng))
+        rows = _stratified_rows(strata, int(self.max_cells), sub_rng)
+        # a rare class keeps at least what the folds need (2 cv samples; _check_labels saw that many in all)
         need = 2 * (cv or 1)
-        if small < need:
-            raise ScontrastError(f"max_cells: {self.max_cells} of {n} samples keep {small} of the smaller class; "
-                                 f"the fit needs {need} (cv={cv}): raise max_cells")
+        for cls in (False, True):
+            short = need - int((is_two[rows] == cls).sum())
+            if short > 0:
+                spare = np.setdiff1d(np.flatnonzero(is_two == cls), rows)
+                rows = np.sort(np.r_[rows, sub_rng.choice(spare, short, replace=False)])
         return rows
 
     def _fit(self, X, is_two, classes, path, cv, rng, groups=None):
