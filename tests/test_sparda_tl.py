@@ -235,3 +235,26 @@ def test_front_end_tests_per_replicate_on_wu2020_paired_by_patient():
     rows = dict(summary_rows(adata))
     assert "per replicate (6 replicates, paired; all of 32 relabellings, smallest possible p 0.03125)" in \
         rows["p-value (replicate test)"]
+
+
+def test_cv_subsample_is_recorded_in_uns_the_summary_and_the_h5ad(tmp_path):
+    # 70 cells per group, folds drawn from 50 of each: uns, the written file and the summary say so;
+    # at the default (5000) nothing is subsampled and the summary line is as before
+    adata = _adata()
+    sparda(adata, **FAST, cv_max_cells=50, test="split", random_state=0)
+    path = adata.uns["sparda"]["lambda_path"]
+    assert list(path["n_cells"]) == [50, 50] and bool(path["subsampled"])
+    assert adata.uns["sparda"]["params"]["cv_max_cells"] == 50
+    # the split test's learning half (35 cells per group) is below the cap: its folds use all of it
+    assert list(adata.uns["sparda"]["test"]["learn_cv_n_cells"]) == [35, 35]
+    rows = dict(summary_rows(adata))
+    assert rows["lambda (rule, place on the path)"].endswith(", folds of 50 + 50 cells)")
+    io.write_h5ad(adata, tmp_path / "a.h5ad")
+    back = ad.read_h5ad(tmp_path / "a.h5ad").uns["sparda"]["lambda_path"]
+    assert list(back["n_cells"]) == [50, 50] and bool(back["subsampled"])
+
+    default = _adata()
+    sparda(default, **FAST, random_state=0)
+    path = default.uns["sparda"]["lambda_path"]
+    assert list(path["n_cells"]) == [70, 70] and not bool(path["subsampled"])
+    assert "folds of" not in dict(summary_rows(default))["lambda (rule, place on the path)"]

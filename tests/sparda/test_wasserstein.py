@@ -9,8 +9,10 @@ import scipy.stats
 
 from scontrast.core import ScontrastError
 from scontrast.sparda._wasserstein import (
+    _permutation_rows,
     _permuted_w2,
     _quantile_grid,
+    _sorted_columns,
     divergence_gradient,
     marginal_wasserstein2,
     projected_divergence,
@@ -110,3 +112,77 @@ def test_permuted_w2_values_are_w2_of_splits_of_the_pool():
     assert {round(v, 12) for v in null} <= possible
     # a uniform permutation hits each of the 15 splits with probability 1/15: all appear
     assert len({round(v, 12) for v in null}) == len(possible)
+
+
+def _csr_with_duplicates(A: np.ndarray, dtype) -> sp.csr_matrix:
+    """``A`` as CSR whose rows store their values in reverse column order, plus an explicit zero and a
+    duplicate entry (0.5 and -0.25 at row 1, column 4; densifying sums them), as some readers leave it."""
+    data, indices, indptr = [], [], [0]
+    for i, row in enumerate(A):
+        cols = np.flatnonzero(row)[::-1]
+        data += list(row[cols]) + ([0.0, 0.5, -0.25] if i == 1 else [])
+        indices += list(cols) + ([3, 4, 4] if i == 1 else [])
+        indptr.append(len(data))
+    return sp.csr_matrix((np.array(data, dtype=dtype), np.array(indices), np.array(indptr)), shape=A.shape)
+
+
+@pytest.mark.parametrize("n,m,dtype", [(57, 40, np.float64), (48, 48, np.float32), (300, 7, np.float64)])
+def test_marginal_w2_of_sparse_groups_is_that_of_the_dense_ones_bit_for_bit(n, m, dtype):
+    # the sparse path sorts only the stored values: it must give exactly what densifying gives
+    # (the screening ranks genes with ties: every bit counts), over two chunks of 256 genes
+    rng = np.random.default_rng(n * m)
+    d = 300
+    A, B = (np.round(rng.normal(size=(r, d)), 1) * (rng.random((r, d)) < 0.4) for r in (n, m))
+    A[:, 0] = 0.0  # a gene without a value in one group
+    Xs, Ys = _csr_with_duplicates(A, dtype), _csr_with_duplicates(B, dtype)
+    before = Xs.copy()
+    dense = np.concatenate([wasserstein2_1d(Xs[:, s:s + 256].toarray(), Ys[:, s:s + 256].toarray())
+                            for s in range(0, d, 256)])
+    assert np.array_equal(marginal_wasserstein2(Xs, Ys), dense)
+    # the input is left as it was (duplicates are summed on a copy)
+    assert Xs.data.size == before.data.size and np.array_equal(Xs.data, before.data)
+    # a sparse group against a dense one takes the dense path: the same numbers
+    assert np.array_equal(marginal_wasserstein2(Xs, Ys.toarray()), dense)
+
+
+def test_sorted_columns_are_the_sorted_dense_columns():
+    rng = np.random.default_rng(4)
+    A = np.round(rng.normal(size=(30, 9)), 1) * (rng.random((30, 9)) < 0.5)
+    A[:, 2] = 0.0
+    A[:, 3] = np.abs(A[:, 3]) + 1.0  # no zero at all
+    A[:, 4] = -np.abs(A[:, 4])  # no positive value
+    np.testing.assert_array_equal(_sorted_columns(sp.csc_matrix(A), 1, 8), np.sort(A[:, 1:8], axis=0))
+
+
+def test_sparse_marginal_w2_refuses_nan():
+    X = sp.csr_matrix(np.array([[np.nan, 1.0], [0.0, 2.0]]))
+    with pytest.raises(ScontrastError, match="NaN"):
+        marginal_wasserstein2(X, sp.csr_matrix(np.ones((3, 2))))
+
+
+def test_permutation_rows_are_numpys_permuted_rows_and_draw_the_same():
+    for N in (2, 7, 1000):
+        a, b = np.random.default_rng(N), np.random.default_rng(N)
+        old = a.permuted(np.broadcast_to(np.arange(N), (5, N)), axis=1)
+        assert np.array_equal(_permutation_rows(b, 5, N), old)
+        assert a.random() == b.random()  # the generators are left in the same state
+
+
+def _permuted_w2_before(z, n, n_permutations, rng, batch):
+    """The split test's null as it was computed before issue 27 (numpy's ``permuted``)."""
+    N = z.shape[0]
+    ia, ib, w = _quantile_grid(n, N - n)
+    out = np.empty(n_permutations)
+    for s in range(0, n_permutations, batch):
+        e = min(s + batch, n_permutations)
+        zp = z[rng.permuted(np.broadcast_to(np.arange(N), (e - s, N)), axis=1)]
+        diff = np.sort(zp[:, :n], axis=1)[:, ia] - np.sort(zp[:, n:], axis=1)[:, ib]
+        out[s:e] = (diff * diff) @ w
+    return out
+
+
+@pytest.mark.parametrize("n,N", [(40, 95), (50, 100)])
+def test_permuted_w2_is_unchanged_bit_for_bit(n, N):
+    z = np.round(np.random.default_rng(n).normal(size=N), 1)  # ties
+    got = _permuted_w2(z, n, 300, np.random.default_rng(9), batch=64)
+    assert np.array_equal(got, _permuted_w2_before(z, n, 300, np.random.default_rng(9), batch=64))

@@ -7,6 +7,7 @@ parallel), with a warning when the rule chooses an end of the path.
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 
 import numpy as np
@@ -15,12 +16,13 @@ from sklearn.model_selection import KFold
 
 from ..core import ScontrastError, ScontrastWarning, dense, one_blas_thread, progress, spawn_seed
 from ._replicate import replicate_folds
+from ._utils import _stratified_subsample
 from ._wasserstein import wasserstein2_1d
 
 
 class _LambdaChoice:
     """The penalty of a :class:`SPARDA` fit (``lam``, ``k``, ``cv_folds``, ``n_lambdas``,
-    ``lam_min_ratio``, ``cv_rule``, ``cv_fraction``)."""
+    ``lam_min_ratio``, ``cv_rule``, ``cv_fraction``, ``cv_max_cells``)."""
 
     def _lambda_path(self, top: float) -> np.ndarray:
         if top <= 0:
@@ -89,12 +91,18 @@ class _LambdaChoice:
                 f"cv_folds: {folds} folds need at least {2 * folds} cells per group, got {n} and {m}; "
                 "lower cv_folds or set lam"
             )
+        fold_seeds = [spawn_seed(rng) for _ in range(1 if reps is not None else 2)]
+        # the subsample draws from a child of the folds' seeds, not from rng: the rest of the fit
+        # (RELAX's subsamples, the test) then draws exactly what it draws without a subsample
+        sub_rng = np.random.default_rng(np.random.SeedSequence(fold_seeds).spawn(1)[0])
+        X, Y, reps = self._cv_cells(X, Y, sub_rng, reps)
+        n, m = X.shape[0], Y.shape[0]
         if reps is None:
-            kx = KFold(folds, shuffle=True, random_state=spawn_seed(rng)).split(np.arange(n))
-            ky = KFold(folds, shuffle=True, random_state=spawn_seed(rng)).split(np.arange(m))
+            kx = KFold(folds, shuffle=True, random_state=fold_seeds[0]).split(np.arange(n))
+            ky = KFold(folds, shuffle=True, random_state=fold_seeds[1]).split(np.arange(m))
             splits = [(trx, tex, try_, tey) for (trx, tex), (try_, tey) in zip(kx, ky)]
         else:
-            splits = replicate_folds(reps, n, folds, spawn_seed(rng))
+            splits = replicate_folds(reps, n, folds, fold_seeds[0])
             folds = len(splits)
         seeds = rng.integers(0, 2**63 - 1, size=folds)
         jobs = [delayed(self._cv_fold)(X, Y, *split, lams, seeds[f]) for f, split in enumerate(splits)]
@@ -120,7 +128,35 @@ class _LambdaChoice:
             "best_index": best,
             "reference_score": reference,
             "reference_n_selected": float(nnz[:, -1].mean()),
+            # cells of each group the folds were drawn from (cv_max_cells)
+            "n_cells": [n, m],
         }
+
+    def _cv_cells(self, X, Y, rng, reps=None):
+        """The cells the lambda folds use: all of them, or at most ``cv_max_cells`` of each group.
+
+        The held-out divergence along the path is an average over cells; a few thousand per group
+        rank the lambdas nearly always as every cell does (``docs/sparda.md``), while each fold's fits cost time in
+        proportion to the cells.  A group above ``cv_max_cells`` is subsampled without
+        replacement, stratified by replicate when there are replicates (every replicate keeps
+        cells in proportion, so the folds can still hold out whole replicates); a group at or
+        below it is kept whole, without a draw from ``rng``.
+
+        Returns
+        -------
+        X, Y : the cells kept of each group (same types as given)
+        reps : :class:`~._replicate.Replicates` or None, restricted to the cells kept
+        """
+        n, m = X.shape[0], Y.shape[0]
+        cap = self.cv_max_cells
+        if cap is None or max(n, m) <= cap:
+            return X, Y, reps
+        strata_x, strata_y = (None, None) if reps is None else (reps.index[:n], reps.index[n:])
+        ix = np.arange(n) if n <= cap else _stratified_subsample(n, cap, strata_x, rng)
+        iy = np.arange(m) if m <= cap else _stratified_subsample(m, cap, strata_y, rng)
+        if reps is not None:
+            reps = dataclasses.replace(reps, index=reps.index[np.concatenate([ix, n + iy])])
+        return X[ix], Y[iy], reps
 
     def _warn_path_edge(self, cv: dict) -> None:
         """``ScontrastWarning`` when the rule's choice is an end of the lambda path."""

@@ -416,7 +416,8 @@ class _Tests:
         statistic : float
         null : ndarray, shape (n_permutations,)
         info : dict
-            Cells of each half and the learning half's lambda and genes.
+            Cells of each half and the learning half's lambda and genes (and the cells its lambda
+            folds were drawn from, when cross-validated).
         """
         n, m = X.shape[0], Y.shape[0]
         px, py = rng.permutation(n), rng.permutation(m)
@@ -428,7 +429,7 @@ class _Tests:
                 f"test: the split test chooses lambda by {self.cv_folds}-fold CV on half of each group, which needs "
                 f"at least {4 * self.cv_folds} cells per group, got {n} and {m}; set lam or k, or test='refit'")
         Xd, Yd, screened, w2 = self._scale_screen_centre(XL, YL)
-        lam, rel0, _, _ = self._choose_lambda(XL, YL, Xd, Yd, w2, screened, rng)
+        lam, rel0, cv, _ = self._choose_lambda(XL, YL, Xd, Yd, w2, screened, rng)
         beta = self._direction(Xd, Yd, lam, self.k, rng, rel0)[0]
         w = beta / self.scale_[screened] if self.standardize else beta
         keep = w != 0
@@ -438,6 +439,8 @@ class _Tests:
         null = _permuted_w2(np.concatenate([a, b]), a.size, n_permutations, rng)
         info = {"n_learn": [int(lx.size), int(ly.size)], "n_test": [int(tx.size), int(ty.size)],
                 "learn_lam": float(lam), "learn_n_genes": int(cols.size)}
+        if cv is not None:  # the learning half's lambda folds (cv_max_cells)
+            info["learn_cv_n_cells"] = [int(c) for c in cv["n_cells"]]
         return float(wasserstein2_1d(a, b)), null, info
 
     def _permutation_null(self, X, Y, lam, n_permutations, rng) -> np.ndarray:

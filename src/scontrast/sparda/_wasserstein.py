@@ -79,10 +79,19 @@ def wasserstein2_1d(a, b) -> float | np.ndarray:
         raise ScontrastError(f"a, b: different numbers of columns ({a.shape[1]} and {b.shape[1]})")
     if not (np.isfinite(a).all() and np.isfinite(b).all()):
         raise ScontrastError("a, b: contain NaN or infinite values")
-    ia, ib, w = _quantile_grid(a.shape[0], b.shape[0])
-    diff = np.sort(a, axis=0)[ia] - np.sort(b, axis=0)[ib]
-    out = w @ (diff * diff)
+    out = _w2_sorted(np.sort(a, axis=0), np.sort(b, axis=0))
     return float(out) if a.ndim == 1 else out
+
+
+def _w2_sorted(sa: np.ndarray, sb: np.ndarray) -> float | np.ndarray:
+    """:func:`wasserstein2_1d` of samples already sorted along axis 0 (float64, shapes (n[, p]), (m[, p])).
+
+    Equal sizes make the merged grid the identity (``ia = ib = arange(n)``): the gather is skipped,
+    which changes no bit of the result.
+    """
+    ia, ib, w = _quantile_grid(sa.shape[0], sb.shape[0])
+    diff = sa - sb if sa.shape[0] == sb.shape[0] else sa[ia] - sb[ib]
+    return w @ (diff * diff)
 
 
 def _sorted_matching(pa: np.ndarray, pb: np.ndarray):
@@ -169,6 +178,8 @@ def marginal_wasserstein2(X, Y) -> np.ndarray:
     -------
     ndarray, shape (d,)
     """
+    if sp.issparse(X) and sp.issparse(Y):
+        return _marginal_w2_sparse(X, Y)
     if sp.issparse(X):
         X = X.tocsc()
     if sp.issparse(Y):
@@ -178,6 +189,45 @@ def marginal_wasserstein2(X, Y) -> np.ndarray:
     for s in range(0, d, _CHUNK):
         e = min(s + _CHUNK, d)
         out[s:e] = wasserstein2_1d(dense(X[:, s:e]), dense(Y[:, s:e]))
+    return out
+
+
+def _marginal_w2_sparse(X, Y) -> np.ndarray:
+    """:func:`marginal_wasserstein2` of two sparse matrices, bit for bit, sorting only their stored values."""
+    X, Y = _canonical_csc(X), _canonical_csc(Y)
+    if not (np.isfinite(X.data).all() and np.isfinite(Y.data).all()):
+        raise ScontrastError("a, b: contain NaN or infinite values")
+    d = X.shape[1]
+    out = np.empty(d)
+    for s in range(0, d, _CHUNK):
+        e = min(s + _CHUNK, d)
+        out[s:e] = _w2_sorted(_sorted_columns(X, s, e), _sorted_columns(Y, s, e))
+    return out
+
+
+def _canonical_csc(A) -> sp.csc_matrix:
+    """``A`` as CSC with duplicate entries summed (as densifying would), never modifying ``A``."""
+    C = sp.csc_matrix(A)
+    if not C.has_canonical_format:
+        C = C.copy()
+        C.sum_duplicates()
+    return C
+
+
+def _sorted_columns(C: sp.csc_matrix, s: int, e: int) -> np.ndarray:
+    """Columns ``s:e`` of ``C`` each sorted ascending, dense float64, shape (n, e - s).
+
+    Exactly ``np.sort(dense(C[:, s:e]), axis=0)`` (zeros of either sign compare equal and
+    square alike), but only the stored values are sorted: the implicit zeros go between the
+    negative and the positive ones.  On sparse expression data this is several times faster.
+    """
+    n = C.shape[0]
+    out = np.zeros((n, e - s))
+    for j in range(s, e):
+        v = np.sort(C.data[C.indptr[j]:C.indptr[j + 1]])
+        neg, pos = np.searchsorted(v, 0, side="left"), np.searchsorted(v, 0, side="right")
+        out[:neg, j - s] = v[:neg]
+        out[n - (v.size - pos):, j - s] = v[pos:]
     return out
 
 
@@ -206,8 +256,21 @@ def _permuted_w2(z: np.ndarray, n: int, n_permutations: int, rng: np.random.Gene
     starts = range(0, n_permutations, batch)
     for s in progress(starts, desc=f"sparda: split-test permutations in batches of {batch}", logger="scontrast.sparda"):
         e = min(s + batch, n_permutations)
-        perm = rng.permuted(np.broadcast_to(np.arange(N), (e - s, N)), axis=1)
-        zp = z[perm]
+        zp = z[_permutation_rows(rng, e - s, N)]
+        # (the gathers leave diff in Fortran order, whose product with w rounds as it always did)
         diff = np.sort(zp[:, :n], axis=1)[:, ia] - np.sort(zp[:, n:], axis=1)[:, ib]
         out[s:e] = (diff * diff) @ w
+    return out
+
+
+def _permutation_rows(rng: np.random.Generator, rows: int, N: int) -> np.ndarray:
+    """``rows`` random permutations of ``range(N)``, shape (rows, N).
+
+    The same draws, hence the same permutations, as ``rng.permuted(np.broadcast_to(np.arange(N),
+    (rows, N)), axis=1)`` (both run the generator's Fisher-Yates shuffle row after row), in about
+    60% of its time: ``permuted`` moves each element through its generic strided path.
+    """
+    out = np.tile(np.arange(N), (rows, 1))
+    for row in out:
+        rng.shuffle(row)
     return out

@@ -65,7 +65,8 @@ def sparda(
         Hyper-parameters of :class:`scontrast.sparda.SPARDA` (their defaults are its
         own): ``lam`` (L1 penalty; None with ``k=None`` = chosen by ``cv_rule``), ``k``,
         ``n_directions``, ``n_permutations``, ``test``, ``cv_folds``, ``n_lambdas``,
-        ``lam_min_ratio``, ``cv_rule``, ``cv_fraction``, ``max_genes`` (marginal-W2 screening, recorded
+        ``lam_min_ratio``, ``cv_rule``, ``cv_fraction``, ``cv_max_cells`` (the lambda folds' cells per group,
+        recorded in ``uns['sparda']['lambda_path']``), ``max_genes`` (marginal-W2 screening, recorded
         in ``uns['sparda']['screening']``), ``relax_max_cells``, ``relax_max_iter``,
         ``relax_patience``, ``relax_step``, ``tighten_max_iter``, ``standardize``.
 
@@ -119,7 +120,7 @@ def _record(adata: ad.AnnData, model: SPARDA, front: dict, random_state, warned:
     """``uns['sparda']``: the parameters, the fit's results and its diagnostics."""
     d_in = int(mask.sum())
     relax_info, tighten_info = _iterations(model, max(n_target, n_background))
-    extra = _path_and_test(model)
+    extra = _path_and_test(model, n_target, n_background)
     selected = names[model.selected_].astype(str)
     model_params = fitted_params(model)
     record_params(
@@ -177,7 +178,7 @@ def _iterations(model: SPARDA, n_cells_max: int) -> tuple[dict, dict]:
     return relax_info, tighten_info
 
 
-def _path_and_test(model: SPARDA) -> dict:
+def _path_and_test(model: SPARDA, n_target: int, n_background: int) -> dict:
     """What the fit has only sometimes: the lambda path (lambda chosen by CV), the null divergences, the test."""
     extra = {}
     if model.cv_results_ is not None:
@@ -196,6 +197,9 @@ def _path_and_test(model: SPARDA) -> dict:
             # the unpenalised fit on all screened genes (the reference of cv_rule='fraction')
             "reference_score": float(cv["reference_score"]),
             "reference_n_selected": float(cv["reference_n_selected"]),
+            # cells per group the folds were drawn from; below the groups' sizes when subsampled (cv_max_cells)
+            "n_cells": np.asarray(cv["n_cells"], dtype=int),
+            "subsampled": bool(cv["n_cells"][0] < n_target or cv["n_cells"][1] < n_background),
         }
         extra["pda_divergence"] = float(model.pda_divergence_)
     if model.null_divergences_ is not None:
@@ -237,9 +241,11 @@ def summary_rows(adata: ad.AnnData, n_top: int = 10) -> Iterator[tuple[str, str]
     yield "genes selected", fmt(s.get("n_selected"))
     path = s.get("lambda_path")
     if path is not None:
+        cells = path.get("n_cells")
+        sub = f", folds of {int(cells[0])} + {int(cells[1])} cells" if path.get("subsampled", False) else ""
         yield "lambda (rule, place on the path)", (
             f"{fmt(s.get('lam'))} ({path['rule']}, {int(path['best_index']) + 1} of {len(path['lam'])}"
-            f"{', at its edge' if path.get('at_edge') else ''})")
+            f"{', at its edge' if path.get('at_edge') else ''}{sub})")
     if "sparda_weight" in adata.var:
         w = adata.var["sparda_weight"].to_numpy(dtype=float)
         order = np.argsort(-np.abs(w), kind="stable")[:n_top]
