@@ -13,7 +13,7 @@ rule preprocess:
         "results/{dataset}/benchmarks/preprocess.tsv"
     threads: 1
     resources:
-        mem_mb=mem_mb(per_input_mb=4),  # peak 2.2x X's CSR size at 50,000 cells (bench_scale_50k.txt)
+        mem_mb=mem_mb(per_input_mb=5),  # peak 2.3-3.1x X's CSR size at 50,000 cells (bench_scale_50k.txt): 1.5x margin
         runtime=runtime_min(per_input_mb=0.05),
     conda:
         "../../envs/scontrast.yaml"
