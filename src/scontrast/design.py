@@ -397,3 +397,23 @@ def undeclared_design_columns(obs: pd.DataFrame, is_target, *, exclude=()) -> li
         if values.loc[is_target].nunique(dropna=True) >= 2 and values.loc[~is_target].nunique(dropna=True) >= 2:
             out.append(str(col))
     return out
+
+
+def stratified_subsample(n: int, size: int, strata, rng: np.random.Generator) -> np.ndarray:
+    """``size`` of ``n`` rows (ascending) drawn without replacement, every stratum in proportion to its size.
+
+    Largest remainders settle the rounding (ties: the first stratum) and every stratum keeps at
+    least one row; ``strata`` (n,) labels, or None: one stratum (a plain random subsample). Used
+    where a method learns from a subsample of many cells (latent_features ``max_cells``, SPARDA's
+    ``cv_max_cells``), with the group and the replicate as strata.
+    """
+    labels = np.zeros(n, dtype=np.int64) if strata is None else np.unique(np.asarray(strata), return_inverse=True)[1]
+    sizes = np.bincount(labels)
+    quota = sizes * (size / n)
+    take = np.maximum(np.floor(quota).astype(np.int64), 1)
+    short = size - int(take.sum())
+    if short > 0:
+        take[np.argsort(-(quota - np.floor(quota)), kind="stable")[:short]] += 1
+    take = np.minimum(take, sizes)
+    picked = [rng.choice(np.flatnonzero(labels == s), int(t), replace=False) for s, t in enumerate(take)]
+    return np.sort(np.concatenate(picked))

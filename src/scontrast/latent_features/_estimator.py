@@ -88,6 +88,7 @@ from ..core import (
     one_blas_thread,
     spawn_seed,
 )
+from ..design import stratified_subsample
 from ._chain import _ChainSettings, _run_chain, _warm_up
 from ._diagnostics import _convergence_warnings, effective_sample_size, split_rhat
 
@@ -129,15 +130,7 @@ def _subsample(n: int, max_cells, strata, rng) -> np.ndarray:
     labels = np.zeros(n, dtype=np.int64) if strata is None else np.unique(np.asarray(strata), return_inverse=True)[1]
     if labels.shape != (n,):
         raise ScontrastError(f"strata: expected one label per cell ({n}), got shape {np.shape(strata)}")
-    sizes = np.bincount(labels)
-    quota = sizes * (max_cells / n)
-    take = np.maximum(np.floor(quota).astype(np.int64), 1)
-    short = max_cells - int(take.sum())
-    if short > 0:  # largest remainders first (ties: the first stratum)
-        take[np.argsort(-(quota - np.floor(quota)), kind="stable")[:short]] += 1
-    take = np.minimum(take, sizes)
-    picked = [rng.choice(np.flatnonzero(labels == s), int(t), replace=False) for s, t in enumerate(take)]
-    return np.sort(np.concatenate(picked))
+    return stratified_subsample(n, max_cells, labels, rng)
 
 
 def _check_bool(value, name: str) -> None:

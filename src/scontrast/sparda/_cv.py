@@ -15,8 +15,8 @@ from joblib import Parallel, delayed
 from sklearn.model_selection import KFold
 
 from ..core import ScontrastError, ScontrastWarning, dense, one_blas_thread, progress, spawn_seed
+from ..design import stratified_subsample
 from ._replicate import replicate_folds
-from ._utils import _stratified_subsample
 from ._wasserstein import wasserstein2_1d
 
 
@@ -152,8 +152,8 @@ class _LambdaChoice:
         if cap is None or max(n, m) <= cap:
             return X, Y, reps
         strata_x, strata_y = (None, None) if reps is None else (reps.index[:n], reps.index[n:])
-        ix = np.arange(n) if n <= cap else _stratified_subsample(n, cap, strata_x, rng)
-        iy = np.arange(m) if m <= cap else _stratified_subsample(m, cap, strata_y, rng)
+        ix = np.arange(n) if n <= cap else stratified_subsample(n, cap, strata_x, rng)
+        iy = np.arange(m) if m <= cap else stratified_subsample(m, cap, strata_y, rng)
         if reps is not None:
             reps = dataclasses.replace(reps, index=reps.index[np.concatenate([ix, n + iy])])
         return X[ix], Y[iy], reps

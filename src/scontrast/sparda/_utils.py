@@ -64,21 +64,3 @@ def _scale_columns(A, s: np.ndarray):
 def _pooled(X, Y):
     """Target then background cells in one matrix (CSR when either group is sparse)."""
     return sp.vstack([X, Y], format="csr") if sp.issparse(X) or sp.issparse(Y) else np.vstack([X, Y])
-
-
-def _stratified_subsample(n: int, size: int, strata, rng: np.random.Generator) -> np.ndarray:
-    """``size`` of ``n`` rows (ascending) drawn without replacement, every stratum in proportion to its size.
-
-    Largest remainders settle the rounding (ties: the first stratum) and every stratum keeps at
-    least one row; ``strata`` None: one stratum (a plain random subsample).
-    """
-    labels = np.zeros(n, dtype=np.int64) if strata is None else np.unique(np.asarray(strata), return_inverse=True)[1]
-    sizes = np.bincount(labels)
-    quota = sizes * (size / n)
-    take = np.maximum(np.floor(quota).astype(np.int64), 1)
-    short = size - int(take.sum())
-    if short > 0:
-        take[np.argsort(-(quota - np.floor(quota)), kind="stable")[:short]] += 1
-    take = np.minimum(take, sizes)
-    picked = [rng.choice(np.flatnonzero(labels == s), int(t), replace=False) for s, t in enumerate(take)]
-    return np.sort(np.concatenate(picked))
