@@ -21,7 +21,10 @@ Output is printed (and written to ``--out``); committed runs are benchmarks/resu
    numba compiles its kernels once per install (minutes on a loaded machine, inside the first
    jobs that use them), and the timings are those of the runs after it.
 
-``--report-only`` re-reads the benchmark files of a finished work directory.
+``--report-only`` re-reads the benchmark files of a finished work directory. ``--preprocess-only``
+runs the preprocess rule's work alone (read, ``preprocess_file``, write, as scripts/preprocess.py)
+in a child process on the work directory's scale.h5ad (simulated first when absent) and prints
+its exact peak resident memory (the kernel's high-water mark, not a sample) against X's CSR size.
 """
 
 from __future__ import annotations
@@ -286,6 +289,9 @@ def main(argv=None) -> int:
     p.add_argument("--no-warm-up", action="store_true",
                    help="time a first run (numba's kernels compiled inside the jobs) instead of a repeat run")
     p.add_argument("--report-only", action="store_true", help="re-read a finished work directory")
+    p.add_argument("--preprocess-only", action="store_true",
+                   help="the preprocess rule's work alone on the work directory's scale.h5ad (simulated when absent): "
+                        "its exact peak memory")
     args = p.parse_args(argv)
     work = args.workdir.resolve()
     if REPO in (work, *work.parents):
@@ -295,6 +301,14 @@ def main(argv=None) -> int:
     if args.report_only:
         X = ad.read_h5ad(work / "scale.h5ad").X
         report(work, X.shape, csr_mb(X))
+        return 0
+    if args.preprocess_only and (work / "scale.h5ad").exists():
+        X = ad.read_h5ad(work / "scale.h5ad").X
+        x_mb = csr_mb(X)
+        del X
+        print(f"{os.cpu_count()} CPUs; {time.strftime('%Y-%m-%d %H:%M')}; git {_git_head()}; {work / 'scale.h5ad'}")
+        (work / "config.yaml").write_text(yaml.safe_dump(scale_config(work / "scale.h5ad")))
+        preprocess_peak(work, x_mb)
         return 0
     if work.exists():
         shutil.rmtree(work)
@@ -317,6 +331,9 @@ def main(argv=None) -> int:
     print(f"{os.cpu_count()} CPUs; started {time.strftime('%Y-%m-%d %H:%M')}; git {_git_head()}")
     (work / "config.yaml").write_text(yaml.safe_dump(scale_config(h5ad)))
     if args.simulate_only:
+        return 0
+    if args.preprocess_only:
+        preprocess_peak(work, x_mb)
         return 0
     if not args.no_warm_up:
         print(f"warm-up: the workflow on 2,000 simulated cells first (numba compiles its kernels once per install; "
@@ -342,6 +359,42 @@ def main(argv=None) -> int:
     if summary.exists():
         print("\nsummary.tsv:\n" + summary.read_text())
     return proc.returncode
+
+
+_PREPROCESS_CHILD = """
+import sys, time, warnings, yaml
+from scontrast import io
+from scontrast.preprocess import preprocess_file
+cfg = yaml.safe_load(open(sys.argv[1]))
+ds = cfg["datasets"]["scale"]
+t0 = time.perf_counter()
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    out = preprocess_file(ds["path"], groupby=ds["groupby"], target=ds["target"], background=ds["background"],
+                          counts=ds["counts"], **cfg["preprocess"])
+io.write_h5ad(out, sys.argv[2])
+print(f"{time.perf_counter() - t0:.1f}")
+"""
+
+
+def preprocess_peak(work: Path, x_mb: float) -> float:
+    """Run the preprocess rule's work alone in a child process; print and return its peak RSS / X's CSR size."""
+    import resource
+
+    load0 = os.getloadavg()[0]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    proc = subprocess.run([sys.executable, "-c", _PREPROCESS_CHILD, str(work / "config.yaml"),
+                           str(work / "preprocessed.h5ad")], capture_output=True, text=True)
+    if proc.returncode != 0:
+        print(proc.stderr[-4000:])
+        return float("nan")
+    peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # kB on Linux
+    if peak_mb <= before / 1024:
+        print("(a previous child's peak was larger: this run's peak is not known)")
+    print(f"preprocess alone (read, preprocess_file, write): {float(proc.stdout.split()[-1]):.1f} s, peak RSS "
+          f"{peak_mb:.0f} MB = {peak_mb / x_mb:.2f}x X's CSR size ({x_mb:.0f} MB); load {load0:.1f} before, "
+          f"{os.getloadavg()[0]:.1f} after")
+    return peak_mb / x_mb
 
 
 def warm_up(work: Path, reference: Path) -> float:

@@ -100,3 +100,31 @@ def test_preprocess_file_peak_memory_within_three_copies_of_the_input(tmp_path, 
         tracemalloc.stop()
     assert out.n_obs == 6000 - 20
     assert peak < 3.0 * csr, f"peak {peak / csr:.2f} x the input's CSR size"
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("target_sum", [1e4, None])
+def test_passes_in_pieces_are_scanpys_bitwise(monkeypatch, dtype, target_sum):
+    # normalisation, QC metrics, detected genes and the integer check a few hundred entries at a time
+    # (50k cells: 2**24), against scanpy's and scipy's whole-matrix functions; empty rows and stored zeros included
+    monkeypatch.setattr(P, "PASS_ENTRIES", 777)
+    a = _counts(n=500, d=700, density=0.1, seed=3)
+    a.X = a.X.astype(dtype)
+    a.X.data[::50] = 0  # stored zeros: not detected, dropped by the QC metrics as scanpy drops them
+    a.var["mt"] = a.var_names.str.startswith("MT-")
+    assert a.X.nnz > 20 * 777 and (np.diff(a.X.indptr) == 0).any()
+    X = a.X.copy()
+    assert np.array_equal(P._cells_detected(X), np.asarray((X > 0).sum(axis=0)).ravel())
+    assert P._is_integer(X.data) and not P._is_integer(np.r_[X.data, 0.5])
+    b = a.copy()
+    P._qc_metrics(sc, a)
+    sc.pp.calculate_qc_metrics(b, qc_vars=["mt"], percent_top=None, log1p=False, inplace=True)
+    pd.testing.assert_frame_equal(a.obs, b.obs, check_exact=True)
+    pd.testing.assert_frame_equal(a.var, b.var, check_exact=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # both warn of the empty cells
+        P._normalize_total(sc, a, target_sum)
+        sc.pp.normalize_total(b, target_sum=target_sum)
+    assert a.X.dtype == b.X.dtype == dtype
+    assert all(np.array_equal(getattr(a.X, f), getattr(b.X, f)) for f in ("data", "indices", "indptr"))
+    assert not np.array_equal(a.X.data, X.data[X.data != 0])  # it did divide

@@ -109,10 +109,23 @@ def _check_range(values: np.ndarray, name: str) -> None:
                              "are held in")
 
 
+#: stored values handled at a time by the whole-matrix passes (integer check, detected genes,
+#: normalisation): their temporaries stay a small fraction of the matrix (2**24: 64 MB of float32)
+PASS_ENTRIES = 2**24
+
+
+def _pieces(n: int, step: int | None = None):
+    """``(start, stop)`` of consecutive pieces of ``range(n)`` holding at most ``step`` (``PASS_ENTRIES``) each."""
+    step = max(1, step or PASS_ENTRIES)
+    return ((a, min(a + step, n)) for a in range(0, n, step))
+
+
 def _is_integer(values: np.ndarray) -> bool:
     if np.issubdtype(values.dtype, np.integer) or np.issubdtype(values.dtype, np.bool_):
         return True
-    return bool(np.array_equal(values, np.round(values)))
+    # a piece at a time: np.round of the whole array is a second copy of the values
+    flat = values.reshape(-1)
+    return all(np.array_equal(flat[a:b], np.round(flat[a:b])) for a, b in _pieces(flat.size))
 
 
 def validate_counts(X, name: str = "X", layers: Sequence[str] = ()) -> None:
@@ -477,6 +490,48 @@ def _keep(adata: ad.AnnData, obs: np.ndarray | None = None, var: np.ndarray | No
     return adata
 
 
+def _qc_metrics(sc, out: ad.AnnData) -> None:
+    """``sc.pp.calculate_qc_metrics(out, qc_vars=['mt'], percent_top=None, log1p=False, inplace=True)``, bitwise.
+
+    For a CSR matrix the genes' counts of cells are counted a piece at a time (``_entries_per_gene``):
+    scipy's ``getnnz(axis=0)``, which scanpy's ``describe_var`` calls, bincounts an int64 copy of
+    the column indices (the peak of preprocessing once normalisation is in place). The rest is
+    scanpy's own code (``describe_obs``; ``describe_var``'s other columns by its own functions).
+    """
+    try:
+        from scanpy.preprocessing import _qc
+        describe_obs, mean_var, axis_sum = _qc.describe_obs, _qc._get_mean_var, _qc.axis_sum
+    except (ImportError, AttributeError):  # another scanpy: its own function, at its own memory cost
+        describe_obs = None
+    X = out.X
+    if describe_obs is None or not (sp.issparse(X) and X.format == "csr"):
+        sc.pp.calculate_qc_metrics(out, qc_vars=["mt"], percent_top=None, log1p=False, inplace=True)
+        return
+    X.eliminate_zeros()
+    describe_obs(out, qc_vars=["mt"], percent_top=None, inplace=True, x=X, log1p=False)
+    # scanpy 1.11 describe_var(expr_type='counts', var_type='genes', log1p=False)
+    var_metrics = pd.DataFrame(index=out.var_names)
+    var_metrics["n_cells_by_counts"], var_metrics["mean_counts"] = _entries_per_gene(X), mean_var(X, axis=0)[0]
+    var_metrics["pct_dropout_by_counts"] = (1 - var_metrics["n_cells_by_counts"] / X.shape[0]) * 100
+    var_metrics["total_counts"] = np.ravel(axis_sum(X, axis=0))
+    out.var[var_metrics.columns] = var_metrics
+
+
+def _cells_detected(X) -> np.ndarray:
+    """Cells each gene (column) holds a positive value in: ``(X > 0).sum(axis=0)`` without its copies.
+
+    scipy's comparison makes a boolean matrix with its own copy of the indices, and its sum an
+    int64 copy of it (together 1.6 times a float32 CSR matrix at its peak): for a CSR matrix the
+    column indices of the positive values are counted here a piece at a time. The same counts.
+    """
+    if not (sp.issparse(X) and X.format == "csr"):
+        return np.asarray((X > 0).sum(axis=0)).ravel()
+    out = np.zeros(X.shape[1], dtype=np.int64)
+    for a, b in _pieces(X.nnz):
+        out += np.bincount(X.indices[a:b][X.data[a:b] > 0], minlength=X.shape[1])
+    return out
+
+
 def _quality_control(sc, out, *, counts, min_genes, min_cells, max_pct_mito, mito_prefix) -> tuple[ad.AnnData, dict]:
     """The cells and genes passing QC, and what the record needs of it.
 
@@ -486,7 +541,7 @@ def _quality_control(sc, out, *, counts, min_genes, min_cells, max_pct_mito, mit
     """
     mito = _mito_mask(out.var_names, mito_prefix)
     out.var["mt"] = mito
-    sc.pp.calculate_qc_metrics(out, qc_vars=["mt"], percent_top=None, log1p=False, inplace=True)
+    _qc_metrics(sc, out)
     mito_filter = counts in ("raw", "tpm") and max_pct_mito < 100
     if mito_filter and not mito.any():
         # stacklevel: this function, _preprocess, _recorded, preprocess, then the user's call
@@ -502,7 +557,7 @@ def _quality_control(sc, out, *, counts, min_genes, min_cells, max_pct_mito, mit
     if out.n_obs == 0:
         raise ScontrastError(_no_cell_left(qc_table, low_genes, high_mito, min_genes=min_genes,
                                            max_pct_mito=max_pct_mito))
-    detected = np.asarray((out.X > 0).sum(axis=0)).ravel()
+    detected = _cells_detected(out.X)
     gene_ok = detected >= min_cells
     if gene_ok.sum() < 2:
         raise ScontrastError(_too_few_genes(detected, out.n_obs, min_cells))
@@ -581,7 +636,7 @@ def _normalise_and_flag(sc, out, *, counts, target_sum, n_top_genes, hvg_flavor,
     """
     if counts == "raw":
         raw = out.X.copy() if not sp.issparse(out.X) else out.X.data.copy()  # sparse: the values only
-        sc.pp.normalize_total(out, target_sum=target_sum)
+        _normalize_total(sc, out, target_sum)
     if counts in ("raw", "tpm"):
         sc.pp.log1p(out)
         out.uns.pop("log1p", None)
@@ -598,6 +653,47 @@ def _normalise_and_flag(sc, out, *, counts, target_sum, n_top_genes, hvg_flavor,
     else:
         sc.pp.highly_variable_genes(out, n_top_genes=n_hvg, flavor=hvg_flavor, subset=False)
         out.uns.pop("hvg", None)
+
+
+def _normalize_total(sc, out: ad.AnnData, target_sum) -> None:
+    """``sc.pp.normalize_total(out, target_sum=target_sum)``, bitwise, in place for a CSR matrix.
+
+    scanpy divides the values by each row's factor repeated over its entries and then assigns
+    the quotient: two temporary arrays as large as the values (the peak of preprocessing at
+    50,000 cells). Here scanpy's own row sums and factors are computed as it does, and the values
+    divided in place a piece of rows at a time: the same float operations on the same operands.
+    Other matrices, and a scanpy whose internals are not those of the tested versions, take
+    scanpy's function.
+    """
+    X = out.X
+    try:
+        import numba
+        from scanpy.preprocessing._normalization import _normalize_csr
+    except ImportError:
+        _normalize_csr = None
+    if _normalize_csr is None or not (sp.issparse(X) and X.format == "csr") or not np.issubdtype(X.dtype, np.floating):
+        sc.pp.normalize_total(out, target_sum=target_sum)
+        return
+    # scanpy 1.11 _normalize_total_helper and axis_mul_or_truediv(op=truediv, allow_divide_by_zero=False)
+    counts_per_cell, _ = _normalize_csr(X.indptr, X.indices, X.data, rows=X.shape[0], columns=X.shape[1],
+                                        exclude_highly_expressed=False, max_fraction=0.05,
+                                        n_threads=numba.get_num_threads())
+    if target_sum is None:
+        target_sum = np.median(counts_per_cell)
+    counts_per_cell = counts_per_cell / target_sum
+    scaling = counts_per_cell.copy() + (counts_per_cell == 0)
+    data = X.data
+    if scaling.dtype != data.dtype:  # not expected (scanpy's factors take the values' dtype): its own division
+        sc.pp.normalize_total(out, target_sum=target_sum)
+        return
+    if not np.all(counts_per_cell > 0):
+        warnings.warn("Some cells have zero counts", UserWarning, stacklevel=2)  # scanpy's (QC leaves none)
+    per_row = np.diff(X.indptr)
+    rows = np.searchsorted(X.indptr, np.arange(0, X.nnz, PASS_ENTRIES), side="right") - 1
+    bounds = np.unique(np.r_[rows, X.shape[0]])
+    for r0, r1 in zip(bounds[:-1], bounds[1:]):
+        a, b = X.indptr[r0], X.indptr[r1]
+        np.true_divide(data[a:b], np.repeat(scaling[r0:r1], per_row[r0:r1]), out=data[a:b])
 
 
 def _beside(raw, X, share: bool):
