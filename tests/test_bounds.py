@@ -19,7 +19,7 @@ from scontrast import ScontrastError, ScontrastWarning, tl
 from scontrast.bounds import MAXIMUM, check_count
 from scontrast.cpca import CPCA
 from scontrast.fangs import fangs
-from scontrast.latent_features import LinearGaussianIBP
+from scontrast.latent_features import BinaryFactorEnsemble, LinearGaussianIBP
 from scontrast.pcpca import PCPCA
 from scontrast.quadro import QUADRO
 from scontrast.sparda import SPARDA
@@ -67,9 +67,10 @@ def test_every_method_schema_is_bounded():
 
 
 def _block(key: str, value) -> dict:
-    """A method's config block setting ``key`` (``plot.<name>`` inside its plot entry)."""
-    if key.startswith("plot."):
-        return {"plot": {key.split(".", 1)[1]: value}}
+    """A method's config block setting ``key`` (``<sub>.<name>`` inside its sub-block: plot, ensemble, ibp)."""
+    if "." in key:
+        sub, name = key.split(".", 1)
+        return {sub: {name: value}}
     return {key: value}
 
 
@@ -110,16 +111,20 @@ _FITS = {
     "cpca": lambda k, v: CPCA(**{k: v}).fit(_X, _Y),
     "pcpca": lambda k, v: PCPCA(**{k: v}).fit(_X, _Y),
     "quadro": lambda k, v: QUADRO(**{k: v}).fit(np.r_[_X, _Y], _LABELS),
-    "latent_features": lambda k, v: LinearGaussianIBP(**{k: v}).fit(_X),
+    "latent_features.ibp": lambda k, v: LinearGaussianIBP(**{k: v}).fit(_X),
+    "latent_features.ensemble": lambda k, v: BinaryFactorEnsemble(**{k: v}).fit(_X),
     "fangs": lambda k, v: fangs([np.ones((5, 1), np.uint8)], **{k: v}),
 }
-_MODEL_KEYS = [(m, k) for m in _FITS for k in MAXIMUM[m]
+# latent_features's estimators take the keys of their own block (ibp.<name>, ensemble.<name>)
+_MODEL_KEYS = [(m, k) for m in _FITS if m in MAXIMUM for k in MAXIMUM[m]
                if "." not in k and k not in {"n_genes", "outer_cv", "n_dims", "n_top_genes", "lambda_grid"}]
+_MODEL_KEYS += [(f"latent_features.{sub}", name) for sub, name in
+                (k.split(".", 1) for k in MAXIMUM["latent_features"] if "." in k)]
 
 
 @pytest.mark.parametrize("method, key", _MODEL_KEYS)
 def test_estimator_refuses_above_the_bound(method, key):
-    bound = MAXIMUM[method][key]
+    bound = MAXIMUM[method.split(".")[0]][key if method in MAXIMUM else f"{method.split('.', 1)[1]}.{key}"]
     with pytest.raises(ScontrastError, match=rf"^{key}={bound + 1} is above its maximum {bound}$"):
         _FITS[method](key, bound + 1)
 

@@ -19,7 +19,7 @@ import yaml
 from scontrast import pl, tl
 from scontrast.cpca import CPCA
 from scontrast.fangs import fangs as fangs_function
-from scontrast.latent_features import LinearGaussianIBP
+from scontrast.latent_features import BinaryFactorEnsemble, LinearGaussianIBP
 from scontrast.pcpca import PCPCA
 from scontrast.preprocess import preprocess
 from scontrast.quadro import QUADRO
@@ -33,9 +33,10 @@ METHODS = {
     "cpca": (CPCA, tl.cpca, pl.cpca),
     "pcpca": (PCPCA, tl.pcpca, pl.pcpca),
     "quadro": (QUADRO, tl.quadro, pl.quadro),
-    "latent_features": (LinearGaussianIBP, tl.latent_features, None),
     "fangs": (fangs_function, tl.fangs, pl.fangs),
 }
+# latent_features has one estimator per ``method``, each with its own block of the schema
+LATENT_MODELS = {"ensemble": BinaryFactorEnsemble, "ibp": LinearGaussianIBP}
 # set by the workflow itself (config.seed, the rule's threads), never by a method's block
 SET_BY_WORKFLOW = {"random_state", "n_jobs"}
 # keys that only the workflow reads (not arguments of any function)
@@ -90,9 +91,44 @@ def test_schema_defaults_equal_their_one_home(method):
     assert not missing, f"{method}.schema.yaml lacks the front-end parameters {missing}"
 
 
-@pytest.mark.parametrize("method", sorted(METHODS))
+def _check_block(where: str, props: dict, defaults: dict, name: str) -> None:
+    """Every key of a schema block has a default equal to its home's, and every parameter has a key."""
+    for key, spec in props.items():
+        assert key in defaults, f"{where}: '{key}' is not a {name} parameter"
+        assert "default" in spec, f"{where}: '{key}' has no default"
+        assert _norm(spec["default"]) == _norm(defaults[key]), (
+            f"{where}.{key}: schema default {spec['default']!r} != {defaults[key]!r} in {name}")
+    missing = sorted(set(defaults) - set(props))
+    assert not missing, f"{where} lacks the parameters {missing} of {name}"
+
+
+def test_latent_features_schema_has_one_block_per_method_with_its_estimators_defaults():
+    props = _schema("latent_features")
+    assert set(props["method"]["enum"]) == set(LATENT_MODELS)
+    for method, model in LATENT_MODELS.items():
+        defaults = {k: v for k, v in _signature_defaults(model).items() if k not in SET_BY_WORKFLOW}
+        _check_block(f"latent_features.schema.yaml {method}", props[method]["properties"], defaults, model.__name__)
+    front = {k: v for k, v in _signature_defaults(tl.latent_features).items()
+             if k not in SET_BY_WORKFLOW and ("latent_features", k) not in NOTEBOOK_ONLY}
+    outer = {k: v for k, v in props.items() if k not in LATENT_MODELS}
+    _check_block("latent_features.schema.yaml", outer, front, "tl.latent_features")
+
+
+def test_latent_features_config_passes_only_the_chosen_methods_block():
+    cfg = {"method": "ibp", "n_genes": 20, "ensemble": {"n_members": 5}, "ibp": {"n_iter": 30}}
+    assert tl.latent_features_params(cfg) == {"method": "ibp", "n_genes": 20, "n_iter": 30}
+    assert tl.latent_features_params({**cfg, "method": "ensemble"}) == {"method": "ensemble", "n_genes": 20,
+                                                                       "n_members": 5}
+
+
+@pytest.mark.parametrize("method", sorted(METHODS) + ["latent_features"])
 def test_front_ends_do_not_repeat_model_parameters(method):
     """A model parameter is forwarded by ``**params``, never re-declared (its default would live twice)."""
+    if method == "latent_features":
+        for model in LATENT_MODELS.values():
+            twice = (set(_signature_defaults(model)) & set(_signature_defaults(tl.latent_features))) - SET_BY_WORKFLOW
+            assert not twice, f"tl.latent_features re-declares {sorted(twice)} of {model.__name__}"
+        return
     model, front, _ = METHODS[method]
     twice = (set(_signature_defaults(model)) & set(_signature_defaults(front))) - SET_BY_WORKFLOW
     assert not twice, f"tl.{method} re-declares {sorted(twice)} of {model.__name__}"

@@ -39,7 +39,7 @@ def made_up(n=120, seed=0):
 @pytest.fixture(scope="module")
 def fitted():
     adata, Z = made_up()
-    latent_features(adata, use_rep="X_cpca", n_iter=300, burn_in=150, thin=3, random_state=0)
+    latent_features(adata, method="ibp", use_rep="X_cpca", n_iter=300, burn_in=150, thin=3, random_state=0)
     return adata, Z
 
 
@@ -170,7 +170,13 @@ def test_a_feature_of_one_chain_only_is_a_warning(fitted):
     (warning,) = [w for w in info["warnings"] if "not held" in w]
     assert f"F{j + 1} (1.00 / 0.00)" in warning and "of the 2 chains" in warning
     rows = dict(summary_rows(out))
-    assert rows[f"feature F{j + 1}"].count("held by the chains' samples (Jaccard) 1.00 / 0.00") == 1
+    # listed apart as unsupported (below 0.8 in some chain), after the findings, which keep their plain rows
+    unsupported = f"unsupported feature F{j + 1} (held below 0.8 by some chain's samples: not a finding)"
+    assert rows[unsupported].count("held by the chains' samples (Jaccard) 1.00 / 0.00") == 1
+    assert f"feature F{j + 1}" not in rows and list(rows)[-1] == unsupported
+    assert sorted(k for k in rows if k.startswith("feature F")) == [f"feature F{i + 1}" for i in range(est.shape[1])
+                                                                   if i != j]
+    np.testing.assert_array_equal(info["feature_supported"], np.arange(est.shape[1]) != j)
     assert "held 1.00/0.00" in feature_labels(info, est.shape[1])[j]
     # without chain labels all samples form one group: the feature is held by half of them
     flat = fangs(adata, samples=samples, a=0.6, n_jobs=1, random_state=0, copy=True).uns["fangs"]
@@ -194,15 +200,15 @@ def test_front_ends_forward_model_parameters_and_refuse_unknown_ones(fitted):
         fangs(adata, samples=[Z], a=2.0, n_jobs=1, copy=True)
     with pytest.raises(ScontrastError, match=r"^n_iter: None .* max_seconds"):
         fangs(adata, samples=[Z], n_iter=None, n_jobs=1, copy=True)
-    with pytest.raises(ScontrastError, match=r"^LinearGaussianIBP: unknown parameter\(s\) \['sweeps'\]"):
+    with pytest.raises(ScontrastError, match=r"^BinaryFactorEnsemble: unknown parameter\(s\) \[.sweeps.\]"):
         latent_features(adata.copy(), sweeps=10)
     with pytest.raises(ScontrastError, match=r"^burn_in: expected fewer than n_iter"):
-        latent_features(adata.copy(), use_rep="X_cpca", n_iter=10)  # the estimator's burn_in default is 500
+        latent_features(adata.copy(), method="ibp", use_rep="X_cpca", n_iter=10)  # the estimator's burn_in default is 500
 
 
 def test_latent_features_uses_the_leading_dims(fitted):
     adata, _ = fitted
-    out = latent_features(adata, use_rep="X_cpca", n_dims=2, n_iter=20, burn_in=10, thin=5, key_added="lf2",
+    out = latent_features(adata, method="ibp", use_rep="X_cpca", n_dims=2, n_iter=20, burn_in=10, thin=5, key_added="lf2",
                           copy=True)
     assert out.uns["lf2"]["n_dims_used"] == 2
     assert out.obsm["lf2_samples"].shape[0] == adata.n_obs
@@ -261,7 +267,7 @@ def test_figure_text_stays_in_its_panel_and_in_the_figure(fitted):
             for other_owner, other, other_box in texts[i + 1:]:
                 if other_owner != owner:
                     assert not box.overlaps(other_box), f"{text.get_text()!r} overlaps {other.get_text()!r}"
-        kax = [ax for ax in fig.get_axes() if " ".join(ax.get_title().split()) == "K over the posterior samples"][0]
+        kax = [ax for ax in fig.get_axes() if " ".join(ax.get_title().split()) == "K over the samples"][0]
         assert all(float(t).is_integer() for t in kax.get_xticks()), kax.get_xticks()
         matplotlib.pyplot.close(fig)
 
@@ -318,7 +324,7 @@ def test_gene_programmes_their_genes_and_enrichment(seed):
     from scontrast.tl._fangs import summary_rows
 
     adata, sets, enriched = planted_programmes(n_cells=400, n_genes=50, effect=1.5, seed=seed)
-    latent_features(adata, n_genes=50, n_iter=300, burn_in=150, random_state=0)
+    latent_features(adata, method="ibp", n_genes=50, n_iter=300, burn_in=150, random_state=0)
     info = adata.uns["latent_features"]
     assert info["params"]["use_rep"] is None and info["n_dims_used"] == 50
     X = adata.obsm["latent_features_input"]

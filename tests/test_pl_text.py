@@ -50,7 +50,7 @@ def adata():
     tl.cpca(out, genes="all", random_state=0)
     tl.pcpca(out, genes="all", random_state=0)
     tl.quadro(out, genes="all", n_genes=10, outer_cv=2, cv=2, n_features=5, random_state=0)
-    tl.latent_features(out, genes="all", n_genes=8, n_iter=40, burn_in=20, thin=2, random_state=0)
+    tl.latent_features(out, method="ibp", genes="all", n_genes=8, n_iter=40, burn_in=20, thin=2, random_state=0)
     tl.fangs(out, n_init=2, n_iter=50, random_state=0)
     _pseudobulk_slots(out)
     return out

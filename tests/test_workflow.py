@@ -359,8 +359,6 @@ def _logged_warnings(workdir: Path) -> list[tuple[str, str]]:
     return sorted(found)
 
 
-_RHAT = r"latent_features: split R-hat of the {} is [0-9.]+ > 1\.1 over 2 chains: the chains disagree"
-_HELD = r"fangs: features .+ are not held by the samples of some of the 2 chains"
 _FLOOR = (r"sparda: p-value at its floor: none of the 9 permutations reached the observed statistic, so p <= 0\.1 is "
           r"a bound")
 # Every warning the tiny run logs, each true of its data and settings: (job, pattern, required).
@@ -380,16 +378,8 @@ EXPECTED_WARNINGS = [
     # lambda_grid: [1.0, 0.1] and the smaller value wins: the path ends there
     ("wu2020/quadro", r"quadro: QUADRO: lambda2 chosen at the least penalised end of its path \(0\.1 x the "
                       r"reference\)", True),
-    # 200 sweeps (100 burn-in) of two chains: on wu2020 they settle in different modes (R-hat 2.5 and 3.0)...
-    ("wu2020/latent_features", _RHAT.format("K"), True),
-    ("wu2020/latent_features", _RHAT.format("log joint"), True),
-    # ...so some FANGS features are held by one chain's samples only
-    ("wu2020/fangs", _HELD, True),
-    # on pbmc68k the chains nearly agree (R-hat of K 1.104 here): either side of 1.1 is true, as is the
-    # chain support of its features that follows
-    ("pbmc68k/latent_features", _RHAT.format("K"), False),
-    ("pbmc68k/latent_features", _RHAT.format("log joint"), False),
-    ("pbmc68k/fangs", _HELD, False),
+    # latent_features (method ensemble on the 2 pPCA dims) chooses K = 1 on wu2020 and K = 3 on pbmc68k, below
+    # max_features = 4, every fit settled, and FANGS's features are held by both halves: no warning
 ]
 
 

@@ -77,19 +77,26 @@ MAXIMUM: dict[str, dict[str, int]] = {
         "n_dims": 1_000,
         # sweeps per chain: 8 ms each at 3,000 cells x 30 dims (docs/latent_features.md), ~0.2 s at
         # 50,000 cells x 50 genes: about 6 h at the bound
-        "n_iter": 100_000,
-        "burn_in": 100_000,  # below n_iter anyway
-        "thin": 100_000,
-        "n_chains": 64,  # one thread each; the kept samples of all are held (check_memory)
-        "max_features": 1_000,  # K: K x K and K x D work arrays per chain, cells x K samples
-        "max_new": 100,  # features a cell may open at once, each a likelihood evaluation
-        "max_cells": 10_000_000,  # cells the chains run on (the rest extended per kept sample): held as cells x D
-        "init_features": 1_000,  # at most max_features
-        "block_moves": 1_000,  # moves per sweep, each a pass over the cells
-        "death_moves": 1_000,
-        "split_merge_moves": 1_000,
-        "birth_death_moves": 1_000,
-        "move_scans": 1_000,
+        "ibp.n_iter": 100_000,
+        "ibp.burn_in": 100_000,  # below n_iter anyway
+        "ibp.thin": 100_000,
+        "ibp.n_chains": 64,  # one thread each; the kept samples of all are held (check_memory)
+        "ibp.max_features": 1_000,  # K: K x K and K x D work arrays per chain, cells x K samples
+        "ibp.max_new": 100,  # features a cell may open at once, each a likelihood evaluation
+        "ibp.max_cells": 10_000_000,  # cells the chains run on (the rest extended per kept sample): held as cells x D
+        "ibp.init_features": 1_000,  # at most max_features
+        "ibp.block_moves": 1_000,  # moves per sweep, each a pass over the cells
+        "ibp.death_moves": 1_000,
+        "ibp.split_merge_moves": 1_000,
+        "ibp.birth_death_moves": 1_000,
+        "ibp.move_scans": 1_000,
+        # method 'ensemble': members per K, each a fit of cells x 2^K patterns per alternation
+        "ensemble.max_features": 12,  # each cell's 2^K patterns are enumerated
+        "ensemble.n_members": 1_000,
+        "ensemble.starts": 100,
+        "ensemble.max_iter": 10_000,
+        "ensemble.min_cells": 10_000_000,
+        "ensemble.max_cells": 10_000_000,
     },
     "fangs": {
         # each baseline aligns all B samples (~1 s at 2,000 cells and 1,000 samples, benchmarks/results/

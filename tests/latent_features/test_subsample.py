@@ -113,8 +113,8 @@ def test_front_end_records_the_subsample():
                    var=pd.DataFrame({"highly_variable": True}, index=[f"g{j}" for j in range(40)]))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        small = tl.latent_features(a, n_genes=40, **FAST, copy=True)
-        sub = tl.latent_features(a, n_genes=40, max_cells=200, **FAST, copy=True)
+        small = tl.latent_features(a, method="ibp", n_genes=40, **FAST, copy=True)
+        sub = tl.latent_features(a, method="ibp", n_genes=40, max_cells=200, **FAST, copy=True)
     assert "subsample" not in small.uns["latent_features"]
     info = sub.uns["latent_features"]["subsample"]
     assert info["n_cells"] == 200 and info["of"] == 600

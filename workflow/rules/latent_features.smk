@@ -1,5 +1,6 @@
-# Binary latent features of the cells: linear-Gaussian IBP Gibbs sampler, several chains (samples for
-# rule fangs). By default it explains the standardised log expression of the most variable genes.
+# Binary latent features of the cells (samples for rule fangs): an ensemble of resampled binary
+# factorisations, K by stability (method ensemble, the default), or the linear-Gaussian IBP's Gibbs
+# sampler (method ibp). By default it explains the standardised log expression of the most variable genes.
 
 # The rule whose delta holds each embedding that config latent_features.use_rep may name (the
 # schema's enum); the embedding is an input chained by that rule's output.
@@ -8,7 +9,7 @@ _LF = config["latent_features"]
 
 
 rule latent_features:
-    """Gibbs samples of binary latent features of every cell (linear-Gaussian IBP on genes or an embedding)."""
+    """Samples of binary latent features of every cell (resampled fits or IBP Gibbs draws, on genes or an embedding)."""
     input:
         h5ad=rules.preprocess.output.h5ad,
         # the embedding's delta with use_rep; SPARDA's delta (var['sparda_selected']) for SPARDA's genes
@@ -26,7 +27,7 @@ rule latent_features:
         "logs/{dataset}/latent_features.log",
     benchmark:
         "results/{dataset}/benchmarks/latent_features.tsv"
-    threads: 2  # the chains run in parallel (results do not depend on it)
+    threads: 2  # the fits (or chains) run in parallel (results do not depend on it)
     resources:
         mem_mb=mem_mb(per_input_mb=3),  # peak 1.8x X at 50,000 cells
         runtime=runtime_min(per_input_mb=0.2),

@@ -1,7 +1,14 @@
-"""Latent features: the linear-Gaussian Indian buffet process model, sampled by collapsed Gibbs sampling.
+"""Latent features: binary features of the cells, by a resampled ensemble or the IBP's Gibbs sampler.
+
+Two estimators of the model X ~ 1 b' + Z A (Z binary, cells x K) whose samples FANGS summarises:
+``BinaryFactorEnsemble`` (the default of ``tl.latent_features``: fixed-K least-squares fits on
+Bayesian-bootstrap reweightings of the cells, K the largest that recurs across them) and
+``LinearGaussianIBP`` (the Indian buffet process posterior, sampled by collapsed Gibbs sampling).
 
 Files
 -----
+``_ensemble``      ``BinaryFactorEnsemble`` (members per K, the stability that chooses K)
+``_binary_factor`` one member's fit: exact enumerated assignment, weighted ridge loadings, starts
 ``_estimator``     ``LinearGaussianIBP`` (parameters, checks, the chains run and pooled; the model)
 ``_chain``         one chain: its frozen settings (``_ChainSettings``), ICA start and sweep steps
 ``_row_sweep``     the compiled row sweep (rank-one posterior updates, Gibbs and joint flips, new features)
@@ -21,11 +28,13 @@ from __future__ import annotations
 
 from ..feature_samples import FeatureSamples, load_samples, pack_samples, save_samples, unpack_samples
 from ._diagnostics import effective_sample_size, split_rhat
+from ._ensemble import BinaryFactorEnsemble
 from ._estimator import LinearGaussianIBP
 from ._likelihood import collapsed_log_likelihood, ibp_log_prob
 from ._simulate import sample_ibp, simulate_linear_gaussian
 
 __all__ = [
+    "BinaryFactorEnsemble",
     "LinearGaussianIBP",
     "split_rhat",
     "effective_sample_size",

@@ -346,22 +346,22 @@ class LinearGaussianIBP(BaseEstimator):
 
     def _check_params(self) -> None:
         """Check the hyper-parameters (``ScontrastError`` naming the first bad one)."""
-        n_iter = check_count(self.n_iter, "n_iter", 1, "latent_features")
-        burn_in = check_count(self.burn_in, "burn_in", 0, "latent_features")
+        n_iter = check_count(self.n_iter, "n_iter", 1, "latent_features", key="ibp.n_iter")
+        burn_in = check_count(self.burn_in, "burn_in", 0, "latent_features", key="ibp.burn_in")
         if burn_in >= n_iter:
             raise ScontrastError(f"burn_in: expected fewer than n_iter = {n_iter} sweeps, got {burn_in}")
-        check_count(self.thin, "thin", 1, "latent_features")
-        check_count(self.n_chains, "n_chains", 1, "latent_features")
-        check_count(self.max_features, "max_features", 1, "latent_features")
-        check_count(self.max_new, "max_new", 1, "latent_features")
-        check_count(self.block_moves, "block_moves", 0, "latent_features")
-        check_count(self.init_features, "init_features", 0, "latent_features")
-        check_count(self.split_merge_moves, "split_merge_moves", 0, "latent_features")
-        check_count(self.birth_death_moves, "birth_death_moves", 0, "latent_features")
-        check_count(self.move_scans, "move_scans", 0, "latent_features")
+        check_count(self.thin, "thin", 1, "latent_features", key="ibp.thin")
+        check_count(self.n_chains, "n_chains", 1, "latent_features", key="ibp.n_chains")
+        check_count(self.max_features, "max_features", 1, "latent_features", key="ibp.max_features")
+        check_count(self.max_new, "max_new", 1, "latent_features", key="ibp.max_new")
+        check_count(self.block_moves, "block_moves", 0, "latent_features", key="ibp.block_moves")
+        check_count(self.init_features, "init_features", 0, "latent_features", key="ibp.init_features")
+        check_count(self.split_merge_moves, "split_merge_moves", 0, "latent_features", key="ibp.split_merge_moves")
+        check_count(self.birth_death_moves, "birth_death_moves", 0, "latent_features", key="ibp.birth_death_moves")
+        check_count(self.move_scans, "move_scans", 0, "latent_features", key="ibp.move_scans")
         _check_bool(self.complement_moves, "complement_moves")
         _check_bool(self.noise_scale_moves, "noise_scale_moves")
-        check_count(self.death_moves, "death_moves", 0, "latent_features")
+        check_count(self.death_moves, "death_moves", 0, "latent_features", key="ibp.death_moves")
         if not (self.n_jobs is None or self.n_jobs == -1):
             check_int(self.n_jobs, "n_jobs", 1)
         for name in ("alpha", "sigma_x", "sigma_a", "noise_df"):
@@ -373,7 +373,7 @@ class LinearGaussianIBP(BaseEstimator):
         for name in ("alpha_prior", "sigma_x_prior", "sigma_a_prior"):
             _check_prior(getattr(self, name), name)
         check_real(self.likelihood_power, "likelihood_power", 0.0, 1.0, strict_min=True)
-        check_count(self.max_cells, "max_cells", 2, "latent_features", allow_none=True)
+        check_count(self.max_cells, "max_cells", 2, "latent_features", key="ibp.max_cells", allow_none=True)
 
     def _settings(self) -> _ChainSettings:
         """The checked hyper-parameters as the chains' frozen settings (n_jobs None or -1: one per core)."""

@@ -112,14 +112,34 @@ def _trace(adata: ad.AnnData, uns: dict):
     return None, None, None
 
 
+def _stability(ax, lf: dict, side_in: float) -> None:
+    """The ensemble's stability per K (``tl.latent_features(method='ensemble')``), threshold and chosen K."""
+    stab = np.asarray(lf["stability"], dtype=float)
+    ks = np.arange(1, stab.size + 1)
+    tried = np.isfinite(stab)
+    ax.plot(ks[tried], stab[tried], "o-", color="black", lw=1, label="stability")
+    threshold = float(lf.get("params", {}).get("stability", 0.8))
+    ax.axhline(threshold, color="grey", ls="--", lw=1, label=f"threshold {threshold:g}")
+    chosen = int(lf.get("n_features_chosen", 0))
+    if chosen:
+        ax.plot([chosen], [stab[chosen - 1]], "o", color="tab:red", ms=9, label=f"chosen K = {chosen}")
+    ax.set_ylim(0, 1.05)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("K of the resampled fits")
+    ax.set_ylabel("stability (matched Jaccard)")
+    ax.legend(fontsize="x-small")
+    ax.set_title(_wrapped("features that recur across resamples", side_in))
+
+
 def fangs(adata: ad.AnnData, *, key: str = TARGET_KEY, ax=None, figsize=(12, 6)) -> plt.Figure:
     """Heatmap of ``obsm['fangs_features']`` (features x cells), background and target side by side.
 
     Features are rows labelled with their prevalence in target (T) and background (B), the
     BH q-value of their enrichment (* when enriched) and their top genes; cells are columns,
     background then target, each sorted by feature pattern. Without ``ax`` the figure adds
-    the distribution of K over the posterior samples (the estimate's K marked) and, when
-    available, the log joint of every chain of the sampler (burn-in shaded, split R-hat).
+    the distribution of K over the samples (the estimate's K marked) and, when available, the
+    ensemble's stability per K (threshold and chosen K) or the log joint of every chain of the
+    sampler (burn-in shaded, split R-hat).
 
     Reads only ``obsm['fangs_features']``, ``uns['fangs']``, ``uns['latent_features']`` (when
     present) and ``obs[key]`` (no ``X``), so it draws from the preprocessed annotations joined
@@ -144,16 +164,21 @@ def fangs(adata: ad.AnnData, *, key: str = TARGET_KEY, ax=None, figsize=(12, 6))
     kax = fig.add_subplot(grid[0, 1])
     if "samples_K_values" in uns:
         kax.bar(np.asarray(uns["samples_K_values"]), np.asarray(uns["samples_K_counts"]), color="grey",
-                label="posterior samples")
+                label="samples")
         kax.axvline(features.shape[1], color="tab:red", lw=2, label="FANGS estimate")
         kax.legend(fontsize="small")
+        ks = np.append(np.asarray(uns["samples_K_values"]), features.shape[1])
+        kax.set_xlim(ks.min() - 1, ks.max() + 1)  # one K alone would get a sub-integer axis
     kax.xaxis.set_major_locator(MaxNLocator(integer=True))  # K is a count: no tick at 5.5
     kax.set_xlabel("number of features K")
     kax.set_ylabel("samples")
-    kax.set_title(_wrapped("K over the posterior samples", side_in))
+    kax.set_title(_wrapped("K over the samples", side_in))
     tax = fig.add_subplot(grid[1, 1])
     lj, burn, rhat = _trace(adata, uns)
-    if lj is not None:
+    lf = adata.uns.get("latent_features")
+    if isinstance(lf, dict) and "stability" in lf:
+        _stability(tax, lf, side_in)
+    elif lj is not None:
         for c, row in enumerate(lj):
             tax.plot(np.arange(1, row.size + 1), row, lw=0.7, label=f"chain {c + 1}")
         if burn:

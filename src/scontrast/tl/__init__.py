@@ -13,6 +13,7 @@ _WHERE = {
     "record_params": "._common", "target_mask": "._common", "result_warnings": "._common",
     "replicate_design": "._common", "pseudobulk": "._pseudobulk",
     "cpca": "._cpca", "fangs": "._fangs", "latent_features": "._latent_features",
+    "latent_features_params": "._latent_features",
     "samples_from_adata": "._latent_features", "pcpca": "._pcpca", "quadro": "._quadro", "sparda": "._sparda",
 }
 __getattr__, __dir__ = lazy_attributes(__name__, _WHERE)

@@ -220,6 +220,8 @@ def _estimate_and_record(adata: ad.AnnData, samples, front: dict, model_params: 
         samples_K_values=k_values.astype(np.int64), samples_K_counts=k_counts.astype(np.int64),
         feature_n_cells=est.sum(axis=0).astype(np.int64), timings=timings, source=source,
         feature_chain_support=support, support_chains=chain_labels.astype(np.int64),
+        feature_supported=support.min(axis=1, initial=1.0) >= SUPPORTED if support.size
+        else np.zeros(est.shape[1], dtype=bool), supported_threshold=SUPPORTED,
         initial_losses=np.asarray(result.details["initial_losses"], dtype=float),
         sweetened_losses=np.asarray(result.details["sweetened_losses"], dtype=float),
         accepted_flips=np.asarray(result.details["accepted"], dtype=np.int64),
@@ -279,6 +281,9 @@ def _enrichment(adata: ad.AnnData, est: np.ndarray, is_target: np.ndarray, fdr: 
 # A feature whose mean matched Jaccard index in some chain's samples is below this is held by the
 # samples of some chains only, or only loosely by any (a warning).
 SUPPORT_WARN = 0.5
+# A finding is held at least this closely by every chain's (or ensemble half's) samples; the other
+# features are listed apart in the summary as unsupported.
+SUPPORTED = 0.8
 
 
 def _warn_unsupported(support: np.ndarray, chains: np.ndarray) -> None:
@@ -302,7 +307,8 @@ def _gene_programmes(adata: ad.AnnData, samples_key: str, est: np.ndarray, n_top
     names = np.asarray(info["input_names"]).astype(str)
     params = info.get("params", {})
     L = _fangs.feature_loadings(np.asarray(adata.obsm[slot]), est, float(info["sigma_x_mean"]),
-                                float(info["sigma_a_mean"]), intercept=bool(params.get("intercept", False)))
+                                float(info["sigma_a_mean"]),
+                                intercept=bool(info.get("intercept", params.get("intercept", False))))
     top = [", ".join(names[np.argsort(-row, kind="stable")[:n_top]]) for row in L]
     return {"loadings": L, "loading_names": names, "feature_top_genes": np.array(top, dtype=object).astype(str)}
 
@@ -311,6 +317,8 @@ def summary_rows(adata: ad.AnnData, n_top: int = 10) -> Iterator[tuple[str, str]
     """(item, value) rows of the workflow's summary table for ``uns['fangs']`` (and the sampler's diagnostics)."""
     f = adata.uns["fangs"]
     lf = adata.uns.get("latent_features")
+    if lf is not None and "stability" in lf:
+        yield from _ensemble_rows(lf)
     if lf is not None and "rhat_log_joint" in lf:
         yield "sampler: chains x sweeps (burn-in)", (f"{np.asarray(lf['log_joint']).shape[0]} x "
                                                      f"{lf['params'].get('n_iter')} ({lf['params'].get('burn_in')})")
@@ -332,7 +340,8 @@ def summary_rows(adata: ad.AnnData, n_top: int = 10) -> Iterator[tuple[str, str]
             test += " (cells treated as independent: declare a replicate when the cells come from several donors)"
         yield f"feature enrichment test (unit: {unit})", test
         genes = np.asarray(f.get("feature_top_genes", [""] * int(f["n_features"])), dtype=object)
-        for j in range(int(f["n_features"])):
+        supported = np.asarray(f.get("feature_supported", np.ones(int(f["n_features"]), dtype=bool)), dtype=bool)
+        for j in np.concatenate([np.flatnonzero(supported), np.flatnonzero(~supported)]).astype(int):
             pt, pb = float(f["feature_prevalence_target"][j]), float(f["feature_prevalence_background"][j])
             q = float(f["feature_qvalue"][j])
             where = ("enriched in target" if pt > pb else "enriched in background") if f["feature_enriched"][j] \
@@ -342,8 +351,25 @@ def summary_rows(adata: ad.AnnData, n_top: int = 10) -> Iterator[tuple[str, str]
             if "feature_chain_support" in f:
                 held = "; held by the chains' samples (Jaccard) " + " / ".join(
                     f"{v:.2f}" for v in np.asarray(f["feature_chain_support"])[j])
-            yield (f"feature F{j + 1}", f"prevalence target {pt:.2f} / background {pb:.2f}, BH q = {fmt(q)} per {unit} "
+            item = f"feature F{j + 1}" if supported[j] else (
+                f"unsupported feature F{j + 1} (held below {float(f.get('supported_threshold', 0.8)):g} by some "
+                "chain's samples: not a finding)")
+            yield (item, f"prevalence target {pt:.2f} / background {pb:.2f}, BH q = {fmt(q)} per {unit} "
                    f"({where})" + held + (f"; top genes: {top}" if top else ""))
+
+
+def _ensemble_rows(lf) -> Iterator[tuple[str, str]]:
+    """Summary rows of ``tl.latent_features(method='ensemble')``: members, stability per K, chosen K."""
+    p = lf["params"]
+    stab = np.asarray(lf["stability"], dtype=float)
+    yield "latent features: method", (f"{p.get('n_members')} binary factorisations per K on Bayesian-bootstrap "
+                                      "resamples of the cells (resamples, not posterior draws)")
+    rep = p.get("use_rep")
+    yield "latent features: input", f"{lf.get('n_dims_used')} " + (f"dims of obsm['{rep}']" if rep else "genes")
+    yield "latent features: stability per K (from K = 1)", ", ".join(
+        f"{v:.2f}" for v in stab[np.isfinite(stab)])
+    yield "latent features: chosen K", (f"{int(lf['n_features_chosen'])} (the largest K whose features recur at "
+                                        f"stability >= {fmt(p.get('stability'))})")
 
 
 __all__ = ["fangs", "summary_rows"]

@@ -11,13 +11,14 @@ import scipy.sparse as sp
 from ..bounds import check_count
 from ..core import TARGET_KEY, ScontrastError
 from ..feature_samples import pack_samples, unpack_samples
-from ..latent_features import LinearGaussianIBP
+from ..latent_features import BinaryFactorEnsemble, LinearGaussianIBP
 from ._common import build_estimator, expression, fitted_params, gene_mask, record_params, result_warnings
 
 log = logging.getLogger(__name__)
 
 SAMPLES_SUFFIX = "_samples"
 INPUT_SUFFIX = "_input"
+METHODS = {"ensemble": BinaryFactorEnsemble, "ibp": LinearGaussianIBP}
 
 
 def gene_matrix(adata: ad.AnnData, genes: str = "highly_variable", n_genes: int = 50,
@@ -56,6 +57,7 @@ def gene_matrix(adata: ad.AnnData, genes: str = "highly_variable", n_genes: int 
 def latent_features(
     adata: ad.AnnData,
     *,
+    method: str = "ensemble",
     genes: str = "highly_variable",
     n_genes: int = 50,
     layer: str | None = None,
@@ -67,18 +69,28 @@ def latent_features(
     copy: bool = False,
     **params,
 ):
-    """Posterior samples of binary latent features of every cell (linear-Gaussian IBP).
+    """Samples of binary latent features of every cell: resampled fits (default) or IBP posterior draws.
 
-    Each cell may carry several overlapping features; the model is fitted on
+    Each cell may carry several overlapping features; the model X ~ 1 b' + Z A is fitted on
     all cells of ``adata`` (target and background together, so that features
     can be compared between the groups). By default it explains a gene matrix
     (see :func:`gene_matrix`), so each feature's loadings are a gene programme;
-    ``use_rep`` explains an embedding instead.
+    ``use_rep`` explains an embedding instead. ``tl.fangs`` then summarises the samples.
 
     Parameters
     ----------
     adata
         Cells x genes, log-normalised in ``X`` (or ``layer``).
+    method
+        ``'ensemble'`` (:class:`scontrast.latent_features.BinaryFactorEnsemble`): for each K up to
+        ``max_features``, ``n_members`` fixed-K binary factorisations on Bayesian-bootstrap
+        reweightings of the cells; K is the largest whose features recur across the resamples
+        (``stability``), and its members are the samples (resamples, not posterior draws). The
+        same answer from any seed on real contrasts, and K does not grow with the number of cells
+        (``docs/latent_features.md``, "Ensemble"). ``'ibp'``
+        (:class:`scontrast.latent_features.LinearGaussianIBP`): the Gibbs sampler of the
+        linear-Gaussian Indian buffet process; on real cells its chains often disagree (its
+        posterior K grows with the cells), which its diagnostics and FANGS's support report.
     genes
         Candidate genes: ``'all'`` or a boolean ``var`` column (``'highly_variable'``,
         ``'sparda_selected'``...).
@@ -102,8 +114,9 @@ def latent_features(
     copy
         Work on (and return) a copy.
     **params
-        Hyper-parameters of :class:`scontrast.latent_features.LinearGaussianIBP`
-        (their defaults are its own): ``n_iter``, ``burn_in``, ``thin``, ``n_chains``,
+        Hyper-parameters of the method's estimator (their defaults are its own). ``'ensemble'``:
+        ``max_features``, ``n_members``, ``stability``, ``starts``, ``max_iter``, ``ridge``,
+        ``min_cells``, ``max_cells``, ``scale``. ``'ibp'``: ``n_iter``, ``burn_in``, ``thin``, ``n_chains``,
         ``alpha``, ``sigma_x``, ``sigma_a``, ``max_features``, ``max_new``,
         ``block_moves``, ``scale``, ``intercept``, ``noise``, ``noise_df``,
         ``init_features``, ``complement_moves``, ``noise_scale_moves``, ``death_moves``, ``split_merge_moves``,
@@ -113,7 +126,10 @@ def latent_features(
     Writes
     ------
     ``obsm[key_added + '_samples']`` (n_obs x sum K_b, uint8): the B kept
-    samples of Z side by side, chain after chain (sample b in the columns given by
+    samples of Z side by side (``'ensemble'``: the chosen K's members, ``chains`` their halves,
+    and in ``uns``: ``stability`` (max_features,) per K, NaN where not tried, ``n_features_chosen``,
+    ``medoid_support``, ``sigma_x_mean`` the residual sd and ``sigma_a_mean`` the loading sd of the
+    ridge, ``converged``; no sweeps or traces). ``'ibp'``: chain after chain (sample b in the columns given by
     ``uns[key_added]['n_features']``); ``obsm[key_added + '_input']`` (n_obs x D,
     float32): the matrix explained; ``uns[key_added]``: params, versions, seed,
     warnings, ``input_names`` (D,) (genes, or ``use_rep[j]``), ``n_features``,
@@ -125,13 +141,30 @@ def latent_features(
     (``n_cells``, ``of``...) when the chains ran on a subsample of the cells (``max_cells``,
     stratified by group and replicate; the other cells' features drawn per kept sample).
     """
-    model = build_estimator(LinearGaussianIBP, params, random_state=random_state, n_jobs=n_jobs)
+    if method not in METHODS:
+        raise ScontrastError(f"method: expected one of {list(METHODS)}, got {method!r}")
+    model = build_estimator(METHODS[method], params, random_state=random_state, n_jobs=n_jobs)
     X, names, n_dims = _explained_matrix(adata, genes=genes, n_genes=n_genes, layer=layer, use_rep=use_rep,
                                          n_dims=n_dims)
     adata = adata.copy() if copy else adata
-    front = dict(genes=genes, n_genes=n_genes, layer=layer, use_rep=use_rep, n_dims=n_dims, key_added=key_added)
-    _sample_and_record(adata, model, X, names, front, random_state)
+    front = dict(method=method, genes=genes, n_genes=n_genes, layer=layer, use_rep=use_rep, n_dims=n_dims,
+                 key_added=key_added)
+    record = _ensemble_and_record if method == "ensemble" else _sample_and_record
+    record(adata, model, X, names, front, random_state)
     return adata if copy else None
+
+
+def latent_features_params(cfg: dict) -> dict:
+    """The keyword arguments of :func:`latent_features` from a workflow config block.
+
+    The block holds the front end's settings, ``method`` and one block of settings per method
+    (``ensemble``, ``ibp``); only the chosen method's block is passed on, flattened.
+    """
+    method = cfg.get("method", "ensemble")
+    if method not in METHODS:
+        raise ScontrastError(f"method: expected one of {list(METHODS)}, got {method!r}")
+    front = {k: v for k, v in cfg.items() if k not in METHODS}
+    return {**front, **dict(cfg.get(method) or {})}
 
 
 def _explained_matrix(adata: ad.AnnData, *, genes, n_genes, layer, use_rep, n_dims):
@@ -169,10 +202,7 @@ def _sample_and_record(adata: ad.AnnData, model: LinearGaussianIBP, X: np.ndarra
              k.min(), k.max(), diag["rhat_log_joint"], diag["rhat_K"], diag["ess_log_joint"])
     adata.obsm[key_added + SAMPLES_SUFFIX] = Z
     adata.obsm[key_added + INPUT_SUFFIX] = X.astype(np.float32)
-    extra = {}
-    if TARGET_KEY in adata.obs:
-        is_target = adata.obs[TARGET_KEY].to_numpy(dtype=bool)
-        extra = {"n_target": int(is_target.sum()), "n_background": int((~is_target).sum())}
+    extra = _group_counts(adata)
     n_fitted = int(model.fitted_cells_.size)
     if n_fitted < X.shape[0]:
         # the approximation, stated where the result is: the chains saw a subsample
@@ -186,6 +216,43 @@ def _sample_and_record(adata: ad.AnnData, model: LinearGaussianIBP, X: np.ndarra
                   scale=float(model.scale_), timings={key: float(v) for key, v in model.timings_.items()},
                   sigma_x_mean=float(model.sigma_x_[:, kept].mean()), sigma_a_mean=float(model.sigma_a_[:, kept].mean()),
                   **diag, **{key: np.asarray(v) for key, v in model.traces().items()}, **extra)
+
+
+def _ensemble_and_record(adata: ad.AnnData, model: BinaryFactorEnsemble, X: np.ndarray, names: np.ndarray,
+                         front: dict, random_state) -> None:
+    """Fit the ensemble on ``X`` and write its members (the samples), its input and ``uns[key_added]``."""
+    key_added = front["key_added"]
+    with result_warnings("latent_features") as warned:
+        model.fit(X, strata=_strata(adata))
+    Z, k = pack_samples(model.samples_)
+    stab = ", ".join(f"{v:.2f}" for v in model.stability_[np.isfinite(model.stability_)])
+    log.info("latent_features: %d cells x %d %s, %d resampled fits per K in %.1f s; stability per K from 1: %s; "
+             "chosen K = %d (stability >= %g)", X.shape[0], X.shape[1], "dims" if front["use_rep"] else "genes",
+             model.n_members, model.timings_["fitting"], stab, model.n_features_, model.stability)
+    adata.obsm[key_added + SAMPLES_SUFFIX] = Z
+    adata.obsm[key_added + INPUT_SUFFIX] = X.astype(np.float32)
+    extra = _group_counts(adata)
+    n_fitted = int(model.fitted_cells_.size)
+    if n_fitted < X.shape[0]:
+        extra["subsample"] = {"n_cells": n_fitted, "of": int(X.shape[0]), "strata": "group and replicate",
+                              "other_cells": "assigned their best pattern given each member's loadings"}
+        log.info("latent_features: the fits ran on a stratified subsample of %d of %d cells (max_cells); every "
+                 "cell was assigned from each member's loadings", n_fitted, X.shape[0])
+    record_params(adata, key_added, dict(**front, **fitted_params(model)), random_state, warnings=warned,
+                  n_features=k, n_dims_used=int(X.shape[1]), input_names=names, scale=float(model.scale_),
+                  timings={key: float(v) for key, v in model.timings_.items()}, chains=model.sample_chains_,
+                  stability=np.asarray(model.stability_, dtype=np.float64), n_features_chosen=int(model.n_features_),
+                  medoid_support=np.asarray(model.medoid_support_, dtype=np.float64),
+                  converged=np.asarray(model.converged_, dtype=bool), intercept=True, sigma_x_mean=float(model.sigma_x_),
+                  sigma_a_mean=float(model.sigma_x_ / np.sqrt(model.ridge)), **extra)
+
+
+def _group_counts(adata: ad.AnnData) -> dict:
+    """``n_target`` and ``n_background`` when the groups are annotated, else nothing."""
+    if TARGET_KEY not in adata.obs:
+        return {}
+    is_target = adata.obs[TARGET_KEY].to_numpy(dtype=bool)
+    return {"n_target": int(is_target.sum()), "n_background": int((~is_target).sum())}
 
 
 def _strata(adata: ad.AnnData) -> np.ndarray | None:
