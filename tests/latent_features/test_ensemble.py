@@ -210,5 +210,6 @@ def test_the_default_front_end_writes_the_ensemble_and_fangs_reports_it():
     rows = dict(summary_rows(adata))
     assert rows["latent features: chosen K"].startswith("3 (the largest K")
     assert "resamples, not posterior draws" in rows["latent features: method"]
+    assert all("held by the two halves of the fits (Jaccard)" in rows[f"feature F{j + 1}"] for j in range(3))
     fig = pl.fangs(adata)
     assert any(" ".join(ax.get_title().split()) == "features that recur across resamples" for ax in fig.get_axes())

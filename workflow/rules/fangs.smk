@@ -37,7 +37,7 @@ rule fangs:
 
 
 rule fangs_figure:
-    """FANGS's figure (the estimate per cell, K over the samples, the sampler's trace) from its delta: no refit."""
+    """FANGS's figure (the estimate per cell, K over the samples, the stability per K or the sampler's trace) from its delta: no refit."""
     input:
         h5ad=rules.preprocess.output.h5ad,
         deltas=fangs_deltas(),

@@ -341,6 +341,7 @@ def summary_rows(adata: ad.AnnData, n_top: int = 10) -> Iterator[tuple[str, str]
         yield f"feature enrichment test (unit: {unit})", test
         genes = np.asarray(f.get("feature_top_genes", [""] * int(f["n_features"])), dtype=object)
         supported = np.asarray(f.get("feature_supported", np.ones(int(f["n_features"]), dtype=bool)), dtype=bool)
+        holders = "the two halves of the fits" if lf is not None and "stability" in lf else "the chains' samples"
         for j in np.concatenate([np.flatnonzero(supported), np.flatnonzero(~supported)]).astype(int):
             pt, pb = float(f["feature_prevalence_target"][j]), float(f["feature_prevalence_background"][j])
             q = float(f["feature_qvalue"][j])
@@ -349,7 +350,7 @@ def summary_rows(adata: ad.AnnData, n_top: int = 10) -> Iterator[tuple[str, str]
             top = ", ".join(str(genes[j]).split(", ")[:n_top]) if str(genes[j]) else ""
             held = ""
             if "feature_chain_support" in f:
-                held = "; held by the chains' samples (Jaccard) " + " / ".join(
+                held = f"; held by {holders} (Jaccard) " + " / ".join(
                     f"{v:.2f}" for v in np.asarray(f["feature_chain_support"])[j])
             item = f"feature F{j + 1}" if supported[j] else (
                 f"unsupported feature F{j + 1} (held below {float(f.get('supported_threshold', 0.8)):g} by some "
