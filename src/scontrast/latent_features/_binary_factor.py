@@ -28,7 +28,7 @@ def assign(X: np.ndarray, b: np.ndarray, A: np.ndarray) -> np.ndarray:
     """Each cell's best pattern given the baseline and loadings: Z (N, K) uint8.
 
     X (N, D), b (D,), A (K, D). Exact: every one of the 2^K patterns is scored; ties go to the
-    pattern of smallest index (fewest, lowest features), so the result is deterministic.
+    pattern of smallest index (bits read as a binary number, feature 0 lowest), so the result is deterministic.
     """
     k = A.shape[0]
     if k == 0:
