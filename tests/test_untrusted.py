@@ -85,6 +85,25 @@ def test_gzip_bomb_is_refused(h5ad, monkeypatch):
     _refused(h5ad, "dataset /uns/bomb takes 8 MB once read but", "more than 100x", "decompression bomb")
 
 
+def test_a_none_in_uns_does_not_switch_the_check_off(h5ad, monkeypatch):
+    """anndata writes None as a null HDF5 dataset (every scontrast result holds some, e.g. a
+    parameter left at None); its size is None, which made the whole content check fail and be
+    skipped, so a bomb beside it was read."""
+    import anndata as ad
+
+    a = ad.read_h5ad(h5ad)
+    a.uns["params"] = {"layer": None}
+    a.write_h5ad(h5ad)
+    with h5py.File(h5ad, "r") as fh:
+        assert fh["uns/params/layer"].shape is None  # the null dataspace this test is about
+    io.check_hdf5_content(h5ad)
+    monkeypatch.setattr(io, "BOMB_FLOOR_BYTES", 2**20)
+    with h5py.File(h5ad, "a") as fh:
+        ds = fh.create_dataset("uns/bomb", shape=(2**21,), dtype="f4", chunks=(2**18,), compression="gzip")
+        ds[:] = 0.0
+    _refused(h5ad, "dataset /uns/bomb takes 8 MB once read but", "decompression bomb")
+
+
 def test_unwritten_chunks_are_refused(h5ad, monkeypatch):
     """A chunked dataset never written takes no space on disk but reads as its fill value."""
     monkeypatch.setattr(io, "BOMB_FLOOR_BYTES", 2**20)
