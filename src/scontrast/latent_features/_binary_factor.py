@@ -12,16 +12,21 @@ The members differ by their weights (a Bayesian bootstrap of the cells) and thei
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 # Rows scored against all 2^K patterns at once: bounds the (rows x 2^K) score block to 8 MB at K = 10.
 _ROW_CHUNK = 1024
 
 
+@functools.cache
 def patterns(k: int) -> np.ndarray:
-    """Every binary pattern of ``k`` features: (2^k, k) float64, row p holding the bits of p."""
+    """Every binary pattern of ``k`` features: (2^k, k) float64, row p holding the bits of p (read-only, cached)."""
     p = np.arange(2 ** k, dtype=np.int64)
-    return ((p[:, None] >> np.arange(k)) & 1).astype(np.float64)
+    out = ((p[:, None] >> np.arange(k)) & 1).astype(np.float64)
+    out.flags.writeable = False
+    return out
 
 
 def assign(X: np.ndarray, b: np.ndarray, A: np.ndarray) -> np.ndarray:
@@ -45,23 +50,25 @@ def assign(X: np.ndarray, b: np.ndarray, A: np.ndarray) -> np.ndarray:
     return out
 
 
-def refit(X: np.ndarray, Z: np.ndarray, w: np.ndarray, ridge: float, Xw: np.ndarray | None = None
-          ) -> tuple[np.ndarray, np.ndarray]:
+def refit(X: np.ndarray, Z: np.ndarray, w: np.ndarray, ridge: float, Xw: np.ndarray | None = None,
+          totals: tuple[float, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Weighted ridge fit of the baseline and loadings given Z: ``(b (D,), A (K, D))``.
 
     Minimises sum_i w_i ||x_i - b - z_i A||^2 + ridge ||A||^2 (b unpenalised); X (N, D), Z (N, K),
-    w (N,); ``Xw`` = X * w[:, None] when the caller holds it (it does not change between alternations).
+    w (N,). ``Xw`` = X * w[:, None] and ``totals`` = (w.sum(), Xw.sum(axis=0)) when the caller holds
+    them (they do not change between alternations).
     """
     k = Z.shape[1]
     Xw = X * w[:, None] if Xw is None else Xw
+    w_sum, xw_sum = (float(w.sum()), Xw.sum(axis=0)) if totals is None else totals
     Zf = Z.astype(np.float64)
     zw = Zf.T @ w
     G = np.empty((k + 1, k + 1))
-    G[0, 0] = w.sum() + 1e-12 * max(float(w.sum()), 1.0)  # keeps the solve defined if every weight is zero
+    G[0, 0] = w_sum + 1e-12 * max(w_sum, 1.0)  # keeps the solve defined if every weight is zero
     G[0, 1:] = G[1:, 0] = zw
     G[1:, 1:] = Zf.T @ (Zf * w[:, None])
     G[np.arange(1, k + 1), np.arange(1, k + 1)] += ridge
-    rhs = np.vstack([Xw.sum(axis=0), Zf.T @ Xw])
+    rhs = np.vstack([xw_sum, Zf.T @ Xw])
     B = np.linalg.solve(G, rhs)
     return B[0], B[1:]
 
@@ -72,14 +79,19 @@ def weighted_loss(X: np.ndarray, Z: np.ndarray, b: np.ndarray, A: np.ndarray, w:
     return float(np.einsum("i,ij,ij->", w, R, R))
 
 
+def _wmean(s: np.ndarray, w: np.ndarray) -> float:
+    """``np.average(s, weights=w)`` for 1-D arrays, the same arithmetic without its checks (it is called often)."""
+    return (s * w).sum() / w.sum()
+
+
 def _two_means_cut(s: np.ndarray, w: np.ndarray) -> np.ndarray:
     """Cells above the weighted two-means threshold of the scores ``s`` (N,): bool (N,)."""
-    t = float(np.average(s, weights=w))
+    t = float(_wmean(s, w))
     for _ in range(50):
         hi = s > t
         if hi.all() or not hi.any():
             break
-        new = 0.5 * (np.average(s[hi], weights=w[hi]) + np.average(s[~hi], weights=w[~hi]))
+        new = 0.5 * (_wmean(s[hi], w[hi]) + _wmean(s[~hi], w[~hi]))
         if new == t:
             break
         t = new
@@ -141,11 +153,12 @@ def fit_member(X: np.ndarray, w: np.ndarray, k: int, *, starts: int, max_iter: i
     """
     best = None
     Xw = X * w[:, None]
+    totals = (float(w.sum()), Xw.sum(axis=0))
     for s in range(starts):
         Z = initial_allocation(X, w, k, None if s == 0 else rng, ridge)
         converged = False
         for it in range(1, max_iter + 1):
-            b, A = refit(X, Z, w, ridge, Xw)
+            b, A = refit(X, Z, w, ridge, Xw, totals)
             new = assign(X, b, A)
             counts = new.sum(axis=0)
             dead = np.flatnonzero((counts < min_cells) | (counts > X.shape[0] - min_cells))
@@ -156,7 +169,7 @@ def fit_member(X: np.ndarray, w: np.ndarray, k: int, *, starts: int, max_iter: i
                 Z = new
                 break
             Z = new
-        b, A = refit(X, Z, w, ridge, Xw)
+        b, A = refit(X, Z, w, ridge, Xw, totals)
         loss = weighted_loss(X, Z, b, A, w) + ridge * float((A * A).sum())
         if best is None or loss < best["loss"]:
             best = {"Z": Z, "b": b, "A": A, "loss": loss, "iterations": it, "converged": converged}
