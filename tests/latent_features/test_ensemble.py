@@ -91,7 +91,16 @@ def test_stability_edge_cases():
     rng = np.random.default_rng(5)
     Z = (rng.random((100, 2)) < 0.4).astype(np.uint8)
     assert stability([Z, Z.copy(), Z.copy()])[0] == 1.0  # the same features in every member
-    assert stability([np.zeros((100, 0), np.uint8)] * 3)[0] == 1.0  # no feature: nothing unstable
+    assert stability([np.zeros((100, 0), np.uint8)] * 3)[0] == 1.0  # no feature asked for: nothing unstable
+    # members that lost their features (below min_cells) do not make a K look stable: the demo's wu2020 chose
+    # K = 1 at stability 1.00 because an empty member was the "medoid" of vacuous support
+    empty = np.zeros((100, 0), np.uint8)
+    # the two that found the feature agree, and the empty one lacks it: half of the others hold it
+    assert stability([empty, Z[:, :1], Z[:, :1].copy()], k=1)[0] == 0.5
+    weakest, medoid, _ = stability([empty, Z[:, :1], (rng.random((100, 1)) < 0.4).astype(np.uint8)], k=1)
+    assert medoid != 0 and weakest < 0.6  # an empty member is never the medoid
+    assert stability([empty] * 3, k=1)[0] == 0.0
+    assert stability([Z, Z[:, :1], Z], k=2)[1] != 1  # the member missing a feature is not the medoid
     noise = [(rng.random((100, 2)) < 0.4).astype(np.uint8) for _ in range(6)]
     assert stability(noise)[0] < 0.5  # unrelated random features do not recur
     # one member of five differs: the medoid is one of the four that agree, its support 3/4 + 1/4 * overlap

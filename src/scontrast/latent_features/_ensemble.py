@@ -65,25 +65,30 @@ def _on_all_cells(X: np.ndarray, rows: np.ndarray, member: dict, min_cells: int)
     return {**member, "Z": np.ascontiguousarray(Z[:, keep]), "A": member["A"][keep]}
 
 
-def stability(members: list[np.ndarray]) -> tuple[float, int, np.ndarray]:
+def stability(members: list[np.ndarray], k: int | None = None) -> tuple[float, int, np.ndarray]:
     """How well the medoid member's features recur in the others.
 
-    members: M >= 2 binary (N, K_m) allocations. Each member's features are matched to every other
-    member's (``fangs.feature_support``: maximum-overlap alignment, Jaccard index of the matched
-    cells, 0 unmatched) and averaged over the others. The medoid is the member of largest mean
-    support over its features (ties: the first). Returns ``(min support of the medoid's features
-    (1.0 when it has none), medoid index, its per-feature support (K_medoid,))``.
+    members: M >= 2 binary (N, K_m) allocations, fitted with ``k`` features each (None: each
+    member's own count). Each member's features are matched to every other member's
+    (``fangs.feature_support``: maximum-overlap alignment, Jaccard index of the matched cells, 0
+    unmatched) and averaged over the others; a feature a member lacks (K_m < k: dropped below
+    ``min_cells``) counts at support 0, so a member that found fewer features than were asked
+    for cannot make a K look stable. The medoid is the member of largest mean support over its
+    k features (ties: the first). Returns ``(min support of the medoid's k features (1.0 when
+    k = 0), medoid index, the support of its own features (K_medoid,))``.
     """
     from ..fangs import feature_support
 
-    best, medoid, per_feature = -1.0, 0, np.zeros(0)
+    best, medoid, per_feature, weakest = -1.0, 0, np.zeros(0), 1.0
     for m, Zm in enumerate(members):
         others = [z for j, z in enumerate(members) if j != m]
         s = feature_support(others, Zm)[0][:, 0] if Zm.shape[1] else np.zeros(0)
-        score = float(s.mean()) if s.size else 1.0
+        slots = np.concatenate([s, np.zeros(max(0, (Zm.shape[1] if k is None else k) - s.size))])
+        score = float(slots.mean()) if slots.size else 1.0
         if score > best:
             best, medoid, per_feature = score, m, s
-    return (float(per_feature.min()) if per_feature.size else 1.0), medoid, per_feature
+            weakest = float(slots.min()) if slots.size else 1.0
+    return weakest, medoid, per_feature
 
 
 class BinaryFactorEnsemble(BaseEstimator):
@@ -193,7 +198,7 @@ class BinaryFactorEnsemble(BaseEstimator):
         with ThreadPoolExecutor(jobs) as pool:
             for k in range(1, p["max_features"] + 1):
                 members = list(pool.map(lambda s, k=k: _member(Xf, k, s, p), seeds[k - 1]))
-                stab[k - 1], medoid, support = stability([m["Z"] for m in members])
+                stab[k - 1], medoid, support = stability([m["Z"] for m in members], k)
                 per_k.append((members, medoid, support))
                 if _past_patience(stab[:k], p["stability"]):
                     break
