@@ -200,16 +200,8 @@ def _sample_and_record(adata: ad.AnnData, model: LinearGaussianIBP, X: np.ndarra
              "split R-hat log joint %.3g, K %.3g, ESS %.0f", X.shape[0], X.shape[1],
              "dims" if use_rep else "genes", model.n_chains, model.n_iter, model.timings_["sampling"], k.size,
              k.min(), k.max(), diag["rhat_log_joint"], diag["rhat_K"], diag["ess_log_joint"])
-    adata.obsm[key_added + SAMPLES_SUFFIX] = Z
-    adata.obsm[key_added + INPUT_SUFFIX] = X.astype(np.float32)
-    extra = _group_counts(adata)
-    n_fitted = int(model.fitted_cells_.size)
-    if n_fitted < X.shape[0]:
-        # the approximation, stated where the result is: the chains saw a subsample
-        extra["subsample"] = {"n_cells": n_fitted, "of": int(X.shape[0]), "strata": "group and replicate",
-                              "other_cells": "features drawn given each kept sample's loadings (3 Gibbs scans)"}
-        log.info("latent_features: the chains ran on a stratified subsample of %d of %d cells (max_cells); the "
-                 "other cells' features were drawn given each kept sample", n_fitted, X.shape[0])
+    extra = _write_samples(adata, key_added, Z, X, model.fitted_cells_, "the chains",
+                           "features drawn given each kept sample's loadings (3 Gibbs scans)")
     kept = slice(model.burn_in, None)
     record_params(adata, key_added, dict(**front, **fitted_params(model)),
                   random_state, warnings=warned, n_features=k, n_dims_used=int(X.shape[1]), input_names=names,
@@ -229,15 +221,8 @@ def _ensemble_and_record(adata: ad.AnnData, model: BinaryFactorEnsemble, X: np.n
     log.info("latent_features: %d cells x %d %s, %d resampled fits per K in %.1f s; stability per K from 1: %s; "
              "chosen K = %d (stability >= %g)", X.shape[0], X.shape[1], "dims" if front["use_rep"] else "genes",
              model.n_members, model.timings_["fitting"], stab, model.n_features_, model.stability)
-    adata.obsm[key_added + SAMPLES_SUFFIX] = Z
-    adata.obsm[key_added + INPUT_SUFFIX] = X.astype(np.float32)
-    extra = _group_counts(adata)
-    n_fitted = int(model.fitted_cells_.size)
-    if n_fitted < X.shape[0]:
-        extra["subsample"] = {"n_cells": n_fitted, "of": int(X.shape[0]), "strata": "group and replicate",
-                              "other_cells": "assigned their best pattern given each member's loadings"}
-        log.info("latent_features: the fits ran on a stratified subsample of %d of %d cells (max_cells); every "
-                 "cell was assigned from each member's loadings", n_fitted, X.shape[0])
+    extra = _write_samples(adata, key_added, Z, X, model.fitted_cells_, "the fits",
+                           "assigned their best pattern given each member's loadings")
     record_params(adata, key_added, dict(**front, **fitted_params(model)), random_state, warnings=warned,
                   n_features=k, n_dims_used=int(X.shape[1]), input_names=names, scale=float(model.scale_),
                   timings={key: float(v) for key, v in model.timings_.items()}, chains=model.sample_chains_,
@@ -245,6 +230,22 @@ def _ensemble_and_record(adata: ad.AnnData, model: BinaryFactorEnsemble, X: np.n
                   medoid_support=np.asarray(model.medoid_support_, dtype=np.float64),
                   converged=np.asarray(model.converged_, dtype=bool), intercept=True, sigma_x_mean=float(model.sigma_x_),
                   sigma_a_mean=float(model.sigma_x_ / np.sqrt(model.ridge)), **extra)
+
+
+def _write_samples(adata: ad.AnnData, key_added: str, Z: np.ndarray, X: np.ndarray, fitted: np.ndarray, who: str,
+                   other_cells: str) -> dict:
+    """Write the packed samples and the matrix explained; return the group counts and, when ``who`` (the chains,
+    the fits) ran on a subsample of the cells, its record (the approximation, stated where the result is)."""
+    adata.obsm[key_added + SAMPLES_SUFFIX] = Z
+    adata.obsm[key_added + INPUT_SUFFIX] = X.astype(np.float32)
+    extra = _group_counts(adata)
+    n_fitted = int(fitted.size)
+    if n_fitted < X.shape[0]:
+        extra["subsample"] = {"n_cells": n_fitted, "of": int(X.shape[0]), "strata": "group and replicate",
+                              "other_cells": other_cells}
+        log.info("latent_features: %s ran on a stratified subsample of %d of %d cells (max_cells); the other cells: %s",
+                 who, n_fitted, X.shape[0], other_cells)
+    return extra
 
 
 def _group_counts(adata: ad.AnnData) -> dict:
