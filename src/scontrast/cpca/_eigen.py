@@ -14,6 +14,7 @@ import numpy as np
 import scipy.linalg as sla
 from scipy.linalg import blas, lapack
 
+from . import _lapack
 from ._threads import _side_by_side
 
 # d up to which the per-alpha partial eigh is cheaper than any shared reduction.
@@ -229,18 +230,18 @@ def _tridiagonal_eigh(C):
     """The first two steps of a symmetric eigendecomposition, ``C = H S diag(lam) S' H'``
     (LAPACK's dsytrd, then dstevd on the tridiagonal matrix; together what ``eigh`` does
     before its back-transformation ``Q = H S``, which :func:`_back_transform` does in parts).
+    Called without the GIL (:mod:`._lapack`), so a task beside it runs.
 
     C (d, d), exactly symmetric, is overwritten. Returns lam (d,) ascending, S (d, d) and the reflectors
     ``(V, tau)`` of H.
     """
-    d = C.shape[0]
-    lwork = int(lapack.dsytrd_lwork(d, lower=1)[0])
     # C is symmetric, so its transpose (Fortran order when C is in C order) is C: no copy
-    packed, diag, off, tau, info = lapack.dsytrd(C.T, lower=1, lwork=lwork, overwrite_a=1)
-    if info == 0:
-        lam, S, info = lapack.dstevd(diag, off, compute_v=1)
-    if info != 0:
-        raise np.linalg.LinAlgError("the eigendecomposition of the background covariance did not converge")
+    packed = C.T
+    try:
+        diag, off, tau = _lapack.dsytrd_lower(packed)
+        lam, S = _lapack.dstevd(diag, off)
+    except np.linalg.LinAlgError:
+        raise np.linalg.LinAlgError("the eigendecomposition of the background covariance did not converge") from None
     return lam, S, (packed[1:, :-1], tau)
 
 
@@ -248,14 +249,14 @@ def _back_transform(reflectors, S):
     """``H S`` for the columns S (d, c) of the tridiagonal eigenvectors: eigenvectors of C.
 
     H = diag(1, H1) with H1 the product of the d - 1 reflectors (lower storage, LAPACK's dormtr
-    done as the dormqr it calls). Returns (d, c).
+    done as the dormqr it calls, without the GIL). Returns (d, c).
     """
     V, tau = reflectors
     out = np.empty(S.shape, order="F")
     out[0] = S[0]
-    rest = np.asfortranarray(S[1:])
-    lwork = int(lapack.dormqr("L", "N", V, tau, rest, lwork=-1)[1][0])
-    out[1:] = lapack.dormqr("L", "N", V, tau, rest, lwork=max(lwork, 1), overwrite_c=1)[0]
+    out[1:] = S[1:]
+    if out.shape[0] > 1:
+        _lapack.dormqr_left(V, tau, out[1:])
     return out
 
 
