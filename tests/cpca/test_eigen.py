@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import scipy.linalg as sla
 
 from scontrast.cpca import _eigen
 from scontrast.cpca._alpha import alpha_grid
 from scontrast.cpca._eigen import (
+    _Background,
     _compact,
     _diagonal_basis_solve,
     _ritz_space,
@@ -48,11 +50,15 @@ def _diagonal_basis_problem(r=160, seed=5):
     return (B + B.T) / 2, np.sort(rng.gamma(1.0, 1.0, r))
 
 
-def test_starts_cost_no_products_with_b(monkeypatch):
-    """The starting spaces need no product with B: unit vectors pick columns of B, the fine grid's
-    Ritz starts combine the shared product B S. Only the iteration's new directions (k + 2 per
-    alpha and sweep after the first) are multiplied; the starts' products are the exact ones."""
+@pytest.mark.parametrize("rank_one", [False, True])
+def test_starts_cost_no_products_with_b(monkeypatch, rank_one):
+    """The starting spaces need no product with B: unit vectors pick columns of B (and of the
+    background operator, diagonal or diagonal plus rank one), the fine grid's Ritz starts combine
+    the shared product B S. Only the iteration's new directions (k + 2 per alpha and sweep after
+    the first) are multiplied; the starts' products are the exact ones."""
     B, lam = _diagonal_basis_problem()
+    background = _rank_one_background(lam) if rank_one else _Background(lam)
+    CY = background.dense()
     alphas = alpha_grid(20, 2)
     multiplied = []
     real = _eigen._apply_shifted
@@ -62,18 +68,55 @@ def test_starts_cost_no_products_with_b(monkeypatch):
         return real(apply_p, apply_q, T, a)
 
     monkeypatch.setattr(_eigen, "_apply_shifted", counting)
-    Z, theta, res, its, gram = _diagonal_basis_solve(B, lam, alphas, 2, 1e-10, 500)
+    Z, theta, res, its, gram = _diagonal_basis_solve(B, background, alphas, 2, 1e-10, 500)
     assert res.max() <= 1e-10
     assert sum(multiplied) == 4 * int((its - 1).sum())
     # the products the starts use instead
-    V0 = _unit_starts(np.diag(B)[None, :] - alphas[:, None] * lam[None, :], 8)
-    HV0 = _unit_start_products(B, lam, alphas, V0)
-    np.testing.assert_allclose(HV0, np.matmul(B[None] - alphas[:, None, None] * np.diag(lam)[None], V0), atol=1e-14)
-    space = _ritz_space(B, lam, Z[::3])
+    V0 = _unit_starts(np.diag(B)[None, :] - alphas[:, None] * background.diagonal()[None, :], 8)
+    HV0 = _unit_start_products(B, background, alphas, V0)
+    np.testing.assert_allclose(HV0, np.matmul(B[None] - alphas[:, None, None] * CY[None], V0), atol=1e-12)
+    space = _ritz_space(B, background, Z[::3])
     V0, HV0 = _ritz_starts(space, alphas, 8)
     np.testing.assert_allclose(np.matmul(V0.transpose(0, 2, 1), V0), np.broadcast_to(np.eye(8), (alphas.size, 8, 8)),
                                atol=1e-13)
-    np.testing.assert_allclose(HV0, np.matmul(B[None] - alphas[:, None, None] * np.diag(lam)[None], V0), atol=1e-12)
+    np.testing.assert_allclose(HV0, np.matmul(B[None] - alphas[:, None, None] * CY[None], V0), atol=1e-12)
+
+
+def _rank_one_background(lam, seed=7):
+    """diag(lam) + beta z z' as the split tridiagonal basis gives it: z a unit vector spread over
+    every coordinate (two rows of orthogonal matrices), beta the coupling of the halves."""
+    rng = np.random.default_rng(seed)
+    z = rng.normal(size=lam.size)
+    z *= np.sqrt(2) / np.linalg.norm(z)
+    dense = np.diag(lam) + 0.3 * np.outer(z, z)
+    return _Background(lam, 0.3, z, norm=np.abs(np.linalg.eigvalsh(dense)).max())
+
+
+def test_davidson_with_a_rank_one_background_matches_eigh():
+    """B - alpha (diag(lam) + beta z z') for every alpha against scipy.linalg.eigh, with the
+    gram Z' B Z the affinity needs; the rank-one term's operator against its dense form."""
+    B, lam = _diagonal_basis_problem(seed=11)
+    background = _rank_one_background(lam)
+    CY = background.dense()
+    T = np.random.default_rng(0).normal(size=(lam.size, 5))
+    np.testing.assert_allclose(background.apply(T), CY @ T, atol=1e-13)
+    np.testing.assert_allclose(background.diagonal(), np.diag(CY), atol=1e-15)
+    alphas = alpha_grid(20, 2)
+    for solve_dense in (False, True):
+        if solve_dense:  # the small-problem path: dense eigh per alpha
+            keep = slice(0, 40)
+            Bs, bg = B[keep, keep], _Background(lam[keep], 0.3, background.z[keep])
+        else:
+            Bs, bg = B, background
+        r, CYs = Bs.shape[0], bg.dense()
+        Z, theta, res, its, gram = _diagonal_basis_solve(Bs.copy(), bg, alphas, 2, 1e-10, 500)
+        assert res.max() <= 1e-10
+        for i, a in enumerate(alphas):
+            w, E = sla.eigh(Bs - a * CYs, subset_by_index=[r - 2, r - 1])
+            assert sin_max_angle(E, Z[i]) < 1e-7, (solve_dense, a)
+            np.testing.assert_allclose(theta[i], w[::-1], rtol=1e-9, atol=1e-9 * np.abs(w).max())
+        flat = Z.transpose(1, 0, 2).reshape(r, -1)
+        np.testing.assert_allclose(gram, flat.T @ Bs @ flat, atol=1e-9)
 
 
 def test_compact_moves_only_converged_rows():

@@ -6,7 +6,13 @@ import numpy as np
 import scipy.sparse as sp
 
 from scontrast.core import blas_threads
-from scontrast.cpca._eigen import _back_transform, _gram_of_halves, _gram_two_tasks, _tridiagonal_eigh
+from scontrast.cpca._eigen import (
+    _back_transform,
+    _gram_of_halves,
+    _gram_two_tasks,
+    _split_block,
+    _tridiagonal_split_eigh,
+)
 from scontrast.cpca._estimator import CPCA
 from scontrast.cpca._moments import _covariance
 from scontrast.cpca._threads import _two_tasks
@@ -37,14 +43,16 @@ def test_two_task_paths_match_the_reference_eigh(wide):
             G12 = _gram_of_halves(A[:, :12], A[:, 12:])  # unequal blocks
             np.testing.assert_allclose(G12, A.T @ A, rtol=1e-12, atol=1e-12)
             assert np.array_equal(G12, G12.T)
-            # C_Y's eigendecomposition in parts: tridiagonal reduction and eigensolver, then the
-            # back-transformation of column blocks
+            # C_Y's basis in parts: tridiagonal reduction, eigensolver of its two halves, then the
+            # back-transformation of the two column blocks; in it C_Y is diagonal plus rank one
             S = A.T @ A + np.eye(31)
-            lam, E, reflectors = _tridiagonal_eigh(S.copy())
-            Q = np.hstack([_back_transform(reflectors, E[:, :15]), _back_transform(reflectors, E[:, 15:])])
-            np.testing.assert_allclose(lam, np.linalg.eigvalsh(S), rtol=1e-12)
+            background, blocks, reflectors = _tridiagonal_split_eigh(S.copy())
+            Q = np.hstack([_back_transform(reflectors, _split_block(blocks, first)) for first in (True, False)])
+            assert blocks[0].shape == (15, 15) and blocks[1].shape == (16, 16) and background.beta != 0
             np.testing.assert_allclose(Q.T @ Q, np.eye(31), atol=1e-13)
-            np.testing.assert_allclose(Q.T @ S @ Q, np.diag(lam), atol=1e-12 * lam.max())
+            top = np.linalg.eigvalsh(S).max()
+            np.testing.assert_allclose(Q.T @ S @ Q, background.dense(), atol=1e-12 * top)
+            assert abs(background.norm - top) <= 1e-12 * top
             mean = A.mean(axis=0)
             np.testing.assert_allclose(_covariance(A, mean, np.ones(31), two_tasks=True), np.cov(A.T),
                                        rtol=1e-12, atol=1e-12)

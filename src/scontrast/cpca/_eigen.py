@@ -43,7 +43,7 @@ def _sign_flips(U: np.ndarray) -> np.ndarray:
 
 
 def _davidson(apply_p, apply_q, p_diag, q_diag, alphas, k, V0, scale, tol, max_iter, max_basis, HV0=None,
-              q_is_diagonal=False):
+              return_pz=False):
     """Top-k eigenpairs of ``P - alpha Q`` for every alpha at once (batched block Davidson).
 
     Each alpha keeps its own search space (all of the same size, so that they
@@ -64,15 +64,15 @@ def _davidson(apply_p, apply_q, p_diag, q_diag, alphas, k, V0, scale, tol, max_i
     HV0 : ndarray (a, d, b0), optional
         ``(P - alpha Q) V0`` when the caller has it for free (then V0 must have orthonormal
         columns): unit-vector starts pick columns of P, Ritz starts combine shared products.
-    q_is_diagonal : bool
-        Q is ``diag(q_diag)`` exactly: then ``P Z`` is returned too, from the products the
-        iteration already has (for ``Z' P Z`` without another product).
+    return_pz : bool
+        also return ``P Z``, from the products the iteration already has and Q applied to Z
+        (for ``Z' P Z`` without another product with P; meant for a cheap Q).
 
     Returns
     -------
     Z : (a, d, k) eigenvectors; theta : (a, k) eigenvalues (descending);
     residual : (a,) largest relative residual norm; n_iter : (a,) sweeps used;
-    with ``q_is_diagonal`` also PZ : (a, d, k)
+    with ``return_pz`` also PZ : (a, d, k)
     """
     n_alpha, d, b0 = V0.shape
     kk = min(k + 2, d)
@@ -99,7 +99,7 @@ def _davidson(apply_p, apply_q, p_diag, q_diag, alphas, k, V0, scale, tol, max_i
     theta_out = np.zeros((n_alpha, k))
     res_out = np.full(n_alpha, np.inf)
     it_out = np.zeros(n_alpha, dtype=int)
-    PZ_out = np.zeros((n_alpha, d, k)) if q_is_diagonal else None
+    PZ_out = np.zeros((n_alpha, d, k)) if return_pz else None
     it = 0
     while na:
         it += 1
@@ -118,8 +118,10 @@ def _davidson(apply_p, apply_q, p_diag, q_diag, alphas, k, V0, scale, tol, max_i
         if done.any():
             out = idx[done]
             Z_out[out] = Z[done, :k].transpose(0, 2, 1)
-            if q_is_diagonal:  # P Z = (P - a Q) Z + a Q Z
-                PZ_out[out] = (HZ[done, :k] + a[done, None, None] * q_diag * Z[done, :k]).transpose(0, 2, 1)
+            if return_pz:  # P Z = (P - a Q) Z + a Q Z
+                Zd = Z[done, :k]
+                QZ = apply_q(Zd.reshape(-1, d).T).T.reshape(Zd.shape)
+                PZ_out[out] = (HZ[done, :k] + a[done, None, None] * QZ).transpose(0, 2, 1)
             theta_out[out] = wt[done, :k]
             res_out[out] = res[done, :k].max(axis=1)
             it_out[out] = it
@@ -133,7 +135,7 @@ def _davidson(apply_p, apply_q, p_diag, q_diag, alphas, k, V0, scale, tol, max_i
         if m + kk > mb:
             m = _thick_restart(V[:na], HV[:na], G[:na], S, w, m, kk)
         m = _extend(H, V[:na], HV[:na], G[:na], m, T, a)
-    if q_is_diagonal:
+    if return_pz:
         return Z_out, theta_out, res_out, it_out, PZ_out
     return Z_out, theta_out, res_out, it_out
 
@@ -220,29 +222,105 @@ def _unit_starts(diag_values: np.ndarray, b: int) -> np.ndarray:
     return V0
 
 
+class _Background:
+    """C_Y in the solver's basis: ``diag(lam) + beta z z'`` (r, r), a diagonal plus a rank-one term.
+
+    In an eigenbasis of C_Y, beta = 0. The 'covariance' solver's basis is instead the eigenbasis of
+    the two halves of C_Y's tridiagonal form (:func:`_tridiagonal_split_eigh`), where the one
+    coupling the halves leave out comes back as the rank-one term: applying it is as cheap as the
+    diagonal, and Davidson's preconditioner stays close to exact for the background part.
+
+    lam, z : (r,); beta : float; norm : ||C_Y|| (its largest |eigenvalue|).
+    """
+
+    def __init__(self, lam, beta=0.0, z=None, norm=None):
+        self.lam = np.asarray(lam, dtype=float)
+        self.beta = float(beta)
+        self.z = np.zeros_like(self.lam) if z is None else np.asarray(z, dtype=float)
+        self.norm = float(np.abs(self.lam).max(initial=0.0)) if norm is None else float(norm)
+
+    def diagonal(self):
+        """(r,)."""
+        return self.lam + self.beta * self.z**2
+
+    def apply(self, T):
+        """C_Y T for T (r, c), (r, c)."""
+        out = self.lam[:, None] * T
+        if self.beta:
+            out += (self.beta * self.z)[:, None] * (self.z @ T)[None, :]
+        return out
+
+    def dense(self):
+        """(r, r)."""
+        return np.diag(self.lam) + self.beta * np.outer(self.z, self.z)
+
+    def rank_one_columns(self, idx):
+        """The rank-one term's columns ``beta z z[idx]`` for an integer array idx of any shape: (r, *idx.shape)."""
+        out = np.zeros((self.lam.size,) + idx.shape)
+        if self.beta:
+            out += np.multiply.outer(self.beta * self.z, self.z[idx])
+        return out
+
+
 def _cholesky(C):
     """Upper Cholesky factor R (C = R'R) of a symmetric C (d, d), or None if C is not positive definite."""
     R, info = lapack.dpotrf(C, lower=0, clean=1)
     return R if info == 0 else None
 
 
-def _tridiagonal_eigh(C):
-    """The first two steps of a symmetric eigendecomposition, ``C = H S diag(lam) S' H'``
-    (LAPACK's dsytrd, then dstevd on the tridiagonal matrix; together what ``eigh`` does
-    before its back-transformation ``Q = H S``, which :func:`_back_transform` does in parts).
-    Called without the GIL (:mod:`._lapack`), so a task beside it runs.
+def _tridiagonal_split_eigh(C):
+    """C's tridiagonal form and the eigendecompositions of its two halves:
+    ``C = H S (diag(lam) + beta z z') S' H'`` with S = diag(S1, S2).
 
-    C (d, d), exactly symmetric, is overwritten. Returns lam (d,) ascending, S (d, d) and the reflectors
-    ``(V, tau)`` of H.
+    LAPACK's dsytrd gives ``C = H T H'``. Tearing T between rows h - 1 and h (h = d // 2, as
+    divide and conquer does) writes it as ``diag(T1, T2) + beta v v'`` (v = e_{h-1} + e_h,
+    beta = T[h-1, h], the corners of T1 and T2 less beta), and dstevd on each half gives
+    S1, S2 (an eighth of the whole tridiagonal eigensolver's work each). In the basis H S, C is
+    ``diag(lam)`` plus the rank-one term ``beta z z'``, z = S' v: the merge of the halves that
+    divide and conquer would do next is left to the Davidson iteration, which applies the
+    rank-one term as cheaply as the diagonal. Called without the GIL (:mod:`._lapack`), so a
+    task beside it runs.
+
+    C (d, d), exactly symmetric, is overwritten. Returns the background operator
+    (:class:`_Background`, its norm exact), the blocks (S1 (h, h), S2 (d - h, d - h)) and the
+    reflectors ``(V, tau)`` of H.
     """
     # C is symmetric, so its transpose (Fortran order when C is in C order) is C: no copy
     packed = C.T
+    d = packed.shape[0]
     try:
         diag, off, tau = _lapack.dsytrd_lower(packed)
-        lam, S = _lapack.dstevd(diag, off)
+        top = float(sla.eigvalsh_tridiagonal(diag, off, select="i", select_range=(d - 1, d - 1))[0]) if d > 1 \
+            else float(diag[0])
+        bottom = float(sla.eigvalsh_tridiagonal(diag, off, select="i", select_range=(0, 0))[0]) if d > 1 else top
+        h = d // 2
+        if h == 0:
+            lam, S1 = _lapack.dstevd(diag, off)
+            return _Background(lam, norm=max(abs(top), abs(bottom))), (S1, np.zeros((0, 0))), \
+                (packed[1:, :-1], tau)
+        beta = float(off[h - 1])
+        d1, d2 = diag[:h].copy(), diag[h:].copy()
+        d1[-1] -= beta
+        d2[0] -= beta
+        lam1, S1 = _lapack.dstevd(d1, off[:h - 1])
+        lam2, S2 = _lapack.dstevd(d2, off[h:])
     except np.linalg.LinAlgError:
         raise np.linalg.LinAlgError("the eigendecomposition of the background covariance did not converge") from None
-    return lam, S, (packed[1:, :-1], tau)
+    background = _Background(np.concatenate([lam1, lam2]), beta, np.concatenate([S1[-1], S2[0]]),
+                             norm=max(abs(top), abs(bottom)))
+    return background, (S1, S2), (packed[1:, :-1], tau)
+
+
+def _split_block(blocks, first: bool):
+    """The columns ``diag(S1, S2)[:, :h]`` (first) or ``[:, h:]`` of the split eigenvectors, (d, h or d - h), F order."""
+    S1, S2 = blocks
+    h, d = S1.shape[0], S1.shape[0] + S2.shape[0]
+    out = np.zeros((d, h if first else d - h), order="F")
+    if first:
+        out[:h] = S1
+    else:
+        out[h:] = S2
+    return out
 
 
 def _back_transform(reflectors, S):
@@ -285,42 +363,45 @@ def _coarse_fine(alphas: np.ndarray, step: int = 3):
     return np.sort(order[pick]), np.sort(order[~pick])
 
 
-def _unit_start_products(B, lam, alphas, V0):
-    """``(B - alpha diag(lam)) V0`` for unit-vector starts V0 (a, r, b): columns of B, no product.
+def _unit_start_products(B, background, alphas, V0):
+    """``(B - alpha C_Y) V0`` for unit-vector starts V0 (a, r, b): columns of B and of the
+    background operator C_Y (:class:`_Background`), no product.
 
     B must be exactly symmetric (its rows are its columns). Returns (a, r, b).
     """
     top = np.argmax(V0, axis=1)                              # (a, b): the unit vectors' positions
     HV0 = B[top].transpose(0, 2, 1).copy()                   # B[:, top] as (a, r, b)
     a_idx, b_idx = np.arange(alphas.size)[:, None], np.arange(V0.shape[2])[None, :]
-    HV0[a_idx, top, b_idx] -= alphas[:, None] * lam[top]
+    HV0[a_idx, top, b_idx] -= alphas[:, None] * background.lam[top]
+    if background.beta:
+        HV0 -= alphas[:, None, None] * background.rank_one_columns(top).transpose(1, 0, 2)
     return HV0
 
 
-def _ritz_space(B, lam, Z_known):
+def _ritz_space(B, background, Z_known):
     """The span S of eigenvectors already found at other alphas, for :func:`_ritz_starts`.
 
     Eigenvectors move smoothly with alpha, so S holds most of the wanted ones at the alphas
-    in between. Returns ``(S, B S, diag(lam) S, S' B S, S' diag(lam) S)``, S (r, p) orthonormal
-    (dependent directions dropped: column-pivoted QR).
+    in between. Returns ``(S, B S, C_Y S, S' B S, S' C_Y S)``, S (r, p) orthonormal
+    (dependent directions dropped: column-pivoted QR; C_Y the :class:`_Background`).
     """
     Q, R, _ = sla.qr(Z_known.transpose(1, 0, 2).reshape(B.shape[0], -1), mode="economic", pivoting=True)
     diag = np.abs(np.diag(R))
     S = Q[:, diag > 1e-8 * diag.max(initial=0.0)] if diag.size else Q
     BS = B @ S
-    LS = lam[:, None] * S
+    LS = background.apply(S)
     SBS = S.T @ BS
     return S, BS, LS, (SBS + SBS.T) / 2, S.T @ LS
 
 
 def _ritz_starts(space, alphas, b):
-    """Starting spaces for ``B - alpha diag(lam)``: the leading Ritz vectors of a Rayleigh-Ritz
+    """Starting spaces for ``B - alpha C_Y``: the leading Ritz vectors of a Rayleigh-Ritz
     step in the span S of :func:`_ritz_space` (small dense problems), and their products,
     combined from the shared ``B S`` (no product with B).
 
     Starts only: the iteration that follows enforces the tolerance.
 
-    Returns V0 (a, r, b') with orthonormal columns and HV0 = ``(B - alpha diag(lam)) V0``,
+    Returns V0 (a, r, b') with orthonormal columns and HV0 = ``(B - alpha C_Y) V0``,
     b' = min(b, dim S).
     """
     S, BS, LS, SBS, SLS = space
@@ -329,12 +410,14 @@ def _ritz_starts(space, alphas, b):
     return np.matmul(S[None], E), np.matmul(BS[None] - alphas[:, None, None] * LS[None], E)
 
 
-def _diagonal_basis_solve(B, lam, alphas, k, tol, max_iter, two_tasks=False, b_norm=None):
-    """Top-k eigenvectors of ``B - alpha diag(lam)`` for every alpha (B r x r, exactly symmetric:
-    every reduction here returns it so, which spares symmetrising a possibly large matrix).
+def _diagonal_basis_solve(B, background, alphas, k, tol, max_iter, two_tasks=False, b_norm=None):
+    """Top-k eigenvectors of ``B - alpha C_Y`` for every alpha (B r x r, exactly symmetric:
+    every reduction here returns it so, which spares symmetrising a possibly large matrix;
+    C_Y the :class:`_Background`, diagonal or diagonal plus rank one, or an array of its
+    diagonal entries).
 
-    The basis in which C_Y is diagonal makes Davidson's diagonal preconditioner
-    exact for the background part. A coarse third of the grid is solved first, from unit
+    A basis in which C_Y is diagonal (or nearly: plus a rank-one term) makes Davidson's
+    diagonal preconditioner exact (nearly exact) for the background part. A coarse third of the grid is solved first, from unit
     vectors (whose products are columns of B); the rest start from a Rayleigh-Ritz step in
     the span of those solutions, which saves about a third of the sweeps (their products
     combine one shared product). With ``two_tasks`` each stage's alphas are split between
@@ -344,16 +427,18 @@ def _diagonal_basis_solve(B, lam, alphas, k, tol, max_iter, two_tasks=False, b_n
 
     Returns Z (a, r, k), theta (a, k), residual (a,), n_iter (a,), Z_all' B Z_all (a*k, a*k).
     """
+    if not isinstance(background, _Background):
+        background = _Background(background)
     r = B.shape[0]
     kk = min(k + 2, r)
     if b_norm is None:
         b_norm = _norm_estimate(lambda T: B @ T, r)
-    scale = b_norm + alphas * np.abs(lam).max(initial=0.0)
+    scale = b_norm + alphas * background.norm
     Z = np.empty((alphas.size, r, k))
     theta = np.empty((alphas.size, k))
     if r <= max(_FULL_MAX_D, 8 * kk):
         for i, a in enumerate(alphas):
-            w, E = sla.eigh(B - a * np.diag(lam), subset_by_index=[r - k, r - 1])
+            w, E = sla.eigh(B - a * background.dense(), subset_by_index=[r - k, r - 1])
             Z[i], theta[i] = E[:, ::-1], w[::-1]
         res, its = np.zeros(alphas.size), np.ones(alphas.size, dtype=int)
         PZ = np.matmul(B[None], Z)
@@ -362,24 +447,25 @@ def _diagonal_basis_solve(B, lam, alphas, k, tol, max_iter, two_tasks=False, b_n
         its = np.empty(alphas.size, dtype=int)
         PZ = np.empty((alphas.size, r, k))
         b_diag = np.diag(B).copy()
+        q_diag = background.diagonal()
         space = None
 
         def run(part):
             a = alphas[part]
             if space is None:
-                V0 = _unit_starts(b_diag[None, :] - a[:, None] * lam[None, :], 2 * kk)
-                HV0 = _unit_start_products(B, lam, a, V0)
+                V0 = _unit_starts(b_diag[None, :] - a[:, None] * q_diag[None, :], 2 * kk)
+                HV0 = _unit_start_products(B, background, a, V0)
             else:
                 V0, HV0 = _ritz_starts(space, a, 2 * kk)
-            return _davidson(lambda T: B @ T, lambda T: lam[:, None] * T, b_diag, lam, a, k,
-                             V0, scale[part], tol, max_iter, 6 * kk, HV0=HV0, q_is_diagonal=True)
+            return _davidson(lambda T: B @ T, background.apply, b_diag, q_diag, a, k,
+                             V0, scale[part], tol, max_iter, 6 * kk, HV0=HV0, return_pz=True)
 
         coarse, fine = _coarse_fine(alphas)
         for part in (coarse, fine):
             if not part.size:
                 continue
             if part is fine:
-                space = _ritz_space(B, lam, Z[coarse])
+                space = _ritz_space(B, background, Z[coarse])
                 space = space if space[0].shape[1] >= kk else None
             if two_tasks and part.size >= 2:
                 # interleaved halves: slow (mid-grid) and fast alphas in both

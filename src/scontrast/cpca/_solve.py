@@ -10,11 +10,12 @@ Four solvers give the same subspaces (to the tolerance ``tol``):
     the d x d covariances, then a partial symmetric eigensolver
     (``scipy.linalg.eigh(subset_by_index=...)``) per alpha; for small d.
 ``'covariance'``
-    the covariances once and one eigendecomposition ``C_Y = Q diag(lam) Q'``
-    shared by the whole grid: in that basis ``C_X - alpha C_Y`` is a fixed dense
-    matrix minus ``alpha * diag(lam)``, so a block Davidson iteration with the
-    diagonal as preconditioner converges in a few sweeps for every alpha, and all
-    alphas advance together (one matrix product per sweep for the whole grid).
+    the covariances once and one basis Q shared by the whole grid in which C_Y is
+    ``diag(lam)`` plus a rank-one term (the eigenvectors of the two halves of its
+    tridiagonal form): there ``C_X - alpha C_Y`` is a fixed dense matrix minus alpha
+    times that cheap operator, so a block Davidson iteration with the diagonal as
+    preconditioner converges in a few sweeps for every alpha, and all alphas advance
+    together (one matrix product per sweep for the whole grid).
 ``'gram'``
     when there are fewer cells than genes: the same iteration in exact coordinates
     of the span of the centred cells (at most n + m - 2 dimensions; every direction
@@ -54,7 +55,8 @@ from ._eigen import (
     _gram_two_tasks,
     _norm_estimate,
     _sign_flips,
-    _tridiagonal_eigh,
+    _split_block,
+    _tridiagonal_split_eigh,
     _unit_starts,
 )
 from ._moments import _Moments
@@ -126,21 +128,21 @@ def _cell_space_reduction(moments: _Moments, two_tasks: bool = False):
     return (_gram_two_tasks(Lx) if two_tasks else Lx.T @ Lx), lam, to_genes
 
 
-def _basis_half(reflectors, S, CX, R):
-    """One column block of C_Y's eigenvectors, ``Q = H S`` (S a block of the tridiagonal
-    eigenvectors), and ``R Q`` (R: C_X's upper Cholesky factor) or, without R, ``C_X Q``."""
-    Q = _back_transform(reflectors, S)
+def _basis_half(reflectors, blocks, first, CX, R):
+    """One column half of the solver's basis, ``Q = H diag(S1, S2)`` (:func:`_tridiagonal_split_eigh`),
+    and ``R Q`` (R: C_X's upper Cholesky factor) or, without R, ``C_X Q``."""
+    Q = _back_transform(reflectors, _split_block(blocks, first))
     return Q, (blas.dtrmm(1.0, R, Q) if R is not None else CX @ Q)
 
 
 def _covariance_solve_two_tasks(moments: _Moments, alphas: np.ndarray, k: int, tol: float, max_iter: int):
     """The 'covariance' solver as pairs of single-threaded tasks side by side (see :func:`_two_tasks`).
 
-    C_Y's eigendecomposition is taken apart: its two sequential steps (tridiagonalisation,
-    tridiagonal eigensolver) run alongside C_X, its Cholesky factor R and its norm; its
-    back-transformation ``Q = H S`` runs in column halves side by side, each half followed by
-    its triangular product ``R Q``, so that ``Q' C_X Q = (RQ)' (RQ)`` is one symmetric update
-    (halved too). The grid is split in halves.
+    The basis: C_Y's tridiagonal form and the eigenvectors of its two halves
+    (:func:`_tridiagonal_split_eigh`, where C_Y is diagonal plus rank one) run alongside C_X, its
+    Cholesky factor R and its norm; the back-transformation ``Q = H diag(S1, S2)`` runs in column
+    halves side by side, each half followed by its triangular product ``R Q``, so that
+    ``Q' C_X Q = (RQ)' (RQ)`` is one symmetric update (halved too). The grid is split in halves.
 
     Returns to_genes (callable (a, d, k) -> (a, d, k), ``Q Z`` in halves side by side), then
     what :func:`_diagonal_basis_solve` returns.
@@ -152,14 +154,15 @@ def _covariance_solve_two_tasks(moments: _Moments, alphas: np.ndarray, k: int, t
         CX = moments.covariance_x()
         return CX, _cholesky(CX), _norm_estimate(lambda T: CX @ T, d)
 
-    (lam, S, reflectors), (CX, R, norm) = _side_by_side(partial(_tridiagonal_eigh, CY), target_side)
+    (background, blocks, reflectors), (CX, R, norm) = _side_by_side(partial(_tridiagonal_split_eigh, CY),
+                                                                    target_side)
     del CY  # its storage holds the reflectors now
     if R is not None:
         CX = None  # d x d matrices are freed as soon as they are used up (d reaches 12,000 here)
-    h = d // 2
-    (Q1, W1), (Q2, W2) = _side_by_side(partial(_basis_half, reflectors, S[:, :h], CX, R),
-                                       partial(_basis_half, reflectors, S[:, h:], CX, R))
-    del S, reflectors, R
+    h = blocks[0].shape[0]
+    (Q1, W1), (Q2, W2) = _side_by_side(partial(_basis_half, reflectors, blocks, True, CX, R),
+                                       partial(_basis_half, reflectors, blocks, False, CX, R))
+    del blocks, reflectors, R
     if CX is None:
         B = _gram_of_halves(W1, W2)
     else:  # C_X singular: Q' (C_X Q), symmetrised
@@ -174,7 +177,7 @@ def _covariance_solve_two_tasks(moments: _Moments, alphas: np.ndarray, k: int, t
         U1 += U2
         return U1.reshape(d, a, kz).transpose(1, 0, 2)
 
-    return (to_genes,) + _diagonal_basis_solve(B, lam, alphas, k, tol, max_iter, two_tasks=True, b_norm=norm)
+    return (to_genes,) + _diagonal_basis_solve(B, background, alphas, k, tol, max_iter, two_tasks=True, b_norm=norm)
 
 
 def _solve(moments: _Moments, alphas: np.ndarray, k: int, solver: str, tol: float, max_iter: int):
@@ -205,11 +208,13 @@ def _solve(moments: _Moments, alphas: np.ndarray, k: int, solver: str, tol: floa
                 U = to_genes(Z)
         else:
             CX, CY = moments.covariances()
-            lam, Q = sla.eigh(CY, driver="evd", overwrite_a=True, check_finite=False)
-            del CY
+            background, blocks, reflectors = _tridiagonal_split_eigh(CY)
+            del CY  # its storage holds the reflectors now
+            Q = np.hstack([_back_transform(reflectors, _split_block(blocks, first)) for first in (True, False)])
+            del blocks, reflectors
             B = _congruence(CX, Q)
             del CX
-            Z, theta, res, its, gram = _diagonal_basis_solve(B, lam, alphas, k, tol, max_iter)
+            Z, theta, res, its, gram = _diagonal_basis_solve(B, background, alphas, k, tol, max_iter)
             U = (Q @ Z.transpose(1, 0, 2).reshape(d, -1)).reshape(d, alphas.size, k).transpose(1, 0, 2)
     elif solver == "gram":
         two = _two_tasks()
