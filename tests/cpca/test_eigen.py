@@ -50,14 +50,14 @@ def _diagonal_basis_problem(r=160, seed=5):
     return (B + B.T) / 2, np.sort(rng.gamma(1.0, 1.0, r))
 
 
-@pytest.mark.parametrize("rank_one", [False, True])
-def test_starts_cost_no_products_with_b(monkeypatch, rank_one):
+@pytest.mark.parametrize("low_rank", [False, True])
+def test_starts_cost_no_products_with_b(monkeypatch, low_rank):
     """The starting spaces need no product with B: unit vectors pick columns of B (and of the
-    background operator, diagonal or diagonal plus rank one), the fine grid's Ritz starts combine
+    background operator, diagonal or diagonal plus low rank), the fine grid's Ritz starts combine
     the shared product B S. Only the iteration's new directions (k + 2 per alpha and sweep after
     the first) are multiplied; the starts' products are the exact ones."""
     B, lam = _diagonal_basis_problem()
-    background = _rank_one_background(lam) if rank_one else _Background(lam)
+    background = _low_rank_background(lam) if low_rank else _Background(lam)
     CY = background.dense()
     alphas = alpha_grid(20, 2)
     multiplied = []
@@ -82,21 +82,25 @@ def test_starts_cost_no_products_with_b(monkeypatch, rank_one):
     np.testing.assert_allclose(HV0, np.matmul(B[None] - alphas[:, None, None] * CY[None], V0), atol=1e-12)
 
 
-def _rank_one_background(lam, seed=7):
-    """diag(lam) + beta z z' as the split tridiagonal basis gives it: z a unit vector spread over
-    every coordinate (two rows of orthogonal matrices), beta the coupling of the halves."""
+def _low_rank_background(lam, seed=7):
+    """diag(lam) + Z diag(beta) Z' as the torn tridiagonal basis gives it: three columns of norm
+    sqrt(2) (two rows of orthogonal matrices each), spread over neighbouring blocks, beta the couplings."""
     rng = np.random.default_rng(seed)
-    z = rng.normal(size=lam.size)
-    z *= np.sqrt(2) / np.linalg.norm(z)
-    dense = np.diag(lam) + 0.3 * np.outer(z, z)
-    return _Background(lam, 0.3, z, norm=np.abs(np.linalg.eigvalsh(dense)).max())
+    r = lam.size
+    Z = np.zeros((r, 3))
+    for j, (lo, hi) in enumerate(((0, r // 2), (r // 4, 3 * r // 4), (r // 2, r))):
+        Z[lo:hi, j] = rng.normal(size=hi - lo)
+    Z *= np.sqrt(2) / np.linalg.norm(Z, axis=0)
+    beta = np.array([0.3, -0.2, 0.25])
+    dense = np.diag(lam) + (Z * beta) @ Z.T
+    return _Background(lam, beta, Z, norm=np.abs(np.linalg.eigvalsh(dense)).max())
 
 
-def test_davidson_with_a_rank_one_background_matches_eigh():
-    """B - alpha (diag(lam) + beta z z') for every alpha against scipy.linalg.eigh, with the
-    gram Z' B Z the affinity needs; the rank-one term's operator against its dense form."""
+def test_davidson_with_a_low_rank_background_matches_eigh():
+    """B - alpha (diag(lam) + Z diag(beta) Z') for every alpha against scipy.linalg.eigh, with the
+    gram Z' B Z the affinity needs; the low-rank term's operator against its dense form."""
     B, lam = _diagonal_basis_problem(seed=11)
-    background = _rank_one_background(lam)
+    background = _low_rank_background(lam)
     CY = background.dense()
     T = np.random.default_rng(0).normal(size=(lam.size, 5))
     np.testing.assert_allclose(background.apply(T), CY @ T, atol=1e-13)
@@ -105,7 +109,7 @@ def test_davidson_with_a_rank_one_background_matches_eigh():
     for solve_dense in (False, True):
         if solve_dense:  # the small-problem path: dense eigh per alpha
             keep = slice(0, 40)
-            Bs, bg = B[keep, keep], _Background(lam[keep], 0.3, background.z[keep])
+            Bs, bg = B[keep, keep], _Background(lam[keep], background.beta, background.Z[keep])
         else:
             Bs, bg = B, background
         r, CYs = Bs.shape[0], bg.dense()

@@ -44,15 +44,18 @@ def test_two_task_paths_match_the_reference_eigh(wide):
             np.testing.assert_allclose(G12, A.T @ A, rtol=1e-12, atol=1e-12)
             assert np.array_equal(G12, G12.T)
             # C_Y's basis in parts: tridiagonal reduction, eigensolver of its two halves, then the
-            # back-transformation of the two column blocks; in it C_Y is diagonal plus rank one
+            # back-transformation of the two column blocks; in it C_Y is diagonal plus low rank
             S = A.T @ A + np.eye(31)
-            background, blocks, reflectors = _tridiagonal_split_eigh(S.copy())
-            Q = np.hstack([_back_transform(reflectors, _split_block(blocks, first)) for first in (True, False)])
-            assert blocks[0].shape == (15, 15) and blocks[1].shape == (16, 16) and background.beta != 0
-            np.testing.assert_allclose(Q.T @ Q, np.eye(31), atol=1e-13)
             top = np.linalg.eigvalsh(S).max()
-            np.testing.assert_allclose(Q.T @ S @ Q, background.dense(), atol=1e-12 * top)
-            assert abs(background.norm - top) <= 1e-12 * top
+            for rows, sizes in ((40, [31]), (16, [16, 15]), (8, [8, 8, 7, 8]), (5, [5, 5, 6, 5, 5, 5])):
+                background, blocks, reflectors = _tridiagonal_split_eigh(S.copy(), rows=rows)
+                assert [b.shape[0] for b in blocks] == sizes and background.beta.size == len(sizes) - 1
+                halves = [_split_block(blocks, first) for first in (True, False)]
+                assert halves[0].shape[1] == (sum(sizes[:len(sizes) // 2]) if len(sizes) > 1 else 15)
+                Q = np.hstack([_back_transform(reflectors, half) for half in halves])
+                np.testing.assert_allclose(Q.T @ Q, np.eye(31), atol=1e-13)
+                np.testing.assert_allclose(Q.T @ S @ Q, background.dense(), atol=1e-12 * top)
+                assert abs(background.norm - top) <= 1e-12 * top
             mean = A.mean(axis=0)
             np.testing.assert_allclose(_covariance(A, mean, np.ones(31), two_tasks=True), np.cov(A.T),
                                        rtol=1e-12, atol=1e-12)

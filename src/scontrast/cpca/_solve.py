@@ -11,7 +11,7 @@ Four solvers give the same subspaces (to the tolerance ``tol``):
     (``scipy.linalg.eigh(subset_by_index=...)``) per alpha; for small d.
 ``'covariance'``
     the covariances once and one basis Q shared by the whole grid in which C_Y is
-    ``diag(lam)`` plus a rank-one term (the eigenvectors of the two halves of its
+    ``diag(lam)`` plus a term of small rank (the eigenvectors of the blocks of its torn
     tridiagonal form): there ``C_X - alpha C_Y`` is a fixed dense matrix minus alpha
     times that cheap operator, so a block Davidson iteration with the diagonal as
     preconditioner converges in a few sweeps for every alpha, and all alphas advance
@@ -129,7 +129,7 @@ def _cell_space_reduction(moments: _Moments, two_tasks: bool = False):
 
 
 def _basis_half(reflectors, blocks, first, CX, R):
-    """One column half of the solver's basis, ``Q = H diag(S1, S2)`` (:func:`_tridiagonal_split_eigh`),
+    """One column half of the solver's basis, ``Q = H diag(S_1, ..., S_p)`` (:func:`_tridiagonal_split_eigh`),
     and ``R Q`` (R: C_X's upper Cholesky factor) or, without R, ``C_X Q``."""
     Q = _back_transform(reflectors, _split_block(blocks, first))
     return Q, (blas.dtrmm(1.0, R, Q) if R is not None else CX @ Q)
@@ -138,9 +138,9 @@ def _basis_half(reflectors, blocks, first, CX, R):
 def _covariance_solve_two_tasks(moments: _Moments, alphas: np.ndarray, k: int, tol: float, max_iter: int):
     """The 'covariance' solver as pairs of single-threaded tasks side by side (see :func:`_two_tasks`).
 
-    The basis: C_Y's tridiagonal form and the eigenvectors of its two halves
-    (:func:`_tridiagonal_split_eigh`, where C_Y is diagonal plus rank one) run alongside C_X, its
-    Cholesky factor R and its norm; the back-transformation ``Q = H diag(S1, S2)`` runs in column
+    The basis: C_Y's tridiagonal form and the eigenvectors of its blocks
+    (:func:`_tridiagonal_split_eigh`, where C_Y is diagonal plus low rank) run alongside C_X, its
+    Cholesky factor R and its norm; the back-transformation ``Q = H diag(S_1, ..., S_p)`` runs in column
     halves side by side, each half followed by its triangular product ``R Q``, so that
     ``Q' C_X Q = (RQ)' (RQ)`` is one symmetric update (halved too). The grid is split in halves.
 
@@ -159,10 +159,10 @@ def _covariance_solve_two_tasks(moments: _Moments, alphas: np.ndarray, k: int, t
     del CY  # its storage holds the reflectors now
     if R is not None:
         CX = None  # d x d matrices are freed as soon as they are used up (d reaches 12,000 here)
-    h = blocks[0].shape[0]
     (Q1, W1), (Q2, W2) = _side_by_side(partial(_basis_half, reflectors, blocks, True, CX, R),
                                        partial(_basis_half, reflectors, blocks, False, CX, R))
     del blocks, reflectors, R
+    h = Q1.shape[1]
     if CX is None:
         B = _gram_of_halves(W1, W2)
     else:  # C_X singular: Q' (C_X Q), symmetrised
@@ -173,7 +173,7 @@ def _covariance_solve_two_tasks(moments: _Moments, alphas: np.ndarray, k: int, t
     def to_genes(Z):
         a, _, kz = Z.shape
         flat = Z.transpose(1, 0, 2).reshape(d, a * kz)
-        U1, U2 = _side_by_side(lambda: Q1 @ flat[:h], lambda: Q2 @ flat[h:])
+        U1, U2 = _side_by_side(lambda: Q1 @ flat[:h], lambda: Q2 @ flat[h:])  # h: Q1's columns
         U1 += U2
         return U1.reshape(d, a, kz).transpose(1, 0, 2)
 
