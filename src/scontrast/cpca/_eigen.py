@@ -43,7 +43,7 @@ def _sign_flips(U: np.ndarray) -> np.ndarray:
 
 
 def _davidson(apply_p, apply_q, p_diag, q_diag, alphas, k, V0, scale, tol, max_iter, max_basis, HV0=None,
-              return_pz=False):
+              return_pz=False, q_low_rank=None):
     """Top-k eigenpairs of ``P - alpha Q`` for every alpha at once (batched block Davidson).
 
     Each alpha keeps its own search space (all of the same size, so that they
@@ -64,6 +64,9 @@ def _davidson(apply_p, apply_q, p_diag, q_diag, alphas, k, V0, scale, tol, max_i
     HV0 : ndarray (a, d, b0), optional
         ``(P - alpha Q) V0`` when the caller has it for free (then V0 must have orthonormal
         columns): unit-vector starts pick columns of P, Ritz starts combine shared products.
+    q_low_rank : (lam (d,), Z (d, q), beta (q,)), optional
+        Q is exactly ``diag(lam) + Z diag(beta) Z'``: the preconditioner then inverts
+        ``theta - diag(P) + alpha Q`` exactly (Woodbury), not only its diagonal.
     return_pz : bool
         also return ``P Z``, from the products the iteration already has and Q applied to Z
         (for ``Z' P Z`` without another product with P; meant for a cheap Q).
@@ -79,6 +82,7 @@ def _davidson(apply_p, apply_q, p_diag, q_diag, alphas, k, V0, scale, tol, max_i
     mb = min(max(max_basis, 3 * kk, b0 + kk), d)
 
     H = partial(_apply_shifted, apply_p, apply_q)
+    pairs = _column_pairs(q_low_rank[1]) if q_low_rank is not None else None
     # search spaces as rows, in preallocated buffers: V[:, :m] (na, m, d), HV likewise
     V = np.zeros((n_alpha, mb, d))
     HV = np.zeros((n_alpha, mb, d))
@@ -130,8 +134,12 @@ def _davidson(apply_p, apply_q, p_diag, q_diag, alphas, k, V0, scale, tol, max_i
             if not na:
                 break
             a, S, w, R, wt = a[src], S[src], w[src], R[src], wt[src]
-        T = _corrections(R, wt, p_diag[None, :] - a[:, None] * q_diag[None, :],
-                         1e-8 * scale[order[:na]][:, None, None])
+        floor = 1e-8 * scale[order[:na]][:, None, None]
+        if q_low_rank is None:
+            T = _corrections(R, wt, p_diag[None, :] - a[:, None] * q_diag[None, :], floor)
+        else:
+            T = _low_rank_corrections(R, wt, p_diag[None, :] - a[:, None] * q_low_rank[0][None, :], floor,
+                                      q_low_rank[1], a[:, None] * q_low_rank[2][None, :], pairs)
         if m + kk > mb:
             m = _thick_restart(V[:na], HV[:na], G[:na], S, w, m, kk)
         m = _extend(H, V[:na], HV[:na], G[:na], m, T, a)
@@ -175,6 +183,34 @@ def _corrections(R, wt, diag, floor):
     den = wt[:, :, None] - diag[:, None, :]
     den = np.where(np.abs(den) < floor, np.where(den >= 0, floor, -floor), den)
     return R / den
+
+
+def _low_rank_corrections(R, wt, diag, floor, Z, G, pairs=None):
+    """Corrections ``(theta - diag + Z diag(g) Z')^{-1} r`` for residuals R (na, kk, d): the
+    diagonal ``theta - diag`` as in :func:`_corrections`, the low-rank term (Z (d, q), G (na, q):
+    one g per alpha) inverted exactly by the Woodbury identity (a q x q solve per vector).
+
+    ``pairs``: ``(i, j, Z[:, i] * Z[:, j])`` over i <= j (:func:`_column_pairs`), if precomputed.
+    Products only with Z and those pairs: nothing of size (na, kk, q, d) is formed.
+    """
+    i, j, Zp = _column_pairs(Z) if pairs is None else pairs
+    den = wt[:, :, None] - diag[:, None, :]
+    den = np.where(np.abs(den) < floor, np.where(den >= 0, floor, -floor), den)
+    inv = 1.0 / den
+    T = R * inv                                               # D^-1 r
+    q = Z.shape[1]
+    ZDZ = np.empty(inv.shape[:2] + (q, q))                    # Z' D^-1 Z per vector
+    ZDZ[..., i, j] = inv @ Zp
+    ZDZ[..., j, i] = ZDZ[..., i, j]
+    M = ZDZ * G[:, None, None, :] + np.eye(q)                 # I + Z' D^-1 Z diag(g)
+    y = np.linalg.solve(M, (T @ Z)[..., None])[..., 0]        # (I + Z' D^-1 Z g)^-1 Z' D^-1 r
+    return T - ((G[:, None, :] * y) @ Z.T) * inv
+
+
+def _column_pairs(Z):
+    """(i, j, Z[:, i] * Z[:, j]) over the pairs i <= j of Z's columns, (d, q (q + 1) / 2)."""
+    i, j = np.triu_indices(Z.shape[1])
+    return i, j, Z[:, i] * Z[:, j]
 
 
 def _thick_restart(V, HV, G, S, w, m, kk):
@@ -267,16 +303,19 @@ def _cholesky(C):
     return R if info == 0 else None
 
 
-# Rows per block of the torn tridiagonal form: small blocks make the tridiagonal eigensolver
-# cheap (divide and conquer's work grows as the cube of the size), each block boundary adds one
-# to the rank of the background's low-rank term and a little to the Davidson's sweeps.
-_BLOCK_ROWS = 250
+# Rows per block of the torn tridiagonal form, and most blocks: small blocks make the tridiagonal
+# eigensolver cheap (divide and conquer's work grows as the cube of the size); each block
+# boundary adds one to the rank of the background's low-rank term, which the Davidson's
+# preconditioner inverts exactly (Woodbury: 219-225 alpha-sweeps at d = 1,000 for 2 to 8
+# blocks, as many as with C_Y's own eigenvectors), at a cost growing as the square of the rank.
+_BLOCK_ROWS = 125
+_MAX_BLOCKS = 16
 
 
 def _block_bounds(d: int, rows: int = _BLOCK_ROWS) -> np.ndarray:
-    """Boundaries 0 = b_0 < b_1 < ... < b_p = d of p = max(1, round(d / rows)) near-equal blocks
+    """Boundaries 0 = b_0 < b_1 < ... < b_p = d of p = round(d / rows) near-equal blocks, 1 <= p <= 16
     (p even when it exceeds 1, so that the two column halves of the basis hold whole blocks)."""
-    p = max(1, int(round(d / rows)))
+    p = min(max(1, int(round(d / rows))), _MAX_BLOCKS)
     if p > 1 and p % 2:
         p += 1
     p = min(p, d)
@@ -291,7 +330,7 @@ def _tridiagonal_split_eigh(C, rows: int = _BLOCK_ROWS):
     conquer does) writes it as ``diag(T_1, ..., T_p) + sum_b beta_b v_b v_b'`` (v_b = e_{b-1} + e_b,
     beta_b = T[b-1, b], the blocks' corner entries less beta_b), and dstevd on each block gives
     its eigenvectors S_i (divide and conquer's work grows as the cube of the size: four blocks of
-    250 take a fifth of the time of 1,000 rows). In the basis H S, C is ``diag(lam)`` plus the
+    250 rows take a fifth of the time of 1,000 rows, eight of 125 less still). In the basis H S, C is ``diag(lam)`` plus the
     low-rank term with columns z_b = S' v_b: the merges that divide and conquer would do next are
     left to the Davidson iteration, which applies that term about as cheaply as the diagonal.
     Called without the GIL (:mod:`._lapack`), so a task beside it runs.
@@ -481,7 +520,9 @@ def _diagonal_basis_solve(B, background, alphas, k, tol, max_iter, two_tasks=Fal
             else:
                 V0, HV0 = _ritz_starts(space, a, 2 * kk)
             return _davidson(lambda T: B @ T, background.apply, b_diag, q_diag, a, k,
-                             V0, scale[part], tol, max_iter, 6 * kk, HV0=HV0, return_pz=True)
+                             V0, scale[part], tol, max_iter, 6 * kk, HV0=HV0, return_pz=True,
+                             q_low_rank=(background.lam, background.Z, background.beta) if background.beta.size
+                             else None)
 
         coarse, fine = _coarse_fine(alphas)
         for part in (coarse, fine):
