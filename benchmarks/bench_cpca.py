@@ -208,17 +208,14 @@ def stage_times(d=1000, n=3000, seed=0, two_tasks=False):
     """
     from scontrast.cpca._alpha import alpha_grid, select_alphas, subspace_affinity
     from scontrast.cpca._eigen import (
-        _back_transform,
         _cholesky,
-        _congruence,
         _diagonal_basis_solve,
-        _gram_of_halves,
+        _gram_in_basis,
         _norm_estimate,
-        _split_block,
         _tridiagonal_split_eigh,
     )
     from scontrast.cpca._moments import _Moments
-    from scontrast.cpca._solve import _basis_half
+    from scontrast.cpca._solve import _to_genes
     from scontrast.cpca._threads import _side_by_side
 
     X, Y, _ = synthetic(n, n, d, seed=seed + d)
@@ -241,32 +238,29 @@ def stage_times(d=1000, n=3000, seed=0, two_tasks=False):
 
             (background, blocks, refl), (CX, R, norm) = _side_by_side(lambda: _tridiagonal_split_eigh(CY),
                                                                       target_side)
-            out["tridiagonal form of C_Y, its halves' eigh, alongside C_X, Cholesky, norm"] = time.perf_counter() - t
+            out["tridiagonal form of C_Y, its blocks' eigh, alongside C_X, Cholesky, norm"] = time.perf_counter() - t
             t = time.perf_counter()
-            (Q1, W1), (Q2, W2) = _side_by_side(lambda: _basis_half(refl, blocks, True, CX, R),
-                                               lambda: _basis_half(refl, blocks, False, CX, R))
-            out["Q = H diag(S1, S2) and R Q (column halves)"] = time.perf_counter() - t
-            Q = np.hstack([Q1, Q2])
-            t = time.perf_counter()
-            B = _gram_of_halves(W1, W2)
-            out["C_X in that basis, (RQ)'(RQ) (halves)"] = time.perf_counter() - t
+            h = d // 2
+            B, B2 = _side_by_side(lambda: _gram_in_basis(R[:h], refl, blocks),
+                                  lambda: _gram_in_basis(R[h:], refl, blocks))
+            B += B2
+            out["C_X in that basis: W = R H diag(S_i), W'W (row halves)"] = time.perf_counter() - t
         else:
             t = time.perf_counter()
             CX, CY = mom.covariances()
             out["covariances"] = time.perf_counter() - t
             t = time.perf_counter()
             background, blocks, refl = _tridiagonal_split_eigh(CY)
-            Q = np.hstack([_back_transform(refl, _split_block(blocks, first)) for first in (True, False)])
-            out["basis of C_Y (tridiagonal form, its halves' eigh, Q)"] = time.perf_counter() - t
+            out["basis of C_Y (tridiagonal form, its blocks' eigh)"] = time.perf_counter() - t
             t = time.perf_counter()
-            B = _congruence(CX, Q)
-            out["C_X in that basis"] = time.perf_counter() - t
+            B = _gram_in_basis(_cholesky(CX), refl, blocks)
+            out["C_X in that basis: W = R H diag(S_i), W'W"] = time.perf_counter() - t
         t = time.perf_counter()
         Z, theta, res, its, gram = _diagonal_basis_solve(B, background, alphas, 2, 1e-10, 500, two_tasks,
                                                           b_norm=norm)
         out[f"Davidson, 41 alphas coarse-to-fine ({int(its.sum())} alpha-sweeps)"] = time.perf_counter() - t
         t = time.perf_counter()
-        U = (Q @ Z.transpose(1, 0, 2).reshape(d, -1)).reshape(d, alphas.size, 2).transpose(1, 0, 2)
+        U = _to_genes(refl, blocks, Z, two_tasks)
         aff = subspace_affinity(U, gram)
         select_alphas(aff, 4, 0)
         out["loadings, affinity, spectral clustering"] = time.perf_counter() - t

@@ -18,7 +18,7 @@ def test_benchmark_core_runs_on_tiny_sizes():
     assert sparse["seconds"] > 0 and sparse["max_residual"] < 1e-6
     for two_tasks in (False, True):
         stages = bench_cpca.stage_times(d=40, n=150, two_tasks=two_tasks)
-        assert len(stages) == (7 if two_tasks else 6) and all(v >= 0 for v in stages.values())
+        assert len(stages) == 6 and all(v >= 0 for v in stages.values())
     X, Y, _ = bench_cpca.synthetic(150, 150, 40)
     seconds, sequential = bench_cpca.critical_path(X, Y, repeats=1)
     assert 0 < sequential <= seconds

@@ -41,7 +41,7 @@ def test_bitwise_the_results_of_scipy_linalg_lapack(d):
     ref = lapack.dormqr("L", "N", V, tau, block.copy(order="F"), lwork=max(lwork, 1))[0]
     out = np.full((d, block.shape[1]), np.nan, order="F")  # out[1:] is a view, leading dimension d
     out[1:] = block
-    _lapack.dormqr_left(V, tau, out[1:])
+    _lapack.dormqr(V, tau, out[1:])
     assert np.array_equal(out[1:], ref)
 
 
@@ -61,7 +61,7 @@ def test_the_eigendecomposition_it_gives_is_that_of_the_matrix():
     lam, S = _lapack.dstevd(diag, off)
     Q = np.empty((d, d), order="F")
     Q[0], Q[1:] = S[0], S[1:]
-    _lapack.dormqr_left(packed[1:, :-1], tau, Q[1:])
+    _lapack.dormqr(packed[1:, :-1], tau, Q[1:])
     np.testing.assert_allclose(lam, np.linalg.eigvalsh(C), rtol=1e-12)
     np.testing.assert_allclose(Q.T @ Q, np.eye(d), atol=1e-13)
     np.testing.assert_allclose(Q @ np.diag(lam) @ Q.T, C, atol=1e-13 * lam.max())
@@ -105,11 +105,11 @@ def test_inputs_lapack_cannot_read_are_refused():
     with pytest.raises(ValueError, match="dsytrd A"):
         _lapack.dsytrd_lower(np.asfortranarray(C[:, :4]))
     with pytest.raises(ValueError, match="dormqr C"):
-        _lapack.dormqr_left(np.asfortranarray(C), np.zeros(4), np.ascontiguousarray(C[:, :3]))
+        _lapack.dormqr(np.asfortranarray(C), np.zeros(4), np.ascontiguousarray(C[:, :3]))
     frozen = np.asfortranarray(C)
     frozen.flags.writeable = False
     with pytest.raises(ValueError, match="dormqr C"):
-        _lapack.dormqr_left(np.asfortranarray(C), np.zeros(4), frozen)
+        _lapack.dormqr(np.asfortranarray(C), np.zeros(4), frozen)
 
 
 def test_a_lapack_failure_is_an_error():

@@ -385,19 +385,63 @@ def _split_block(blocks, first: bool):
     return out
 
 
-def _back_transform(reflectors, S):
-    """``H S`` for the columns S (d, c) of the tridiagonal eigenvectors: eigenvectors of C.
+def _back_transform(reflectors, S, overwrite=False):
+    """``H S`` for S (d, c), e.g. columns of the tridiagonal blocks' eigenvectors (the basis Q).
 
     H = diag(1, H1) with H1 the product of the d - 1 reflectors (lower storage, LAPACK's dormtr
-    done as the dormqr it calls, without the GIL). Returns (d, c).
+    done as the dormqr it calls, without the GIL). ``overwrite``: in place in S (column-major,
+    e.g. a column block of an F-ordered array). Returns (d, c).
     """
     V, tau = reflectors
-    out = np.empty(S.shape, order="F")
-    out[0] = S[0]
-    out[1:] = S[1:]
+    if overwrite:
+        out = S
+    else:
+        out = np.empty(S.shape, order="F")
+        out[:] = S
     if out.shape[0] > 1:
-        _lapack.dormqr_left(V, tau, out[1:])
+        _lapack.dormqr(V, tau, out[1:])
     return out
+
+
+def _apply_h_right(reflectors, M):
+    """``M H`` in place for M (r, d), column-major (a view of rows of an F-ordered matrix will do):
+    H = diag(1, H1) as in :func:`_back_transform`, applied from the right. Returns M."""
+    V, tau = reflectors
+    if M.shape[1] > 1:
+        _lapack.dormqr(V, tau, M[:, 1:], side="R")
+    return M
+
+
+def _times_blocks(M, blocks):
+    """``M diag(S_1, ..., S_p)`` for M (r, d): one small product per block. Returns (r, d)."""
+    out = np.empty(M.shape)
+    lo = 0
+    for S in blocks:
+        hi = lo + S.shape[0]
+        out[:, lo:hi] = M[:, lo:hi] @ S
+        lo = hi
+    return out
+
+
+def _blocks_times(blocks, Z):
+    """``diag(S_1, ..., S_p) Z`` for Z (d, c), F order (ready for :func:`_back_transform`'s dormqr)."""
+    out = np.empty(Z.shape, order="F")
+    lo = 0
+    for S in blocks:
+        hi = lo + S.shape[0]
+        out[lo:hi] = S @ Z[lo:hi]
+        lo = hi
+    return out
+
+
+def _gram_in_basis(R_rows, reflectors, blocks):
+    """``W' W`` for W = R_rows H diag(S_1, ..., S_p), R_rows (r, d) rows of C_X's Cholesky factor
+    (overwritten): with all of R's rows, ``Q' C_X Q`` in the basis Q = H diag(S_1, ..., S_p), and
+    the sum of the grams of two row halves is the same. Reflectors applied from the right to R
+    (dense) and the blocks to the result (small products) cost less than forming Q and then R Q.
+    Returns (d, d), exactly symmetric."""
+    W = _times_blocks(_apply_h_right(reflectors, R_rows), blocks)
+    return W.T @ W  # a symmetric rank-k update
 
 
 def _congruence(C, Q, R=None):

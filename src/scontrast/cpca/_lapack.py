@@ -108,20 +108,25 @@ def dstevd(diag: np.ndarray, off: np.ndarray):
     return lam, S
 
 
-def dormqr_left(V: np.ndarray, tau: np.ndarray, C: np.ndarray) -> np.ndarray:
-    """``H C`` in place, H the product of the reflectors (V's columns below the diagonal, tau), C (r, c).
+def dormqr(V: np.ndarray, tau: np.ndarray, C: np.ndarray, side: str = "L") -> np.ndarray:
+    """``H C`` (side 'L') or ``C H`` (side 'R') in place, H the product of the reflectors (V's
+    columns below the diagonal, tau), C (r, c).
 
-    V (r, k) and C are column-major, possibly views into larger Fortran-ordered arrays (their
-    leading dimensions are the parents'). Returns C.
+    V (r or c, k) and C are column-major, possibly views into larger Fortran-ordered arrays
+    (their leading dimensions are the parents'). Returns C.
     """
+    if side not in ("L", "R"):
+        raise ValueError(f"dormqr side: 'L' or 'R', got {side!r}")
     if not C.flags.writeable:
         raise ValueError("dormqr C: a writeable array is required")
     ldc, lda = _leading_dimension(C, "dormqr C"), _leading_dimension(V, "dormqr V")
     r, c = C.shape
+    if V.shape[0] != (r if side == "L" else c):
+        raise ValueError(f"dormqr V: {V.shape[0]} rows, C has {r} rows and {c} columns (side {side})")
     k = tau.size
     tau = np.ascontiguousarray(tau, dtype=np.float64)
     info, query = ctypes.c_int(0), np.empty(1)
-    args = (_char(b"L"), _char(b"N"), _int(r), _int(c), _int(k), _ptr(V), _int(lda), _ptr(tau),
+    args = (_char(side.encode()), _char(b"N"), _int(r), _int(c), _int(k), _ptr(V), _int(lda), _ptr(tau),
             _ptr(C), _int(ldc))
     _DORMQR(*args, _ptr(query), _int(-1), ctypes.byref(info))
     _check(info, "dormqr")

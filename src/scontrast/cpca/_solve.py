@@ -42,16 +42,17 @@ from functools import partial
 
 import numpy as np
 import scipy.linalg as sla
-from scipy.linalg import blas, lapack
+from scipy.linalg import lapack
 
 from ..core import ScontrastError, blas_threads
 from ._eigen import (
     _back_transform,
+    _blocks_times,
     _cholesky,
     _congruence,
     _davidson,
     _diagonal_basis_solve,
-    _gram_of_halves,
+    _gram_in_basis,
     _gram_two_tasks,
     _norm_estimate,
     _sign_flips,
@@ -128,11 +129,26 @@ def _cell_space_reduction(moments: _Moments, two_tasks: bool = False):
     return (_gram_two_tasks(Lx) if two_tasks else Lx.T @ Lx), lam, to_genes
 
 
-def _basis_half(reflectors, blocks, first, CX, R):
+def _basis_half(reflectors, blocks, first, CX):
     """One column half of the solver's basis, ``Q = H diag(S_1, ..., S_p)`` (:func:`_tridiagonal_split_eigh`),
-    and ``R Q`` (R: C_X's upper Cholesky factor) or, without R, ``C_X Q``."""
+    and ``C_X Q`` (when C_X has no Cholesky factor)."""
     Q = _back_transform(reflectors, _split_block(blocks, first))
-    return Q, (blas.dtrmm(1.0, R, Q) if R is not None else CX @ Q)
+    return Q, CX @ Q
+
+
+def _to_genes(reflectors, blocks, Z, two_tasks=False):
+    """Gene loadings ``Q Z = H (diag(S_1, ..., S_p) Z)`` for coordinates Z (a, d, k) in the basis:
+    block products, then the reflectors (in two column halves side by side with ``two_tasks``).
+    Returns (a, d, k)."""
+    a, d, kz = Z.shape
+    flat = _blocks_times(blocks, Z.transpose(1, 0, 2).reshape(d, a * kz))
+    if two_tasks and flat.shape[1] >= 2:
+        h = flat.shape[1] // 2
+        _side_by_side(lambda: _back_transform(reflectors, flat[:, :h], overwrite=True),
+                      lambda: _back_transform(reflectors, flat[:, h:], overwrite=True))
+    else:
+        flat = _back_transform(reflectors, flat, overwrite=True)
+    return flat.reshape(d, a, kz).transpose(1, 0, 2)
 
 
 def _covariance_solve_two_tasks(moments: _Moments, alphas: np.ndarray, k: int, tol: float, max_iter: int):
@@ -140,12 +156,13 @@ def _covariance_solve_two_tasks(moments: _Moments, alphas: np.ndarray, k: int, t
 
     The basis: C_Y's tridiagonal form and the eigenvectors of its blocks
     (:func:`_tridiagonal_split_eigh`, where C_Y is diagonal plus low rank) run alongside C_X, its
-    Cholesky factor R and its norm; the back-transformation ``Q = H diag(S_1, ..., S_p)`` runs in column
-    halves side by side, each half followed by its triangular product ``R Q``, so that
-    ``Q' C_X Q = (RQ)' (RQ)`` is one symmetric update (halved too). The grid is split in halves.
+    Cholesky factor R and its norm. Then ``Q' C_X Q = W' W`` with ``W = R H diag(S_1, ..., S_p)``,
+    the two row halves of W and their grams side by side (:func:`_gram_in_basis`). Without a
+    Cholesky factor (C_X singular) Q is formed in column halves and B = Q' (C_X Q). The grid is
+    split in halves.
 
-    Returns to_genes (callable (a, d, k) -> (a, d, k), ``Q Z`` in halves side by side), then
-    what :func:`_diagonal_basis_solve` returns.
+    Returns to_genes (callable (a, d, k) -> (a, d, k), ``Q Z``), then what
+    :func:`_diagonal_basis_solve` returns.
     """
     CY = moments.covariance_y(two_tasks=True)
     d = CY.shape[0]
@@ -158,26 +175,22 @@ def _covariance_solve_two_tasks(moments: _Moments, alphas: np.ndarray, k: int, t
                                                                     target_side)
     del CY  # its storage holds the reflectors now
     if R is not None:
-        CX = None  # d x d matrices are freed as soon as they are used up (d reaches 12,000 here)
-    (Q1, W1), (Q2, W2) = _side_by_side(partial(_basis_half, reflectors, blocks, True, CX, R),
-                                       partial(_basis_half, reflectors, blocks, False, CX, R))
-    del blocks, reflectors, R
-    h = Q1.shape[1]
-    if CX is None:
-        B = _gram_of_halves(W1, W2)
+        del CX  # d x d matrices are freed as soon as they are used up (d reaches 12,000 here)
+        h = d // 2
+        B, B2 = _side_by_side(partial(_gram_in_basis, R[:h], reflectors, blocks),
+                              partial(_gram_in_basis, R[h:], reflectors, blocks))
+        del R
+        B += B2
+        del B2
     else:  # C_X singular: Q' (C_X Q), symmetrised
+        (Q1, W1), (Q2, W2) = _side_by_side(partial(_basis_half, reflectors, blocks, True, CX),
+                                           partial(_basis_half, reflectors, blocks, False, CX))
+        del CX
         B = np.block([[Q1.T @ W1, Q1.T @ W2], [Q2.T @ W1, Q2.T @ W2]])
         B = (B + B.T) / 2
-    del CX, W1, W2
-
-    def to_genes(Z):
-        a, _, kz = Z.shape
-        flat = Z.transpose(1, 0, 2).reshape(d, a * kz)
-        U1, U2 = _side_by_side(lambda: Q1 @ flat[:h], lambda: Q2 @ flat[h:])  # h: Q1's columns
-        U1 += U2
-        return U1.reshape(d, a, kz).transpose(1, 0, 2)
-
-    return (to_genes,) + _diagonal_basis_solve(B, background, alphas, k, tol, max_iter, two_tasks=True, b_norm=norm)
+        del Q1, Q2, W1, W2
+    return (partial(_to_genes, reflectors, blocks, two_tasks=True),) + \
+        _diagonal_basis_solve(B, background, alphas, k, tol, max_iter, two_tasks=True, b_norm=norm)
 
 
 def _solve(moments: _Moments, alphas: np.ndarray, k: int, solver: str, tol: float, max_iter: int):
@@ -210,12 +223,16 @@ def _solve(moments: _Moments, alphas: np.ndarray, k: int, solver: str, tol: floa
             CX, CY = moments.covariances()
             background, blocks, reflectors = _tridiagonal_split_eigh(CY)
             del CY  # its storage holds the reflectors now
-            Q = np.hstack([_back_transform(reflectors, _split_block(blocks, first)) for first in (True, False)])
-            del blocks, reflectors
-            B = _congruence(CX, Q)
-            del CX
+            R = _cholesky(CX)
+            if R is not None:
+                del CX
+                B = _gram_in_basis(R, reflectors, blocks)
+            else:
+                Q = np.hstack([_back_transform(reflectors, _split_block(blocks, first)) for first in (True, False)])
+                B = _congruence(CX, Q)
+                del CX, Q
             Z, theta, res, its, gram = _diagonal_basis_solve(B, background, alphas, k, tol, max_iter)
-            U = (Q @ Z.transpose(1, 0, 2).reshape(d, -1)).reshape(d, alphas.size, k).transpose(1, 0, 2)
+            U = _to_genes(reflectors, blocks, Z)
     elif solver == "gram":
         two = _two_tasks()
         with blas_threads(1 if two else None):
