@@ -289,6 +289,29 @@ def test_hdf5_sizes_counts_uncompressed_bytes(tmp_path):
     sizes = io.hdf5_sizes(tmp_path / "a.h5ad")
     assert sizes["X"] == a.X.data.nbytes + a.X.indices.nbytes + a.X.indptr.nbytes
     assert sizes["total"] > sizes["X"]
+    assert sizes["layers"] == {}
+
+
+def test_hdf5_sizes_counts_each_layer_apart(tmp_path):
+    """Each layer's bytes under its own name (sparse: its three arrays; dense: the array), apart from X."""
+    import scipy.sparse as sp
+
+    a = make_counts(n_cells=200, n_genes=100)
+    a.layers["counts"] = a.X.copy()
+    half = (a.X.astype(np.float64) @ sp.diags((np.arange(100) < 50).astype(np.float64))).tocsr()
+    half.eliminate_zeros()
+    a.layers["half"] = half  # float64, half the genes: a size of its own
+    a.layers["dense"] = np.ones(a.shape, dtype=np.float32)
+    io.write_h5ad(a, tmp_path / "a.h5ad")
+    sizes = io.hdf5_sizes(tmp_path / "a.h5ad")
+
+    def nbytes(m):
+        return m.nbytes if isinstance(m, np.ndarray) else m.data.nbytes + m.indices.nbytes + m.indptr.nbytes
+
+    assert sizes["layers"] == {k: nbytes(a.layers[k]) for k in ("counts", "half", "dense")}
+    assert sizes["layers"]["dense"] == 200 * 100 * 4
+    assert sizes["X"] == nbytes(a.X)
+    assert sizes["total"] > sizes["X"] + sum(sizes["layers"].values())  # obs, var and uns besides
 
 
 def test_check_finite_sparse_and_dense():

@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from conftest import REPO, make_counts
+from scontrast._workflow import MEMORY
 
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
 LIVE_RUN = Path(".snakemake") / "scontrast_live_run"
@@ -82,10 +83,62 @@ def test_memory_request_follows_the_uncompressed_matrix(tmp_path):
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     mem = [int(m) for m in re.findall(r"mem_mb=(\d+)", proc.stdout + proc.stderr)]
-    rule = (REPO / "workflow" / "rules" / "preprocess.smk").read_text()
-    per_input_mb = float(re.search(r"mem_mb=mem_mb\(per_input_mb=([\d.]+)", rule).group(1))
+    per_input_mb = MEMORY["preprocess"].per_input_mb
     expected = per_input_mb * np.prod(shape) * 4 / 2**20  # MB of X once read x the rule's factor (above the floor)
     assert mem and all(abs(m - expected) <= 2 for m in mem), (mem, expected)
+
+
+def _zeros(fh: h5py.File, name: str, shape, dtype) -> int:
+    """A gzip dataset of zeros (MBs once read, KBs on disk); its bytes once read."""
+    ds = fh.create_dataset(name, shape=shape, dtype=dtype, chunks=(500, shape[1]), compression="gzip")
+    for start in range(0, shape[0], 500):
+        ds[start:start + 500] = np.zeros((min(500, shape[0] - start), shape[1]), dtype=dtype)
+    return int(np.prod(shape)) * np.dtype(dtype).itemsize
+
+
+def _requests(output: str) -> dict[str, int]:
+    """{rule: mem_mb} of a dry run's jobs."""
+    out = {}
+    for block in re.split(r"\n(?=(?:local)?rule \w+:)", output):
+        rule = re.match(r"(?:local)?rule (\w+):", block)
+        mem = re.search(r"mem_mb=(\d+)", block)
+        if rule and mem:
+            out[rule.group(1)] = int(mem.group(1))
+    return out
+
+
+def test_memory_requests_count_only_the_layers_a_rule_reads(tmp_path):
+    """preprocessed.h5ad's counts layer, never read by the methods' scripts (read_merged with
+    used_layers of their config), does not count in their requests; a method whose config names
+    the layer counts it; preprocess counts every layer of the raw input, which it reads whole."""
+    shape, mb = (10000, 20000), 2**20
+    raw = tmp_path / "raw.h5ad"
+    with h5py.File(raw, "w") as fh:
+        raw_mb = (_zeros(fh, "X", shape, "f4") + _zeros(fh, "layers/spliced", shape, "f4")) / mb
+    (tmp_path / "results" / "toy").mkdir(parents=True)
+    with h5py.File(tmp_path / "results" / "toy" / "preprocessed.h5ad", "w") as fh:
+        x_mb = _zeros(fh, "X", shape, "f4") / mb  # 763 MB: every request above the floor
+        counts_mb = _zeros(fh, "layers/counts", shape, "f8") / mb  # 1526 MB: as large as X, or larger
+    cfg = {**_config(raw), "methods": ["sparda", "cpca", "quadro"], "quadro": {"layer": "counts"}}
+    targets = [f"results/toy/{m}.h5ad" for m in cfg["methods"]]
+    proc = subprocess.run(_command(tmp_path, cfg, "-n", *targets, "--rerun-triggers", "mtime"),
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    mem = _requests(proc.stdout + proc.stderr)
+    assert set(mem) == {"sparda", "cpca", "quadro"}, (mem, proc.stdout[-3000:])  # preprocessed.h5ad is up to date
+    for rule in ("sparda", "cpca"):  # X only (the annotations: none here)
+        expected = MEMORY[rule].per_input_mb * x_mb
+        assert abs(mem[rule] - expected) <= 2, (rule, mem[rule], expected)
+        assert mem[rule] < MEMORY[rule].per_input_mb * x_mb + counts_mb  # what the old request added
+    expected = MEMORY["quadro"].per_input_mb * (x_mb + counts_mb)  # its config reads the counts
+    assert abs(mem["quadro"] - expected) <= 2, (mem["quadro"], expected)
+
+    proc = subprocess.run(_command(tmp_path, cfg, "-n", "results/toy/preprocessed.h5ad", "--forcerun", "preprocess"),
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    mem = _requests(proc.stdout + proc.stderr)
+    expected = MEMORY["preprocess"].per_input_mb * raw_mb  # X and the raw input's layer
+    assert abs(mem["preprocess"] - expected) <= 2, (mem, expected)
 
 
 def _wait_for(condition, seconds: float = 300) -> None:

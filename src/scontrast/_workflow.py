@@ -43,7 +43,7 @@ import sys
 import time
 import traceback
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 __all__ = ["run_rule", "METHOD_RULES"]
 
@@ -249,3 +249,103 @@ def dataset_name_problem(name: object) -> str | None:
                 f"{MAX_DATASET_NAME}: it names the folders results/<name>/ and logs/<name>/, and a file "
                 "system holds at most 255 bytes in one name")
     return None
+
+
+# ----------------------------------------------------------------------------- memory requests
+class MemorySpec(NamedTuple):
+    """How a rule's memory request is sized (:func:`memory_request_mb`).
+
+    ``per_input_mb`` per MB of the matrices the rule reads: of its base file ``X`` when ``x``,
+    and ``layers``: ``"all"``, ``()`` (none) or ``"config"`` (those its config block makes its
+    script read: ``merge_files.used_layers``).
+    """
+
+    per_input_mb: float
+    x: bool = True
+    layers: str | tuple = "all"
+
+
+#: Each rule's request. ``per_input_mb`` is at least 1.5x the largest peak RSS measured for the
+#: rule per MB of the matrices it reads, at 50,000 cells x 20,000 genes (exact, and bench_scale's
+#: sampled) and 200,000 x 30,000 (sampled): benchmarks/results/slurm_requests.txt has the peaks, the
+#: requests before and after at both sizes, and how they were computed. X below: its CSR size.
+MEMORY = {
+    "preprocess": MemorySpec(3.5),  # the raw input, whole (read_h5ad): peak 2.26x X at 50k (exact)
+    # X and the layer the config names (none by default); preprocessed.h5ad's counts are not read
+    "sparda": MemorySpec(3.75, layers="config"),  # 2.47x X at 50k (sampled)
+    "quadro": MemorySpec(3.75, layers="config"),  # 2.43x (exact)
+    "cpca": MemorySpec(3, layers="config"),  # 1.88x (exact)
+    "pcpca": MemorySpec(3, layers="config"),  # 1.68x (exact)
+    "latent_features": MemorySpec(3, layers="config"),  # 1.65x (exact)
+    "fangs": MemorySpec(2.5, layers=()),  # X only (read_merged(layers=())), the samples whole: 1.49x (exact)
+    "pseudobulk": MemorySpec(2.5),  # X and the counts (read_h5ad): 5x X as before (not in the benchmark)
+    # io.read_for_figure: the annotations and, anndata's backed read, every layer, not X: 1.24x the counts
+    "figure": MemorySpec(2, x=False),
+    "preprocess_figure": MemorySpec(1.5),  # 0.61x X + counts; it reads X too when the genes lack dispersions
+    # the base's matrices are copied as bytes (collect) or not read (summary): the annotations, the floor
+    "collect": MemorySpec(1, x=False, layers=()),
+    "summary": MemorySpec(1, x=False, layers=()),
+}
+
+
+def memory_spec(rule: str) -> MemorySpec:
+    """:data:`MEMORY`'s entry of ``rule``, the figure rules (``<method>_figure``) sharing one."""
+    if rule not in MEMORY and rule.endswith("_figure"):
+        return MEMORY["figure"]
+    return MEMORY[rule]
+
+
+def input_sizes(path: str | os.PathLike) -> dict:
+    """Bytes reading ``path`` takes, by part: ``{"X", "layers": {name: bytes}, "total", "whole"}``.
+
+    An ``.h5ad``: :func:`scontrast.io.hdf5_sizes` (uncompressed). Any other file, and an ``.h5ad``
+    that cannot be inspected (its job then fails with its own message), is ``"whole"``: its job
+    reads all of it, a ``.npz`` (a samples file) by its members' uncompressed sizes, else by its
+    size on disk. A missing file raises FileNotFoundError, which snakemake takes as "not known
+    yet" and evaluates again when the job is ready to run.
+    """
+    import zipfile
+
+    on_disk = os.stat(path).st_size
+    whole = {"X": 0, "layers": {}, "total": on_disk, "whole": True}
+    if str(path).endswith(".npz"):
+        try:
+            with zipfile.ZipFile(path) as zf:
+                whole["total"] = max(on_disk, sum(info.file_size for info in zf.infolist()))
+        except (OSError, zipfile.BadZipFile):
+            pass
+        return whole
+    if not str(path).endswith(".h5ad"):
+        return whole
+    try:
+        from .io import hdf5_sizes
+
+        return {**hdf5_sizes(path), "whole": False}
+    except Exception:
+        return whole
+
+
+def memory_request_mb(sizes: list[dict], per_input_mb: float, floor: float = 2000, x: bool = True,
+                      layers="all", attempt: int = 1) -> int:
+    """A job's memory request (MB) from its inputs' :func:`input_sizes`, the first its base file.
+
+    ``per_input_mb`` per MB of the matrices the job reads, plus everything else it reads
+    (obs, var, uns, obsm, ...) once; at least ``floor``, doubled on each retry (``attempt``).
+    Of the base it reads ``X`` when ``x`` and the layers in ``layers`` (``"all"``, or the names
+    it asks for: a method reads only ``merge_files.used_layers`` of its config), never the other
+    layers, which count nothing: ``preprocessed.h5ad``'s counts, as large as ``X``, doubled the
+    methods' requests. The other inputs (the deltas, a samples file) are read whole.
+    """
+    matrices = rest = 0.0
+    for i, s in enumerate(sizes):
+        if s.get("whole"):
+            matrices += s["total"]
+            continue
+        every = sum(s["layers"].values())
+        if i == 0:
+            read = every if layers == "all" else sum(s["layers"].get(k, 0) for k in layers)
+            matrices += (s["X"] if x else 0) + read
+        else:
+            matrices += s["X"] + every
+        rest += s["total"] - s["X"] - every
+    return int(max(floor, (per_input_mb * matrices + rest) / 2**20) * 2 ** (attempt - 1))

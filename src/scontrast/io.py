@@ -152,14 +152,21 @@ def check_hdf5_content(path: str | os.PathLike) -> None:
         )
 
 
-def hdf5_sizes(path: str | os.PathLike) -> dict[str, int]:
-    """Bytes an ``.h5ad`` file's data take once read: ``{"X": ..., "total": ...}`` (uncompressed)."""
-    out = {"X": 0, "total": 0}
+def hdf5_sizes(path: str | os.PathLike) -> dict:
+    """Bytes an ``.h5ad`` file's data take once read (uncompressed).
+
+    ``{"X": ..., "layers": {name: ...}, "total": ...}``: ``X``, each layer apart (a job may read
+    some layers and not others: :func:`scontrast.merge_files.read_merged`), and the whole file.
+    """
+    out = {"X": 0, "layers": {}, "total": 0}
     for name, ds in _walk_hdf5(Path(path)):
         size = _dataset_bytes(ds)
         out["total"] += size
         if name == "/X" or name.startswith("/X/"):
             out["X"] += size
+        elif name.startswith("/layers/"):
+            key = name.split("/")[2]
+            out["layers"][key] = out["layers"].get(key, 0) + size
     return out
 
 

@@ -11,7 +11,7 @@ rule collect:
         "results/{dataset}/benchmarks/collect.tsv"
     threads: 1
     resources:
-        mem_mb=mem_mb(per_input_mb=0.5),  # the matrices are copied as bytes, never read: 0.35x X at 50,000 cells
+        mem_mb=mem_mb("collect"),
         runtime=runtime_min(per_input_mb=0.02),
     conda:
         "../../envs/scontrast.yaml"

@@ -172,39 +172,37 @@ def figure_outputs():
     ]
 
 
-def _read_mb(path):
-    """(MB of X, MB of everything else) an input takes once read: uncompressed for an .h5ad.
+def mem_mb(rule, floor=2000):
+    """Memory request (MB) of ``rule``: its ``per_input_mb`` per MB of the matrices it reads, the rest of its inputs once.
 
-    Other files, and an .h5ad that cannot be inspected (its job then fails with its own
-    message), count their size on disk as X. A missing file raises FileNotFoundError, which
-    snakemake takes as "not known yet" and evaluates again when the job is ready to run.
+    Sized from what the job reads (scontrast._workflow: MEMORY, memory_request_mb): of its base
+    input (``h5ad=``) ``X`` and the layers it reads (a method's: ``used_layers`` of its config
+    block, as its script reads them), never the others (preprocessed.h5ad's counts); its other
+    inputs whole. ``per_input_mb`` is at least 1.5x the rule's measured peak per MB of those
+    matrices (benchmarks/results/slurm_requests.txt). Sizes are those of the uncompressed data
+    (scontrast.io.hdf5_sizes), not the size on disk: a well-compressed input (or one crafted to
+    decompress far beyond its size) would otherwise get a request far below what reading it
+    takes. Doubled on each retry (profiles set retries).
     """
-    on_disk = os.stat(path).st_size / 2**20
-    if not str(path).endswith(".h5ad"):
-        return on_disk, 0.0
-    try:
-        from scontrast.io import hdf5_sizes
+    from scontrast._workflow import memory_spec
 
-        sizes = hdf5_sizes(path)
-    except Exception:
-        return on_disk, 0.0
-    return sizes["X"] / 2**20, (sizes["total"] - sizes["X"]) / 2**20
-
-
-def mem_mb(per_input_mb=10, floor=2000):
-    """Memory request (MB): ``per_input_mb`` per MB of X once read, plus the rest of the inputs read once.
-
-    Sized from the uncompressed data, not the size on disk: a well-compressed input (or one
-    crafted to decompress far beyond its size) would otherwise get a request far below what
-    reading it takes. Doubled on each retry (profiles set retries).
-    """
+    spec = memory_spec(rule)
 
     def _mem(wildcards, input, attempt):
-        x_mb = rest_mb = 0.0
-        for path in input:
-            x, rest = _read_mb(path)
-            x_mb, rest_mb = x_mb + x, rest_mb + rest
-        return int(max(floor, per_input_mb * x_mb + rest_mb) * 2 ** (attempt - 1))
+        from scontrast._workflow import input_sizes, memory_request_mb
+
+        paths = list(input)
+        base = getattr(input, "h5ad", None)
+        if base in paths:  # the base first
+            paths.remove(base)
+            paths.insert(0, base)
+        layers = spec.layers
+        if layers == "config":
+            from scontrast.merge_files import used_layers
+
+            layers = used_layers(model_params(rule))
+        sizes = [input_sizes(path) for path in paths]
+        return memory_request_mb(sizes, spec.per_input_mb, floor=floor, x=spec.x, layers=layers, attempt=attempt)
 
     return _mem
 

@@ -15,7 +15,7 @@ rule cpca:
         "results/{dataset}/benchmarks/cpca.tsv"
     threads: 2
     resources:
-        mem_mb=mem_mb(per_input_mb=3),  # peak 1.7x X at 50,000 cells
+        mem_mb=mem_mb("cpca"),
         runtime=runtime_min(per_input_mb=0.2),
     conda:
         "../../envs/scontrast.yaml"
@@ -44,7 +44,7 @@ rule cpca_figure:
         "results/{dataset}/benchmarks/cpca_figure.tsv"
     threads: 1
     resources:
-        mem_mb=mem_mb(per_input_mb=2),
+        mem_mb=mem_mb("cpca_figure"),
         runtime=runtime_min(per_input_mb=0.01),
     conda:
         "../../envs/scontrast.yaml"

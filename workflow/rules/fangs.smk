@@ -28,7 +28,7 @@ rule fangs:
         "results/{dataset}/benchmarks/fangs.tsv"
     threads: 2
     resources:
-        mem_mb=mem_mb(per_input_mb=4),  # peak 2.2x X at 50,000 cells
+        mem_mb=mem_mb("fangs"),
         runtime=runtime_min(per_input_mb=0.2),
     conda:
         "../../envs/scontrast.yaml"
@@ -57,7 +57,7 @@ rule fangs_figure:
         "results/{dataset}/benchmarks/fangs_figure.tsv"
     threads: 1
     resources:
-        mem_mb=mem_mb(per_input_mb=2),
+        mem_mb=mem_mb("fangs_figure"),
         runtime=runtime_min(per_input_mb=0.01),
     conda:
         "../../envs/scontrast.yaml"

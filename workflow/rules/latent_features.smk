@@ -29,7 +29,7 @@ rule latent_features:
         "results/{dataset}/benchmarks/latent_features.tsv"
     threads: 2  # the fits (or chains) run in parallel (results do not depend on it)
     resources:
-        mem_mb=mem_mb(per_input_mb=3),  # peak 1.8x X at 50,000 cells
+        mem_mb=mem_mb("latent_features"),
         runtime=runtime_min(per_input_mb=0.2),
     conda:
         "../../envs/scontrast.yaml"

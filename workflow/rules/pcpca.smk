@@ -15,7 +15,7 @@ rule pcpca:
         "results/{dataset}/benchmarks/pcpca.tsv"
     threads: 2
     resources:
-        mem_mb=mem_mb(per_input_mb=3),  # peak 1.5x X at 50,000 cells
+        mem_mb=mem_mb("pcpca"),
         runtime=runtime_min(per_input_mb=0.1),
     conda:
         "../../envs/scontrast.yaml"
@@ -44,7 +44,7 @@ rule pcpca_figure:
         "results/{dataset}/benchmarks/pcpca_figure.tsv"
     threads: 1
     resources:
-        mem_mb=mem_mb(per_input_mb=2),
+        mem_mb=mem_mb("pcpca_figure"),
         runtime=runtime_min(per_input_mb=0.01),
     conda:
         "../../envs/scontrast.yaml"

@@ -13,7 +13,7 @@ rule preprocess:
         "results/{dataset}/benchmarks/preprocess.tsv"
     threads: 1
     resources:
-        mem_mb=mem_mb(per_input_mb=5),  # peak 2.3-3.1x X's CSR size at 50,000 cells (bench_scale_50k.txt): 1.5x margin
+        mem_mb=mem_mb("preprocess"),
         runtime=runtime_min(per_input_mb=0.05),
     conda:
         "../../envs/scontrast.yaml"
@@ -40,7 +40,7 @@ rule preprocess_figure:
     threads: 1
     resources:
         # X is read only when the genes lack scanpy's dispersions (the last panel then needs it)
-        mem_mb=mem_mb(per_input_mb=3),
+        mem_mb=mem_mb("preprocess_figure"),
         runtime=runtime_min(per_input_mb=0.02),
     conda:
         "../../envs/scontrast.yaml"

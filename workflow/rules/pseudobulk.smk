@@ -12,7 +12,7 @@ rule pseudobulk:
         "results/{dataset}/benchmarks/pseudobulk.tsv"
     threads: 1
     resources:
-        mem_mb=mem_mb(per_input_mb=4),
+        mem_mb=mem_mb("pseudobulk"),
         runtime=runtime_min(per_input_mb=0.05),
     conda:
         "../../envs/scontrast.yaml"
@@ -42,7 +42,7 @@ rule pseudobulk_figure:
         "results/{dataset}/benchmarks/pseudobulk_figure.tsv"
     threads: 1
     resources:
-        mem_mb=mem_mb(per_input_mb=2),
+        mem_mb=mem_mb("pseudobulk_figure"),
         runtime=runtime_min(per_input_mb=0.01),
     conda:
         "../../envs/scontrast.yaml"

@@ -15,7 +15,7 @@ rule quadro:
         "results/{dataset}/benchmarks/quadro.tsv"
     threads: 2
     resources:
-        mem_mb=mem_mb(per_input_mb=4),  # peak 2.5x X at 50,000 cells with max_cells 10,000 (3.1x on all cells)
+        mem_mb=mem_mb("quadro"),
         runtime=runtime_min(per_input_mb=0.5, floor=30),
     conda:
         "../../envs/scontrast.yaml"
@@ -44,7 +44,7 @@ rule quadro_figure:
         "results/{dataset}/benchmarks/quadro_figure.tsv"
     threads: 1
     resources:
-        mem_mb=mem_mb(per_input_mb=2),
+        mem_mb=mem_mb("quadro_figure"),
         runtime=runtime_min(per_input_mb=0.01),
     conda:
         "../../envs/scontrast.yaml"

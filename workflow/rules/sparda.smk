@@ -13,7 +13,7 @@ rule sparda:
         "results/{dataset}/benchmarks/sparda.tsv"
     threads: 2
     resources:
-        mem_mb=mem_mb(per_input_mb=4),  # peak 2.9x X at 50,000 cells; the counts (read as the rest) are not read
+        mem_mb=mem_mb("sparda"),
         runtime=runtime_min(per_input_mb=0.2),
     conda:
         "../../envs/scontrast.yaml"
@@ -42,7 +42,7 @@ rule sparda_figure:
         "results/{dataset}/benchmarks/sparda_figure.tsv"
     threads: 1
     resources:
-        mem_mb=mem_mb(per_input_mb=2),
+        mem_mb=mem_mb("sparda_figure"),
         runtime=runtime_min(per_input_mb=0.01),
     conda:
         "../../envs/scontrast.yaml"

@@ -22,7 +22,7 @@ rule summary:
         "results/{dataset}/benchmarks/summary.tsv"
     threads: 1
     resources:
-        mem_mb=mem_mb(per_input_mb=0.5),  # the annotations only: 0.44x X at 50,000 cells
+        mem_mb=mem_mb("summary"),
         runtime=runtime_min(per_input_mb=0.02),
     conda:
         "../../envs/scontrast.yaml"
