@@ -137,7 +137,12 @@ def test_quadro_figure_of_two_labels_of_a_column():
 
 
 def test_fangs_figure(adata):
-    texts = _check(pl.fangs(adata), f"cells: {BACKGROUND} (", f"{DATASET}: binary features of the cells: {TARGET}")
+    fig = pl.fangs(adata)
+    texts = _check(fig, f"cells: {BACKGROUND} (", f"{DATASET}: binary features of the cells: {TARGET}")
+    # the IBP sampler's chains (the ensemble's halves: tests/latent_features/test_ensemble.py)
+    assert np.asarray(adata.uns["fangs"]["feature_chain_support"]).shape[1] > 1
+    heatmap = " ".join(fig.get_axes()[0].get_title().split())
+    assert "held: mean Jaccard with its match in each chain's samples" in heatmap, heatmap
     rows = [t for t in texts if t.startswith("F1")]
     genes = rows[0].split("\n")[1].split(", ")
     assert genes and set(genes) <= set(GENES) | {f"g$_{{{i}}}$" for i in range(40)}, rows  # its top genes, as named

@@ -222,3 +222,7 @@ def test_the_default_front_end_writes_the_ensemble_and_fangs_reports_it():
     assert all("held by the two halves of the fits (Jaccard)" in rows[f"feature F{j + 1}"] for j in range(3))
     fig = pl.fangs(adata)
     assert any(" ".join(ax.get_title().split()) == "features that recur across resamples" for ax in fig.get_axes())
+    # the heatmap's key words the 'held' numbers as the summary does: per half of the fits, not per chain
+    heatmap = " ".join(fig.get_axes()[0].get_title().split())
+    assert "held: mean Jaccard with its match in each of the two halves of the fits" in heatmap, heatmap
+    assert "chain" not in heatmap, heatmap

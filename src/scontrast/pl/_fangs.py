@@ -49,18 +49,32 @@ def _wrapped(text: str, width_in: float, fontsize_pt: float = 10.0) -> str:
     return textwrap.fill(text, width=max(20, int(width_in * 72 / (0.6 * fontsize_pt))), break_on_hyphens=False)
 
 
-def _key(uns: dict) -> str:
-    """What the row labels say, with the test that gave the q-values (over cells or over replicates)."""
+def _is_ensemble(lf) -> bool:
+    """Whether the samples are ``tl.latent_features(method='ensemble')``'s fits (its ``uns`` holds the
+    stability per K), as the summary tells them apart: their two halves then stand in for chains."""
+    return isinstance(lf, dict) and "stability" in lf
+
+
+def _key(uns: dict, lf=None) -> str:
+    """What the row labels say, with the test that gave the q-values (over cells or over replicates).
+
+    ``lf``: ``uns['latent_features']`` (None when the samples were supplied): the 'held' numbers
+    are per half of the ensemble's fits, or per chain of the sampler, worded as the summary words them.
+    """
     parts = ["T / B: prevalence in target / background",
              "q: " + str(uns.get("feature_test", "Fisher's exact test over cells")) + ", Benjamini-Hochberg "
              "(* enriched)"]
     if "feature_chain_support" in uns and np.asarray(uns["feature_chain_support"]).shape[1] > 1:
-        parts.append("held: mean Jaccard with its match in each chain's samples")
+        holders = "each of the two halves of the fits" if _is_ensemble(lf) else "each chain's samples"
+        parts.append(f"held: mean Jaccard with its match in {holders}")
     return "; ".join(parts)
 
 
-def _heatmap(ax, features, is_target, uns, labels=("target", "background"), width_in: float | None = None):
-    """The estimate as a heatmap on ``ax``; its title and caption wrapped to ``width_in`` inches (None: the axes')."""
+def _heatmap(ax, features, is_target, uns, labels=("target", "background"), width_in: float | None = None, lf=None):
+    """The estimate as a heatmap on ``ax``; its title and caption wrapped to ``width_in`` inches (None: the axes').
+
+    ``lf``: ``uns['latent_features']`` when present (which method gave the samples: :func:`_key`).
+    """
     if width_in is None:
         width_in = ax.get_position().width * ax.figure.get_figwidth()
     order = cell_order(features, is_target)
@@ -96,7 +110,7 @@ def _heatmap(ax, features, is_target, uns, labels=("target", "background"), widt
             title += f" (draws {d:.4g})"
     title = _wrapped(title, width_in)
     if "feature_qvalue" in uns:
-        title += "\n" + _wrapped(_key(uns), width_in)
+        title += "\n" + _wrapped(_key(uns, lf), width_in)
     ax.set_title(title, fontsize="medium")
 
 
@@ -151,8 +165,9 @@ def fangs(adata: ad.AnnData, *, key: str = TARGET_KEY, ax=None, figsize=(12, 6))
     is_target = adata.obs[key].to_numpy(dtype=bool) if key in adata.obs else np.zeros(adata.n_obs, bool)
     uns = dict(adata.uns.get("fangs", {}))
     labels = group_labels(adata)
+    lf = adata.uns.get("latent_features")
     if ax is not None:
-        _heatmap(ax, features, is_target, uns, labels)
+        _heatmap(ax, features, is_target, uns, labels, lf=lf)
         return ax.figure
     fig = plt.figure(figsize=figsize, layout="constrained")
     fig.suptitle(titled(f"binary features of the cells: {labels[0]} vs {labels[1]}", adata))
@@ -160,7 +175,7 @@ def fangs(adata: ad.AnnData, *, key: str = TARGET_KEY, ax=None, figsize=(12, 6))
     # the heatmap's share of the width, less its row labels (about 2.4 in at the default size)
     width_in = max(2.0, fig.get_figwidth() * 0.7 - 2.4 * min(1.0, fig.get_figwidth() / 12))
     side_in = max(1.0, fig.get_figwidth() * 0.3 - 0.8)  # the right panels, less their y labels
-    _heatmap(fig.add_subplot(grid[:, 0]), features, is_target, uns, labels, width_in=width_in)
+    _heatmap(fig.add_subplot(grid[:, 0]), features, is_target, uns, labels, width_in=width_in, lf=lf)
     kax = fig.add_subplot(grid[0, 1])
     if "samples_K_values" in uns:
         kax.bar(np.asarray(uns["samples_K_values"]), np.asarray(uns["samples_K_counts"]), color="grey",
@@ -175,8 +190,7 @@ def fangs(adata: ad.AnnData, *, key: str = TARGET_KEY, ax=None, figsize=(12, 6))
     kax.set_title(_wrapped("K over the samples", side_in))
     tax = fig.add_subplot(grid[1, 1])
     lj, burn, rhat = _trace(adata, uns)
-    lf = adata.uns.get("latent_features")
-    if isinstance(lf, dict) and "stability" in lf:
+    if _is_ensemble(lf):
         _stability(tax, lf, side_in)
     elif lj is not None:
         for c, row in enumerate(lj):
