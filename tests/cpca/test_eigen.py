@@ -70,7 +70,10 @@ def test_starts_cost_no_products_with_b(monkeypatch, low_rank):
     monkeypatch.setattr(_eigen, "_apply_shifted", counting)
     Z, theta, res, its, gram = _diagonal_basis_solve(B, background, alphas, 2, 1e-10, 500)
     assert res.max() <= 1e-10
-    assert sum(multiplied) == 4 * int((its - 1).sum())
+    # each stage an alpha runs in starts without a product (an alpha the coarse stage cut short
+    # starts again in the fine stage)
+    late = int((its[_eigen._coarse_fine(alphas)[0]] > _eigen._COARSE_SWEEPS).sum())
+    assert sum(multiplied) == 4 * (int((its - 1).sum()) - late)
     # the products the starts use instead
     V0 = _unit_starts(np.diag(B)[None, :] - alphas[:, None] * background.diagonal()[None, :], 8)
     HV0 = _unit_start_products(B, background, alphas, V0)
@@ -151,3 +154,22 @@ def test_low_rank_corrections_invert_the_preconditioner_exactly():
         for j in range(kk):
             M = np.diag(wt[i, j] - diag[i]) + (Z * G[i]) @ Z.T
             np.testing.assert_allclose(T[i, j], np.linalg.solve(M, R[i, j]), rtol=1e-10, atol=1e-12)
+
+
+def test_coarse_alphas_cut_short_go_on_in_the_fine_stage(monkeypatch):
+    """An alpha the coarse stage leaves unconverged at _COARSE_SWEEPS goes on in the fine stage
+    with what is left of max_iter: the answers still match eigh, n_iter counts both stages and
+    never exceeds max_iter."""
+    B, lam = _diagonal_basis_problem(seed=13)
+    alphas = alpha_grid(20, 2)
+    ref = _diagonal_basis_solve(B, lam, alphas, 2, 1e-10, 500)
+    monkeypatch.setattr(_eigen, "_COARSE_SWEEPS", 2)
+    Z, theta, res, its, gram = _diagonal_basis_solve(B, lam, alphas, 2, 1e-10, 500)
+    coarse, _ = _eigen._coarse_fine(alphas)
+    assert res.max() <= 1e-10 and (its[coarse] > 2).any()  # some were cut short, and finished later
+    for i in range(alphas.size):
+        assert sin_max_angle(ref[0][i], Z[i]) < 1e-7
+    np.testing.assert_allclose(theta, ref[1], rtol=1e-9, atol=1e-9 * np.abs(ref[1]).max())
+    # a budget too small for some: they stop at max_iter in all, with their residual reported
+    Z, theta, res, its, gram = _diagonal_basis_solve(B, lam, alphas, 2, 1e-10, 3)
+    assert its.max() <= 3 and (res > 1e-10).any() and np.all(its[res > 1e-10] == 3)

@@ -118,7 +118,7 @@ def _davidson(apply_p, apply_q, p_diag, q_diag, alphas, k, V0, scale, tol, max_i
         HZ = np.matmul(St, HV[:na, :m])
         R = HZ - wt[:, :, None] * Z
         res = np.linalg.norm(R, axis=2) / scale[idx][:, None]
-        done = (res[:, :k].max(axis=1) <= tol) | (it >= max_iter)
+        done = (res[:, :k].max(axis=1) <= tol) | (it >= (max_iter[idx] if np.ndim(max_iter) else max_iter))
         if done.any():
             out = idx[done]
             Z_out[out] = Z[done, :k].transpose(0, 2, 1)
@@ -307,9 +307,11 @@ def _cholesky(C):
 # eigensolver cheap (divide and conquer's work grows as the cube of the size); each block
 # boundary adds one to the rank of the background's low-rank term, which the Davidson's
 # preconditioner inverts exactly (Woodbury: 219-225 alpha-sweeps at d = 1,000 for 2 to 8
-# blocks, as many as with C_Y's own eigenvectors), at a cost growing as the square of the rank.
-_BLOCK_ROWS = 125
+# blocks, as many as with C_Y's own eigenvectors), at a cost growing as the square of the rank
+# (at d = 1,000 the Davidson takes 81 ms with one block, 88 with four, 96 with eight: docs/cpca.md).
+_BLOCK_ROWS = 250
 _MAX_BLOCKS = 16
+_COARSE_SWEEPS = 8
 
 
 def _block_bounds(d: int, rows: int = _BLOCK_ROWS) -> np.ndarray:
@@ -556,7 +558,7 @@ def _diagonal_basis_solve(B, background, alphas, k, tol, max_iter, two_tasks=Fal
         q_diag = background.diagonal()
         space = None
 
-        def run(part):
+        def run(part, budget):
             a = alphas[part]
             if space is None:
                 V0 = _unit_starts(b_diag[None, :] - a[:, None] * q_diag[None, :], 2 * kk)
@@ -564,25 +566,38 @@ def _diagonal_basis_solve(B, background, alphas, k, tol, max_iter, two_tasks=Fal
             else:
                 V0, HV0 = _ritz_starts(space, a, 2 * kk)
             return _davidson(lambda T: B @ T, background.apply, b_diag, q_diag, a, k,
-                             V0, scale[part], tol, max_iter, 6 * kk, HV0=HV0, return_pz=True,
-                             q_low_rank=(background.lam, background.Z, background.beta) if background.beta.size
-                             else None)
+                             V0, scale[part], tol, budget[part], 6 * kk, HV0=HV0, return_pz=True,
+                             q_low_rank=(background.lam, background.Z, background.beta)
+                             if background.beta.size else None)
 
         coarse, fine = _coarse_fine(alphas)
-        for part in (coarse, fine):
-            if not part.size:
-                continue
-            if part is fine:
+        # the coarse stage stops at _COARSE_SWEEPS: an alpha not converged by then (near a crossing
+        # of eigenvalues) goes on in the fine stage, from the Ritz space, with what is left of
+        # max_iter, instead of holding up the whole stage
+        budget = np.full(alphas.size, int(max_iter))
+        cap = min(int(max_iter), _COARSE_SWEEPS) if fine.size else int(max_iter)
+        used = np.zeros(alphas.size, dtype=int)
+        for stage, part in enumerate((coarse, fine)):
+            if stage == 0:
+                stage_budget = np.minimum(budget, cap)
+            else:
+                late = coarse[(res[coarse] > tol) & (used[coarse] < budget[coarse])]
+                part = np.sort(np.concatenate([fine, late]))
+                stage_budget = budget - used
                 space = _ritz_space(B, background, Z[coarse])
                 space = space if space[0].shape[1] >= kk else None
+            if not part.size:
+                continue
             if two_tasks and part.size >= 2:
                 # interleaved halves: slow (mid-grid) and fast alphas in both
                 halves = (part[0::2], part[1::2])
-                outs = _side_by_side(partial(run, halves[0]), partial(run, halves[1]))
+                outs = _side_by_side(partial(run, halves[0], stage_budget), partial(run, halves[1], stage_budget))
             else:
-                halves, outs = (part,), (run(part),)
+                halves, outs = (part,), (run(part, stage_budget),)
             for half, out in zip(halves, outs):
-                Z[half], theta[half], res[half], its[half], PZ[half] = out
+                Z[half], theta[half], res[half], n_it, PZ[half] = out
+                used[half] += n_it
+        its = used
     Zs = Z.transpose(1, 0, 2).reshape(r, -1)
     return Z, theta, res, its, Zs.T @ PZ.transpose(1, 0, 2).reshape(r, -1)
 

@@ -6,6 +6,8 @@ accumulated over blocks of rows or genes, and the centring is exact.
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -34,6 +36,22 @@ def _column_moments(A, standardize: bool):
     return mean, scale
 
 
+def _centred_gram(A, mean, rows: slice) -> np.ndarray:
+    """``(A[rows] - 1 mean')' (A[rows] - 1 mean')`` for a dense A (n, d): one part of a covariance's
+    sum over cells, (d, d), exactly symmetric (a symmetric rank-k update)."""
+    Ac = A[rows] - mean
+    return Ac.T @ Ac
+
+
+def _finish_covariance(C, n: int, scale) -> np.ndarray:
+    """The covariance from the sum over all n cells C (d, d), in place: ``diag(s) C diag(s) / (n - 1)``."""
+    C /= n - 1
+    if not np.all(scale == 1.0):
+        C *= scale[:, None]
+        C *= scale[None, :]
+    return C
+
+
 def _covariance(A, mean, scale, two_tasks: bool = False) -> np.ndarray:
     """Scaled covariance ``diag(s) (A - 1 mean')' (A - 1 mean') diag(s) / (n - 1)``, shape (d, d).
 
@@ -43,11 +61,8 @@ def _covariance(A, mean, scale, two_tasks: bool = False) -> np.ndarray:
     """
     n, d = A.shape
     if two_tasks and not sp.issparse(A) and n >= 4:
-        def half(rows):
-            Ac = A[rows] - mean
-            return Ac.T @ Ac  # a symmetric rank-k update
-
-        C1, C2 = _side_by_side(lambda: half(slice(0, n // 2)), lambda: half(slice(n // 2, n)))
+        C1, C2 = _side_by_side(lambda: _centred_gram(A, mean, slice(0, n // 2)),
+                               lambda: _centred_gram(A, mean, slice(n // 2, n)))
         C = C1
         C += C2
     elif sp.issparse(A):
@@ -60,11 +75,7 @@ def _covariance(A, mean, scale, two_tasks: bool = False) -> np.ndarray:
     else:
         Ac = A - mean
         C = Ac.T @ Ac
-    C /= n - 1
-    if not np.all(scale == 1.0):
-        C *= scale[:, None]
-        C *= scale[None, :]
-    return C  # exactly symmetric: numpy forms A'A with a symmetric rank-k update
+    return _finish_covariance(C, n, scale)  # exactly symmetric: numpy forms A'A with a symmetric rank-k update
 
 
 class _Moments:
@@ -93,6 +104,15 @@ class _Moments:
     def covariance_y(self, two_tasks: bool = False):
         """C_Y, (d, d)."""
         return _covariance(self.Y, self.mean_y, self.scale_y, two_tasks)
+
+    def background_parts(self, share: float):
+        """C_Y as two tasks that need not end together: ``(first, second, finish)``, callables where
+        ``first()`` and ``second()`` give the sums over the first ``share`` of the background's cells
+        and over the rest, and ``finish(sum)`` turns their sum into C_Y in place. Dense input only."""
+        rows = min(max(int(round(share * self.m)), 1), self.m - 1)
+        return (partial(_centred_gram, self.Y, self.mean_y, slice(0, rows)),
+                partial(_centred_gram, self.Y, self.mean_y, slice(rows, self.m)),
+                partial(_finish_covariance, n=self.m, scale=self.scale_y))
 
     def diagonals(self):
         """Diagonals of C_X and C_Y, each (d,)."""
