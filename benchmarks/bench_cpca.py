@@ -160,7 +160,10 @@ def speed_rows(dims=(500, 1000), n=3000, repeats=1, seed=0, threads=None):
                 t0 = time.perf_counter()
                 ref, ref_alphas = _reference_auto(X, Y)
                 ref_t.append(time.perf_counter() - t0)
-                for _ in range(3):  # ours is short: the median of three damps load spikes
+                # ours is short: the median of five damps load spikes, and the first run after the
+                # reference's, which its threaded BLAS slows (its threads spin on after its last call:
+                # 0.34-0.45 s against 0.28-0.35 for the next ones, docs/cpca.md)
+                for _ in range(5):
                     t0 = time.perf_counter()
                     ours = CPCA(affinity="projection", random_state=0).fit(X, Y)
                     our_t.append(time.perf_counter() - t0)
@@ -394,7 +397,7 @@ def main(argv=None):
                 f"{row['load'][0]:4.1f}-{row['load'][1]:4.1f}  {row['solver']} / "
                 f"{np.round(row['alphas'], 3).tolist()} (contrastive {np.round(row['reference_alphas'], 3).tolist()}); "
                 f"max residual {row['max_residual']:.1e}")
-        say("   (contrastive: one run; scontrast: median of three runs after a warm-up; load: 1-minute load")
+        say("   (contrastive: one run; scontrast: median of five runs after a warm-up; load: 1-minute load")
         say("    average before and after the row)")
 
     def critical_path_line():
