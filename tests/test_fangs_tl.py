@@ -171,7 +171,7 @@ def test_a_feature_of_one_chain_only_is_a_warning(fitted):
     assert f"F{j + 1} (1.00 / 0.00)" in warning and "of the 2 chains" in warning
     rows = dict(summary_rows(out))
     # listed apart as unsupported (below 0.8 in some chain), after the findings, which keep their plain rows
-    unsupported = f"unsupported feature F{j + 1} (held below 0.8 by some chain's samples: not a finding)"
+    unsupported = f"unsupported feature F{j + 1} (held below 0.8 by one of the chains' samples: not a finding)"
     assert rows[unsupported].count("held by the chains' samples (Jaccard) 1.00 / 0.00") == 1
     assert f"feature F{j + 1}" not in rows and list(rows)[-1] == unsupported
     assert sorted(k for k in rows if k.startswith("feature F")) == [f"feature F{i + 1}" for i in range(est.shape[1])

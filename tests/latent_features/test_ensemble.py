@@ -220,6 +220,11 @@ def test_the_default_front_end_writes_the_ensemble_and_fangs_reports_it():
     assert rows["latent features: chosen K"].startswith("3 (the largest K")
     assert "resamples, not posterior draws" in rows["latent features: method"]
     assert all("held by the two halves of the fits (Jaccard)" in rows[f"feature F{j + 1}"] for j in range(3))
+    # a feature listed as unsupported is worded by halves too, not by chains
+    f["feature_supported"] = np.array([False, True, True])
+    rows = dict(summary_rows(adata))
+    assert "unsupported feature F1 (held below 0.8 by one of the two halves of the fits: not a finding)" in rows
+    f["feature_supported"] = np.ones(3, dtype=bool)
     fig = pl.fangs(adata)
     assert any(" ".join(ax.get_title().split()) == "features that recur across resamples" for ax in fig.get_axes())
     # the heatmap's key words the 'held' numbers as the summary does: per half of the fits, not per chain

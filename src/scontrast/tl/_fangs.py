@@ -353,8 +353,8 @@ def summary_rows(adata: ad.AnnData, n_top: int = 10) -> Iterator[tuple[str, str]
                 held = f"; held by {holders} (Jaccard) " + " / ".join(
                     f"{v:.2f}" for v in np.asarray(f["feature_chain_support"])[j])
             item = f"feature F{j + 1}" if supported[j] else (
-                f"unsupported feature F{j + 1} (held below {float(f.get('supported_threshold', 0.8)):g} by some "
-                "chain's samples: not a finding)")
+                f"unsupported feature F{j + 1} (held below {float(f.get('supported_threshold', 0.8)):g} by one of "
+                f"{holders}: not a finding)")
             yield (item, f"prevalence target {pt:.2f} / background {pb:.2f}, BH q = {fmt(q)} per {unit} "
                    f"({where})" + held + (f"; top genes: {top}" if top else ""))
 
