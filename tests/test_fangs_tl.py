@@ -390,6 +390,26 @@ def test_enrichment_is_over_replicates_when_declared(paired):
     assert cell_level.uns["fangs"]["feature_qvalue"].max() < 1e-10  # cells read the donor feature as a finding
 
 
+@pytest.mark.parametrize("paired", [False, True])
+def test_no_feature_with_a_replicate_design(paired):
+    """Samples without any feature (the ensemble's K = 0, as on wu2020 in the quick start) under a
+    declared replicate design: an empty estimate, empty per-replicate tests, a summary; the per-replicate
+    test took the maximum of an empty array and failed the fangs rule."""
+    from scontrast.tl._fangs import summary_rows
+
+    rng = np.random.default_rng(3)
+    n = 120
+    adata = ad.AnnData(X=np.zeros((n, 2), np.float32),
+                       obs=pd.DataFrame({"scontrast_target": np.arange(n) % 2 == 0}, index=[f"c{i}" for i in range(n)]))
+    _donor_design(adata, 4, paired, rng)
+    fangs(adata, samples=[np.zeros((n, 0), np.uint8)] * 10, draws=False, random_state=0)
+    f = adata.uns["fangs"]
+    assert f["n_features"] == 0 and adata.obsm["fangs_features"].shape == (n, 0)
+    assert f["feature_unit"] == "replicate"
+    assert np.asarray(f["feature_pvalue"]).shape == (0,) and np.asarray(f["feature_qvalue"]).shape == (0,)
+    assert not any(k.startswith("feature F") for k in dict(summary_rows(adata)))
+
+
 def test_enrichment_floor_above_fdr_is_warned():
     rng = np.random.default_rng(2)
     n = 120

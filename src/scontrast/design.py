@@ -341,7 +341,7 @@ def replicate_mean_test(values, target_of_replicate, *, paired: bool, max_labell
         stats = (t @ values) / t.sum(1, keepdims=True) - ((1 - t) @ values) / (1 - t).sum(1, keepdims=True)
     obs = stats[0]
     # relative tolerance: labellings that tie with the observed one in exact arithmetic count
-    tol = 1e-12 * max(1.0, float(np.abs(stats).max()))
+    tol = 1e-12 * max(1.0, float(np.abs(stats).max(initial=0.0)))  # F = 0: nothing to test
     pvalue = (np.abs(stats) >= np.abs(obs) - tol).mean(axis=0)
     return obs, pvalue, labelling_floor(lab, paired=paired, exact=exact)
 
