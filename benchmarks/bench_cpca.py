@@ -263,7 +263,7 @@ def stage_times(d=1000, n=3000, seed=0, two_tasks=False):
                                                           b_norm=norm)
         out[f"Davidson, 41 alphas coarse-to-fine ({int(its.sum())} alpha-sweeps)"] = time.perf_counter() - t
         t = time.perf_counter()
-        U = _to_genes(refl, blocks, Z, two_tasks)
+        U = _to_genes(refl, blocks, Z)
         aff = subspace_affinity(U, gram)
         select_alphas(aff, 4, 0)
         out["loadings, affinity, spectral clustering"] = time.perf_counter() - t

@@ -173,3 +173,70 @@ def test_coarse_alphas_cut_short_go_on_in_the_fine_stage(monkeypatch):
     # a budget too small for some: they stop at max_iter in all, with their residual reported
     Z, theta, res, its, gram = _diagonal_basis_solve(B, lam, alphas, 2, 1e-10, 3)
     assert its.max() <= 3 and (res > 1e-10).any() and np.all(its[res > 1e-10] == 3)
+
+
+def _orthonormality_and_span(Q, T):
+    """Largest deviation of Q's rows from orthonormality, and largest residual of T's rows outside Q's span
+    (relative to each row's norm), over the alphas."""
+    eye = np.matmul(Q, Q.transpose(0, 2, 1)) - np.eye(Q.shape[1])
+    outside = T - np.matmul(np.matmul(T, Q.transpose(0, 2, 1)), Q)
+    return np.abs(eye).max(), (np.linalg.norm(outside, axis=2) / np.maximum(np.linalg.norm(T, axis=2), 1e-300)).max()
+
+
+def test_orthonormal_rows_cholesky_path_with_rows_of_very_different_lengths(monkeypatch):
+    """A converged column's correction is ~1e-12 the length of the others: scaled to unit rows,
+    Cholesky QR handles it (Householder is not called) and gives orthonormal rows of the same span."""
+    rng = np.random.default_rng(4)
+    T = rng.normal(size=(5, 4, 300)) * np.array([1.0, 1e-12, 3e4, 1e-6])[None, :, None]
+
+    def no_householder(T):
+        raise AssertionError("Householder QR called on a well-conditioned block")
+
+    monkeypatch.setattr(_eigen, "_householder_rows", no_householder)
+    Q = _eigen._orthonormal_rows(T)
+    ortho, outside = _orthonormality_and_span(Q, T)
+    assert ortho < 1e-13 and outside < 1e-13
+
+
+@pytest.mark.parametrize("kind", ["nearly dependent", "zero row"])
+def test_orthonormal_rows_falls_back_to_householder(monkeypatch, kind):
+    """Rows nearly parallel (cond ~1e6: Cholesky QR would lose orthogonality as cond^2 eps) or a zero
+    row: Householder QR, whose rows are orthonormal to working precision (as the Davidson needs)."""
+    rng = np.random.default_rng(5)
+    T = rng.normal(size=(3, 4, 200))
+    if kind == "nearly dependent":
+        T[:, 3] = T[:, 2] + 1e-6 * rng.normal(size=(3, 200))
+    else:
+        T[1, 0] = 0.0
+    called = []
+    real = _eigen._householder_rows
+
+    def householder(T):
+        called.append(T.shape)
+        return real(T)
+
+    monkeypatch.setattr(_eigen, "_householder_rows", householder)
+    Q = _eigen._orthonormal_rows(T)
+    assert called == [T.shape]
+    ortho, outside = _orthonormality_and_span(Q, T)
+    assert ortho < 1e-13 and outside < 1e-13
+    # the Cholesky factor alone would not have been orthonormal here
+    if kind == "nearly dependent":
+        Ts = T / np.linalg.norm(T, axis=2)[..., None]
+        L = np.linalg.cholesky(np.matmul(Ts, Ts.transpose(0, 2, 1)))
+        assert _orthonormality_and_span(np.linalg.inv(L) @ Ts, T)[0] > 1e-6
+
+
+def test_floored_denominators_keep_their_sign():
+    """|den| raised to the floor, the sign kept, zero counted positive (as Davidson's corrections need)."""
+    den = np.array([[-3.0, -1e-20, 0.0, 1e-20, 2.0]])
+    np.testing.assert_array_equal(_eigen._floored(den, 1e-8), [[-3.0, -1e-8, 1e-8, 1e-8, 2.0]])
+
+
+def test_background_applies_to_rows_as_to_columns():
+    """``T C_Y`` (rows) is ``(C_Y T')'`` for the diagonal-plus-low-rank background."""
+    rng = np.random.default_rng(6)
+    background = _low_rank_background(np.sort(rng.gamma(1.0, 1.0, 40)))
+    T = rng.normal(size=(7, 40))
+    np.testing.assert_allclose(background.apply_rows(T), background.apply(T.T).T, rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose(background.apply_rows(T), T @ background.dense(), rtol=1e-12, atol=1e-12)

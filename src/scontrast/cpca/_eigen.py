@@ -53,7 +53,9 @@ def _davidson(apply_p, apply_q, p_diag, q_diag, alphas, k, V0, scale, tol, max_i
 
     Parameters
     ----------
-    apply_p, apply_q : callables (d, c) -> (d, c)
+    apply_p, apply_q : callables (c, d) -> (c, d), applying P and Q to the rows of their argument
+        (vectors as rows: the search spaces are stored so, and a product from the right
+        needs no transposed copies)
     p_diag, q_diag : ndarray (d,)
     alphas : ndarray (a,)
     k : int, eigenpairs wanted; two more are iterated as guards
@@ -124,7 +126,7 @@ def _davidson(apply_p, apply_q, p_diag, q_diag, alphas, k, V0, scale, tol, max_i
             Z_out[out] = Z[done, :k].transpose(0, 2, 1)
             if return_pz:  # P Z = (P - a Q) Z + a Q Z
                 Zd = Z[done, :k]
-                QZ = apply_q(Zd.reshape(-1, d).T).T.reshape(Zd.shape)
+                QZ = apply_q(Zd.reshape(-1, d)).reshape(Zd.shape)
                 PZ_out[out] = (HZ[done, :k] + a[done, None, None] * QZ).transpose(0, 2, 1)
             theta_out[out] = wt[done, :k]
             res_out[out] = res[done, :k].max(axis=1)
@@ -167,11 +169,12 @@ def _compact(V, HV, G, order, done):
 
 
 def _apply_shifted(apply_p, apply_q, T, a):
-    """(P - a Q) applied to the rows of T (na, c, d), all alphas in one product."""
+    """(P - a Q) applied to the rows of T (na, c, d), all alphas in one product. Returns (na, c, d)."""
     nb, c, d = T.shape
-    flat = T.reshape(nb * c, d).T
-    out = (apply_p(flat).T.reshape(nb, c, d), apply_q(flat).T.reshape(nb, c, d))
-    return out[0] - a[:, None, None] * out[1]
+    flat = T.reshape(nb * c, d)
+    out = apply_p(flat).reshape(nb, c, d)
+    out -= a[:, None, None] * apply_q(flat).reshape(nb, c, d)
+    return out
 
 
 def _corrections(R, wt, diag, floor):
@@ -180,9 +183,7 @@ def _corrections(R, wt, diag, floor):
     ``wt`` (na, kk) are the Ritz values, ``diag`` (na, d) the diagonals; denominators are kept
     at least ``floor`` (na, 1, 1) in magnitude.
     """
-    den = wt[:, :, None] - diag[:, None, :]
-    den = np.where(np.abs(den) < floor, np.where(den >= 0, floor, -floor), den)
-    return R / den
+    return R / _floored(wt[:, :, None] - diag[:, None, :], floor)
 
 
 def _low_rank_corrections(R, wt, diag, floor, Z, G, pairs=None):
@@ -194,17 +195,22 @@ def _low_rank_corrections(R, wt, diag, floor, Z, G, pairs=None):
     Products only with Z and those pairs: nothing of size (na, kk, q, d) is formed.
     """
     i, j, Zp = _column_pairs(Z) if pairs is None else pairs
-    den = wt[:, :, None] - diag[:, None, :]
-    den = np.where(np.abs(den) < floor, np.where(den >= 0, floor, -floor), den)
-    inv = 1.0 / den
+    inv = 1.0 / _floored(wt[:, :, None] - diag[:, None, :], floor)
     T = R * inv                                               # D^-1 r
+    na, kk, d = R.shape
     q = Z.shape[1]
-    ZDZ = np.empty(inv.shape[:2] + (q, q))                    # Z' D^-1 Z per vector
-    ZDZ[..., i, j] = inv @ Zp
+    ZDZ = np.empty((na, kk, q, q))                            # Z' D^-1 Z per vector
+    ZDZ[..., i, j] = (inv.reshape(-1, d) @ Zp).reshape(na, kk, -1)
     ZDZ[..., j, i] = ZDZ[..., i, j]
     M = ZDZ * G[:, None, None, :] + np.eye(q)                 # I + Z' D^-1 Z diag(g)
-    y = np.linalg.solve(M, (T @ Z)[..., None])[..., 0]        # (I + Z' D^-1 Z g)^-1 Z' D^-1 r
-    return T - ((G[:, None, :] * y) @ Z.T) * inv
+    y = np.linalg.solve(M, (T.reshape(-1, d) @ Z).reshape(na, kk, q, 1))[..., 0]  # (I + Z' D^-1 Z g)^-1 Z' D^-1 r
+    T -= ((G[:, None, :] * y).reshape(-1, q) @ Z.T).reshape(na, kk, d) * inv
+    return T
+
+
+def _floored(den, floor):
+    """den with every |entry| raised to at least floor (broadcast), keeping its sign (+ for 0)."""
+    return np.copysign(np.maximum(np.abs(den), floor), den)
 
 
 def _column_pairs(Z):
@@ -236,10 +242,9 @@ def _extend(H, V, HV, G, m, T, a):
     """
     kk = T.shape[1]
     Vm = V[:, :m]
-    for _ in range(2):  # twice is enough (Kahan's rule)
-        T = T - np.matmul(np.matmul(T, Vm.transpose(0, 2, 1)), Vm)
-    T = np.linalg.qr(T.transpose(0, 2, 1))[0].transpose(0, 2, 1)
-    HT = H(np.ascontiguousarray(T), a)
+    for _ in range(2):  # twice is enough (Kahan's rule), for both the projection and the normalisation
+        T = _orthonormal_rows(T - np.matmul(np.matmul(T, Vm.transpose(0, 2, 1)), Vm))
+    HT = H(T, a)
     top = np.matmul(Vm, HT.transpose(0, 2, 1))      # (na, m, kk)
     G[:, :m, m:m + kk] = top
     G[:, m:m + kk, :m] = top.transpose(0, 2, 1)
@@ -247,6 +252,33 @@ def _extend(H, V, HV, G, m, T, a):
     V[:, m:m + kk] = T
     HV[:, m:m + kk] = HT
     return m + kk
+
+
+def _orthonormal_rows(T):
+    """Orthonormal rows spanning those of each T[i] (na, c, d), c <= d: Cholesky QR (one small Gram
+    matrix and triangular factor per alpha, a few times cheaper than Householder QR on these
+    skinny blocks), Householder QR when a Gram matrix is too ill-conditioned for a Cholesky factor.
+    Called twice, as the projections are, the first pass's loss of orthogonality is removed by the
+    second. Returns (na, c, d), C order."""
+    # rows of unit norm first (the same span): a converged column's correction is orders of
+    # magnitude shorter than the others, which is no reason to fall back to Householder
+    norms = np.sqrt(np.einsum("acd,acd->ac", T, T))
+    if not (norms > 0).all():
+        return _householder_rows(T)
+    T = T / norms[:, :, None]
+    try:
+        L = np.linalg.cholesky(np.matmul(T, T.transpose(0, 2, 1)))
+    except np.linalg.LinAlgError:
+        return _householder_rows(T)
+    # Cholesky QR loses orthogonality as cond(T)^2 eps: only for well-conditioned blocks
+    if (np.diagonal(L, axis1=1, axis2=2) ** 2 < _CHOLQR_MIN_PIVOT).any():
+        return _householder_rows(T)
+    return np.linalg.inv(L) @ T
+
+
+def _householder_rows(T):
+    """Orthonormal rows spanning those of each T[i] (na, c, d) by Householder QR, (na, c, d), C order."""
+    return np.ascontiguousarray(np.linalg.qr(T.transpose(0, 2, 1))[0].transpose(0, 2, 1))
 
 
 def _unit_starts(diag_values: np.ndarray, b: int) -> np.ndarray:
@@ -287,6 +319,13 @@ class _Background:
             out += self.Z @ (self.beta[:, None] * (self.Z.T @ T))
         return out
 
+    def apply_rows(self, T):
+        """``T C_Y`` for T (c, r): C_Y applied to the rows of T, (c, r)."""
+        out = T * self.lam
+        if self.beta.size:
+            out += ((T @ self.Z) * self.beta) @ self.Z.T
+        return out
+
     def dense(self):
         """(r, r)."""
         return np.diag(self.lam) + (self.Z * self.beta) @ self.Z.T
@@ -310,6 +349,10 @@ def _cholesky(C):
 # blocks, as many as with C_Y's own eigenvectors), at a cost growing as the square of the rank
 # (at d = 1,000 the Davidson takes 81 ms with one block, 88 with four, 96 with eight: docs/cpca.md).
 _BLOCK_ROWS = 250
+# Cholesky QR in the Davidson's extension when every squared pivot of the rows scaled to unit
+# norm is at least this (cond(T) <~ 1e4: its loss of orthogonality, ~cond^2 eps, then stays
+# below 1e-8 and the second pass removes it); else Householder QR
+_CHOLQR_MIN_PIVOT = 1e-8
 _MAX_BLOCKS = 16
 _COARSE_SWEEPS = 8
 
@@ -565,7 +608,7 @@ def _diagonal_basis_solve(B, background, alphas, k, tol, max_iter, two_tasks=Fal
                 HV0 = _unit_start_products(B, background, a, V0)
             else:
                 V0, HV0 = _ritz_starts(space, a, 2 * kk)
-            return _davidson(lambda T: B @ T, background.apply, b_diag, q_diag, a, k,
+            return _davidson(lambda T: T @ B, background.apply_rows, b_diag, q_diag, a, k,
                              V0, scale[part], tol, budget[part], 6 * kk, HV0=HV0, return_pz=True,
                              q_low_rank=(background.lam, background.Z, background.beta)
                              if background.beta.size else None)

@@ -138,18 +138,12 @@ def _basis_half(reflectors, blocks, first, CX):
     return Q, CX @ Q
 
 
-def _to_genes(reflectors, blocks, Z, two_tasks=False):
+def _to_genes(reflectors, blocks, Z):
     """Gene loadings ``Q Z = H (diag(S_1, ..., S_p) Z)`` for coordinates Z (a, d, k) in the basis:
-    block products, then the reflectors (in two column halves side by side with ``two_tasks``).
-    Returns (a, d, k)."""
+    block products, then the reflectors. One task: reading the reflectors bounds it, so column
+    halves side by side gain nothing (docs/cpca.md). Returns (a, d, k)."""
     a, d, kz = Z.shape
-    flat = _blocks_times(blocks, Z.transpose(1, 0, 2).reshape(d, a * kz))
-    if two_tasks and flat.shape[1] >= 2:
-        h = flat.shape[1] // 2
-        _side_by_side(lambda: _back_transform(reflectors, flat[:, :h], overwrite=True),
-                      lambda: _back_transform(reflectors, flat[:, h:], overwrite=True))
-    else:
-        flat = _back_transform(reflectors, flat, overwrite=True)
+    flat = _back_transform(reflectors, _blocks_times(blocks, Z.transpose(1, 0, 2).reshape(d, a * kz)), overwrite=True)
     return flat.reshape(d, a, kz).transpose(1, 0, 2)
 
 
@@ -223,7 +217,7 @@ def _covariance_solve_two_tasks(moments: _Moments, alphas: np.ndarray, k: int, t
         B = np.block([[Q1.T @ W1, Q1.T @ W2], [Q2.T @ W1, Q2.T @ W2]])
         B = (B + B.T) / 2
         del Q1, Q2, W1, W2
-    return (partial(_to_genes, reflectors, blocks, two_tasks=True),) + \
+    return (partial(_to_genes, reflectors, blocks),) + \
         _diagonal_basis_solve(B, background, alphas, k, tol, max_iter, two_tasks=True, b_norm=norm)
 
 
@@ -281,7 +275,7 @@ def _solve(moments: _Moments, alphas: np.ndarray, k: int, solver: str, tol: floa
         dx, dy = moments.diagonals()
         scale = _norm_estimate(moments.matmat_x, d) + alphas * _norm_estimate(moments.matmat_y, d)
         V0 = _unit_starts(dx[None, :] - alphas[:, None] * dy[None, :], 2 * kk)
-        U, theta, res, its = _davidson(moments.matmat_x, moments.matmat_y, dx, dy,
+        U, theta, res, its = _davidson(lambda T: moments.matmat_x(T.T).T, lambda T: moments.matmat_y(T.T).T, dx, dy,
                                        alphas, k, V0, scale, tol, max_iter, 4 * kk)
         flat = U.transpose(1, 0, 2).reshape(d, -1)
         gram = flat.T @ moments.matmat_x(flat)
