@@ -322,3 +322,39 @@ def test_check_finite_sparse_and_dense():
         io.check_finite(a.X, "X")
     with pytest.raises(ScontrastError, match="NaN or infinite"):
         io.check_finite(np.array([[1.0, np.inf]]), "X")
+
+
+def test_read_annotations_reads_no_matrix(tmp_path):
+    """obs, var and uns as read_h5ad gives them, without X, the layers or obsm: a layer anndata
+    cannot decode does not matter (anndata's backed read, used before, loaded every layer and failed)."""
+    import h5py
+    import pandas as pd
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(0)
+    adata = ad.AnnData(X=sp.random(40, 12, density=0.3, format="csr", random_state=0),
+                       obs=pd.DataFrame({"group": pd.Categorical(["a", "b"] * 20), "n": np.arange(40)},
+                                        index=[f"c{i}" for i in range(40)]),
+                       var=pd.DataFrame({"means": rng.random(12)}, index=[f"g{i}" for i in range(12)]),
+                       uns={"scontrast": {"preprocess": {"n": 3, "genes": np.array(["g1", "g2"])}}},
+                       layers={"counts": np.ones((40, 12))}, obsm={"X_pca": rng.random((40, 2))})
+    path = tmp_path / "pre.h5ad"
+    io.write_h5ad(adata, path)
+    full = io.read_h5ad(path)
+    with h5py.File(path, "r+") as fh:  # a layer no reader can decode
+        del fh["layers/counts"]
+        fh["layers"].create_group("counts").attrs["encoding-type"] = "no-such-encoding"
+    with pytest.raises(io.ScontrastError, match="not a readable AnnData"):
+        io.read_h5ad(path, backed=True)
+    got = io.read_annotations(path)
+    assert got.X is None and not got.layers and not got.obsm
+    pd.testing.assert_frame_equal(got.obs, full.obs)
+    pd.testing.assert_frame_equal(got.var, full.var)
+    assert got.uns["scontrast"]["preprocess"]["n"] == 3
+    np.testing.assert_array_equal(got.uns["scontrast"]["preprocess"]["genes"], ["g1", "g2"])
+    with pytest.raises(io.ScontrastError, match="nowhere.h5ad"):
+        io.read_annotations(tmp_path / "nowhere.h5ad")
+    with h5py.File(path, "r+") as fh:
+        del fh["obs"]
+    with pytest.raises(io.ScontrastError, match="not a readable AnnData .h5ad file"):
+        io.read_annotations(path)

@@ -30,6 +30,7 @@ __all__ = [
     "extract_delta",
     "merge",
     "read_merged",
+    "read_annotations",
     "read_for_figure",
     "save_figure",
     "write_failure",
@@ -181,6 +182,35 @@ def read_h5ad(path: str | os.PathLike, backed: bool = False) -> ad.AnnData:
     (:func:`canonical_matrix`: duplicate entries summed, indices sorted). ``backed``: open
     it read-only without loading ``X`` (close it with ``adata.file.close()``).
     """
+    path = _checked_h5ad_path(path)
+    try:
+        adata = ad.read_h5ad(path, backed="r" if backed else None)
+    except Exception as exc:  # anndata raises many types for broken files
+        raise _unreadable(path, exc) from exc
+    _check_unique_names(adata, path)
+    if not backed:  # once, on reading: every later step sees a consistent matrix in canonical form
+        _canonical_matrices(adata, path)
+    return adata
+
+
+def read_annotations(path: str | os.PathLike) -> ad.AnnData:
+    """The cells' and genes' annotations and ``uns`` of an ``.h5ad`` (obs, var, uns), no matrix:
+    neither X nor the layers nor obsm/varm/obsp are read (anndata's backed mode would load every
+    layer). The same checks and one-line errors as :func:`read_h5ad`. Returns an AnnData without X.
+    """
+    path = _checked_h5ad_path(path)
+    try:
+        with h5py.File(path, "r") as fh:
+            parts = {key: ad.io.read_elem(fh[key]) for key in ("obs", "var", "uns") if key in fh}
+        adata = ad.AnnData(obs=parts["obs"], var=parts["var"], uns=parts.get("uns", {}))
+    except Exception as exc:  # a missing obs/var or a damaged element
+        raise _unreadable(path, exc) from exc
+    _check_unique_names(adata, path)
+    return adata
+
+
+def _checked_h5ad_path(path: str | os.PathLike) -> Path:
+    """``path`` as a Path once it is a regular, readable HDF5 file within bounded compression (else one line)."""
     from ._workflow import input_file_problem  # the check the workflow makes of every input path
 
     path = Path(path)
@@ -195,18 +225,21 @@ def read_h5ad(path: str | os.PathLike, backed: bool = False) -> ad.AnnData:
         raise
     except Exception as exc:  # h5py's errors on a damaged file: anndata's reader names them below
         _log.debug("content check of %s failed: %s", path, exc)
-    try:
-        adata = ad.read_h5ad(path, backed="r" if backed else None)
-    except Exception as exc:  # anndata raises many types for broken files
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ScontrastError(f"input '{path}' is not a readable AnnData .h5ad file: {first}") from exc
+    return path
+
+
+def _unreadable(path: Path, exc: BaseException) -> ScontrastError:
+    """The one-line error for an ``.h5ad`` that anndata cannot read (``exc``: its error)."""
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return ScontrastError(f"input '{path}' is not a readable AnnData .h5ad file: {first}")
+
+
+def _check_unique_names(adata: ad.AnnData, path: Path) -> None:
+    """Duplicated cell or gene names make every later join ambiguous: one line naming the file."""
     for axis, names in (("cell (obs)", adata.obs_names), ("gene (var)", adata.var_names)):
         if not names.is_unique:
             dup = names[names.duplicated()][:3].tolist()
             raise ScontrastError(f"input '{path}' has duplicated {axis} names, e.g. {dup}")
-    if not backed:  # once, on reading: every later step sees a consistent matrix in canonical form
-        _canonical_matrices(adata, path)
-    return adata
 
 
 def _errno_of(exc: BaseException) -> int | None:
@@ -514,18 +547,14 @@ def read_merged(base_path: str | os.PathLike, *delta_paths: str | os.PathLike, f
 
 
 def read_for_figure(base_path: str | os.PathLike, *delta_paths: str | os.PathLike) -> ad.AnnData:
-    """The annotations of ``base_path`` (obs, var, uns; ``X`` is not read) joined with the deltas.
+    """The annotations of ``base_path`` (obs, var, uns: :func:`read_annotations`, no matrix) joined
+    with the deltas.
 
-    What a method's figure needs: its own slots and the cells' groups and labels. The
-    expression matrix of a large dataset is never loaded. A delta recording that its method
-    did not run raises :class:`MethodFailed` (there is nothing to draw).
+    What a method's figure needs: its own slots and the cells' groups and labels. Neither the
+    expression matrix nor the layers of a large dataset are loaded. A delta recording that its
+    method did not run raises :class:`MethodFailed` (there is nothing to draw).
     """
-    b = read_h5ad(base_path, backed=True)
-    try:
-        base = ad.AnnData(obs=b.obs.copy(), var=b.var.copy(),
-                          uns=dict(b.uns))
-    finally:
-        b.file.close()
+    base = read_annotations(base_path)
     deltas = [read_h5ad(p) for p in delta_paths]
     return merge(base, *deltas, names=[f"'{p}'" for p in delta_paths])
 
