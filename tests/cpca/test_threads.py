@@ -69,13 +69,14 @@ def test_two_task_paths_match_the_reference_eigh(wide):
 
 
 def test_two_task_covariance_path_with_a_singular_target_covariance(wide):
-    """Fewer target cells than genes: C_X has no Cholesky factor, so the two-task pipeline forms
-    Q' C_X Q from the products C_X Q; the answers are still those of the dense eigh."""
+    """Fewer target cells than genes: C_X has no Cholesky factor, so the pipelines (two tasks and
+    one thread) form Q' C_X Q from the products C_X Q; the answers are still those of the dense eigh."""
     from threadpoolctl import threadpool_limits
 
     X, Y, _ = wide
     X = X[:150]  # 150 cells, 300 genes
     full = CPCA(solver="full", random_state=0).fit(X, Y)
+    assert_same_fit(full, CPCA(solver="covariance", random_state=0).fit(X, Y))  # the one-thread pipeline likewise
     with threadpool_limits(2):
         assert_same_fit(full, CPCA(solver="covariance", random_state=0).fit(X, Y))
         # the smallest problem the two-task pipeline takes (d = 4)

@@ -489,12 +489,10 @@ def _gram_in_basis(R_rows, reflectors, blocks):
     return W.T @ W  # a symmetric rank-k update
 
 
-def _congruence(C, Q, R=None):
+def _congruence(C, Q, R):
     """Q' C Q for a symmetric C (d, d): through C = R'R when C is positive definite (half the
     flops of two products: a triangular product and a symmetric rank-d update), else directly.
-    R: C's upper Cholesky factor if already known."""
-    if R is None:
-        R = _cholesky(C)
+    R: C's upper Cholesky factor (:func:`_cholesky`), None when C has none."""
     if R is not None:
         RQ = blas.dtrmm(1.0, R, Q)
         return RQ.T @ RQ

@@ -257,7 +257,7 @@ def _solve(moments: _Moments, alphas: np.ndarray, k: int, solver: str, tol: floa
                 B = _gram_in_basis(R, reflectors, blocks)
             else:
                 Q = np.hstack([_back_transform(reflectors, _split_block(blocks, first)) for first in (True, False)])
-                B = _congruence(CX, Q)
+                B = _congruence(CX, Q, None)  # C_X has no Cholesky factor (R is None)
                 del CX, Q
             Z, theta, res, its, gram = _diagonal_basis_solve(B, background, alphas, k, tol, max_iter)
             U = _to_genes(reflectors, blocks, Z)
