@@ -18,6 +18,9 @@ Run (after a bench_scale run left its work directory, every rule's output in it)
    ``--measure`` each rule rerun alone in the work directory, its exact peak RSS (the kernel's
    high-water mark of the job's processes, ``wait4``; the snakemake process counts too, about
    0.25 GB, which the small rules' peaks are).
+
+With ``--at-size`` (and ``--measure``): each rule's own request at the work directory's size (e.g. a
+200k one) against its exact peak there, nothing scaled.
 """
 
 from __future__ import annotations
@@ -126,6 +129,31 @@ def old_request(per_input_mb: float, sizes: list[dict], floor: float = 2000) -> 
     return int(max(floor, per_input_mb * x + rest))
 
 
+def _at_size(work: Path, repo: Path, say, lines: list, out: Path | None) -> int:
+    """Each rule's request (dry run) against its exact peak (rerun alone with ``repo``'s code) at ``work``'s size."""
+    from scontrast._workflow import input_sizes
+
+    x = input_sizes(work / "scale.h5ad")["X"] / MB
+    say(f"# {time.strftime('%Y-%m-%d %H:%M')}; {os.cpu_count()} CPUs; work directory {work} (X as CSR {x:.0f} MB); "
+        f"each rule rerun alone with the code of {repo}")
+    rows = []
+    for rule in RULES:
+        request, inputs = dry_run(REPO, work, rule)
+        peak, wall, load = measure(repo, work, rule)
+        rows.append((rule, request, peak))
+        say(f"#   {rule}: inputs {', '.join(inputs)}; exact peak {peak:.0f} MB ({wall:.0f} s, load {load:.1f} before)")
+    say()
+    say(f"{'rule':<18}{'request':>9}{'peak':>8}{'request/peak':>14}{'peak/X':>8}  (MB)")
+    for rule, request, peak in rows:
+        say(f"{rule:<18}{request:>9}{peak:>8.0f}{request / peak:>14.2f}{peak / x:>8.2f}")
+    under = [rule for rule, request, peak in rows if request < 1.5 * peak]
+    over = [rule for rule, request, _ in rows if request > NODE_MB]
+    say(f"requests under 1.5x the exact peak: {under or 'none'}; requests above {NODE_MB} MB: {over or 'none'}")
+    if out:
+        out.write_text("\n".join(lines) + "\n")
+    return 0
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--workdir", type=Path, required=True, help="a finished bench_scale work directory")
@@ -133,6 +161,9 @@ def main(argv=None) -> int:
     p.add_argument("--measure", type=Path, default=None, metavar="REPO",
                    help="rerun each rule alone with the code of REPO (a clone) for its exact peak")
     p.add_argument("--out", type=Path, default=None)
+    p.add_argument("--at-size", action="store_true",
+                   help="with --measure: each rule's request against its exact peak at the work directory's own size "
+                        "(e.g. a 200k one), nothing scaled or compared with the recorded reports")
     args = p.parse_args(argv)
     from scontrast._workflow import input_sizes
 
@@ -142,6 +173,11 @@ def main(argv=None) -> int:
     def say(text=""):
         print(text, flush=True)
         lines.append(text)
+
+    if args.at_size:
+        if args.measure is None:
+            p.error("--at-size needs --measure")
+        return _at_size(work, args.measure, say, lines, args.out)
 
     cfg = yaml.safe_load((work / "config.yaml").read_text())
     x50 = input_sizes(work / "scale.h5ad")["X"] / MB
