@@ -12,8 +12,8 @@ def main(smk):
     adata = io.read_for_figure(smk.input.h5ad)
     if not {"means", "dispersions_norm"} <= set(adata.var.columns):
         # every gene was kept as highly variable, without scanpy's dispersions: the last panel
-        # draws the genes' moments from X
-        adata = io.read_h5ad(smk.input.h5ad)
+        # draws the genes' moments, read from X a block of cells at a time
+        adata.var["means"], adata.var["variances"] = io.gene_moments(smk.input.h5ad)
     io.save_figure(pl.preprocess(adata), smk.output.figure, dpi=110)
 
 

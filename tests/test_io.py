@@ -358,3 +358,46 @@ def test_read_annotations_reads_no_matrix(tmp_path):
         del fh["obs"]
     with pytest.raises(io.ScontrastError, match="not a readable AnnData .h5ad file"):
         io.read_annotations(path)
+
+
+@pytest.mark.parametrize("sparse", [True, False])
+def test_gene_moments_read_a_block_of_cells_at_a_time(tmp_path, sparse):
+    """Means and variances (ddof 0) as numpy's over the whole X, with blocks that do not divide the cells."""
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(1)
+    X = rng.poisson(0.7, size=(53, 9)).astype(np.float32) * rng.gamma(2.0, 1.0, 9).astype(np.float32)
+    adata = ad.AnnData(X=sp.csr_matrix(X) if sparse else X, layers={"counts": X})
+    adata.obs_names = [f"c{i}" for i in range(53)]
+    adata.var_names = [f"g{i}" for i in range(9)]
+    io.write_h5ad(adata, tmp_path / "x.h5ad")
+    means, variances = io.gene_moments(tmp_path / "x.h5ad", chunk_cells=10)
+    X64 = X.astype(np.float64)
+    np.testing.assert_allclose(means, X64.mean(axis=0), rtol=1e-12)
+    np.testing.assert_allclose(variances, X64.var(axis=0), rtol=1e-9, atol=1e-12 * (X64**2).mean())
+
+
+def test_preprocess_figure_without_dispersions_draws_the_moments_of_x(tmp_path):
+    """All genes kept without scanpy's dispersions: the script's path (annotations + io.gene_moments) draws
+    the points the figure would draw from X in memory."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from conftest import make_counts
+    from scontrast import pl
+    from scontrast.preprocess import preprocess
+
+    pre = preprocess(make_counts(), groupby="condition", target=["disease"], background=["healthy"],
+                     min_genes=5, min_cells=2, n_top_genes=10**6, min_cells_per_group=5)  # every gene kept
+    assert "dispersions_norm" not in pre.var
+    io.write_h5ad(pre, tmp_path / "pre.h5ad")
+    light = io.read_for_figure(tmp_path / "pre.h5ad")
+    light.var["means"], light.var["variances"] = io.gene_moments(tmp_path / "pre.h5ad", chunk_cells=7)
+    panels = [fig.axes[-1] for fig in (pl.preprocess(light), pl.preprocess(io.read_h5ad(tmp_path / "pre.h5ad")))]
+    assert [ax.get_ylabel() for ax in panels] == ["variance", "variance"]
+    for a, b in zip(panels[0].collections, panels[1].collections):
+        # the in-memory path computes in X's float32 (E[x^2] - E[x]^2: ~1e-5 relative), gene_moments in float64
+        np.testing.assert_allclose(a.get_offsets(), b.get_offsets(), rtol=1e-4, atol=1e-6)
+    X = pre.X.toarray().astype(np.float64)
+    np.testing.assert_allclose(light.var["variances"], X.var(axis=0), rtol=1e-9, atol=1e-12 * (X**2).mean())
+    matplotlib.pyplot.close("all")

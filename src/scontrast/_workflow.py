@@ -282,7 +282,8 @@ MEMORY = {
     # io.read_for_figure: the annotations and the deltas, no matrix of the base (session 12's 1.24x the
     # counts layer came from anndata's backed read, which loaded every layer): the floor
     "figure": MemorySpec(2, x=False, layers=()),
-    "preprocess_figure": MemorySpec(1.5),  # 0.61x X + counts; it reads X too when the genes lack dispersions
+    # the annotations; when the genes lack scanpy's dispersions, their moments from X a block of cells at a time
+    "preprocess_figure": MemorySpec(2, x=False, layers=()),
     # the base's matrices are copied as bytes (collect) or not read (summary): the annotations, the floor
     "collect": MemorySpec(1, x=False, layers=()),
     "summary": MemorySpec(1, x=False, layers=()),

@@ -122,6 +122,10 @@ def _hvg_panel(ax, adata: ad.AnnData) -> None:
         x, y = adata.var["means"].to_numpy(), adata.var["dispersions_norm"].to_numpy()
         ax.set_xlabel("mean of the log-normalised expression")
         ax.set_ylabel("normalised dispersion")
+    elif "means" in adata.var and "variances" in adata.var:  # the moments, read beside X (io.gene_moments)
+        x, y = adata.var["means"].to_numpy(), adata.var["variances"].to_numpy()
+        ax.set_xlabel("mean of the log-normalised expression")
+        ax.set_ylabel("variance")
     else:
         X = adata.X
         x = np.asarray(X.mean(axis=0)).ravel()
