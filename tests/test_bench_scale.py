@@ -140,3 +140,22 @@ def test_slurm_memory_requests_cover_the_measured_peaks(size):
         if size == "200k":
             assert request <= 14000, f"{rule}: requests {request} MB at 200,000 cells"
 
+
+
+def test_slurm_requests_cover_the_exact_peaks_at_200k():
+    """The exact peaks at 200,000 x 30,000 (benchmarks/results/slurm_requests_200k.txt: each rule rerun
+    alone, the kernel's high-water mark) are covered 1.5x by the requests the workflow makes now, every
+    rule of the workflow is there, and each request fits a 16 GB node with room."""
+    path = REPO / "benchmarks" / "results" / "slurm_requests_200k.txt"
+    exact = {}
+    for line in path.read_text().splitlines():
+        parts = line.split()
+        if len(parts) >= 5 and not line.startswith("#") and parts[1].isdigit():
+            exact[parts[0]] = float(parts[2])
+    _, x_mb = _measured_peaks(REPO / "benchmarks" / "results" / "bench_scale_200k.txt")
+    assert set(exact) == {"preprocess", "sparda", "quadro", "cpca", "pcpca", "latent_features", "fangs", "collect",
+                          "summary", "preprocess_figure", "sparda_figure", "quadro_figure", "cpca_figure",
+                          "pcpca_figure", "fangs_figure"}
+    for rule, peak in exact.items():
+        request = _modelled_request(rule, x_mb)
+        assert 1.5 * peak <= request <= 14000, f"{rule}: requests {request} MB, exact peak {peak:.0f} MB"
