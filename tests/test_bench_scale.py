@@ -159,3 +159,19 @@ def test_slurm_requests_cover_the_exact_peaks_at_200k():
     for rule, peak in exact.items():
         request = _modelled_request(rule, x_mb)
         assert 1.5 * peak <= request <= 14000, f"{rule}: requests {request} MB, exact peak {peak:.0f} MB"
+
+
+def test_slurm_requests_cover_the_exact_peaks_at_50k():
+    """benchmarks/results/slurm_requests.txt's 'peak 50k' (the larger of the sampled and the exact peak of
+    each rule rerun alone) is covered 1.5x by the request the workflow makes now at 50,000 x 20,000."""
+    path = REPO / "benchmarks" / "results" / "slurm_requests.txt"
+    peaks = {}
+    for line in path.read_text().splitlines():
+        parts = line.split()
+        if len(parts) >= 9 and not line.startswith("#") and parts[2].isdigit() and parts[3].isdigit():
+            peaks[parts[0]] = float(parts[3])
+    _, x_mb = _measured_peaks(REPO / "benchmarks" / "results" / "bench_scale_50k.txt")
+    assert {"preprocess", "sparda", "quadro", "cpca", "fangs", "collect", "summary", "fangs_figure"} <= set(peaks)
+    for rule, peak in peaks.items():
+        request = _modelled_request(rule, x_mb)
+        assert request >= 1.5 * peak, f"{rule}: requests {request} MB, peak {peak:.0f} MB at 50k"
