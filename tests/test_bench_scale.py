@@ -141,7 +141,6 @@ def test_slurm_memory_requests_cover_the_measured_peaks(size):
             assert request <= 14000, f"{rule}: requests {request} MB at 200,000 cells"
 
 
-
 def test_slurm_requests_cover_the_exact_peaks_at_200k():
     """The exact peaks at 200,000 x 30,000 (benchmarks/results/slurm_requests_200k.txt: each rule rerun
     alone, the kernel's high-water mark) are covered 1.5x by the requests the workflow makes now, every

@@ -279,11 +279,10 @@ MEMORY = {
     "latent_features": MemorySpec(3, layers="config"),  # 1.65x (exact)
     "fangs": MemorySpec(2.5, layers=()),  # X only (read_merged(layers=())), the samples whole: 1.49x (exact)
     "pseudobulk": MemorySpec(2.5),  # X and the counts (read_h5ad): 5x X as before (not in the benchmark)
-    # io.read_for_figure: the annotations and the deltas, no matrix of the base (session 12's 1.24x the
-    # counts layer came from anndata's backed read, which loaded every layer): the floor
+    # every <method>_figure and preprocess_figure: io.read_for_figure, the annotations and the deltas, no
+    # matrix of the base (session 12's 1.24x the counts layer came from anndata's backed read, which loaded
+    # every layer; preprocess_figure reads the genes' moments from X a block of cells at a time): the floor
     "figure": MemorySpec(2, x=False, layers=()),
-    # the annotations; when the genes lack scanpy's dispersions, their moments from X a block of cells at a time
-    "preprocess_figure": MemorySpec(2, x=False, layers=()),
     # the base's matrices are copied as bytes (collect) or not read (summary): the annotations, the floor
     "collect": MemorySpec(1, x=False, layers=()),
     "summary": MemorySpec(1, x=False, layers=()),
