@@ -142,7 +142,8 @@ def nb_block(rng: np.random.Generator, size: np.ndarray, rel: np.ndarray, r: np.
 
 
 def simulate_counts(n_cells: int, n_genes: int, seed: int = 0, block: int = 1000, reference=None,
-                    median_umis: float = 10_000.0, n_de: int = 200, n_program: int = 40) -> ad.AnnData:
+                    median_umis: float = 10_000.0, n_de: int = 200, n_program: int = 40, n_donors: int = 0,
+                    donor_sd: float = 0.3) -> ad.AnnData:
     """Sparse negative-binomial UMI counts of two groups, genes drawn from a real reference.
 
     ``reference`` is a raw-count .h5ad or the dict of :func:`gene_parameters` (default: the
@@ -150,13 +151,17 @@ def simulate_counts(n_cells: int, n_genes: int, seed: int = 0, block: int = 1000
     when it has enough); library sizes are the reference's, scaled to ``median_umis``. The first
     half of the cells is the target: ``n_de`` genes (of the upper half of expression) with
     log fold changes N(0, 1), and a shared log-normal factor (mean 1) per target cell on
-    ``n_program`` other genes.
+    ``n_program`` other genes. With ``n_donors`` > 0 every cell comes from one of that many
+    donors, each giving cells to both groups (a paired design), and each donor scales every
+    gene's mean by its own log-normal factor (log sd ``donor_sd``): the between-donor variation
+    a replicate-aware test must not read as a group difference. The donors' draws come from
+    their own stream, so the counts of a run without donors are unchanged by the option.
 
     Returns
     -------
     AnnData, X : csr_matrix (n_cells, n_genes) float32 counts; obs['group'] in
-    {'target', 'background'}; var_names 'G<i>', 'MT-G<i>' for genes drawn from the reference's
-    mitochondrial genes.
+    {'target', 'background'}, obs['donor'] ('D1', ...) with donors; var_names 'G<i>', 'MT-G<i>'
+    for genes drawn from the reference's mitochondrial genes.
     """
     rng = np.random.default_rng(seed)
     ref = gene_parameters(reference or REFERENCE) if not isinstance(reference, dict) else reference
@@ -173,6 +178,10 @@ def simulate_counts(n_cells: int, n_genes: int, seed: int = 0, block: int = 1000
     n_target = n_cells // 2
     factor = np.exp(rng.normal(-0.5, 1.0, n_target))  # E[exp(N(-1/2, 1))] = 1: no mean shift
     fold_t = np.exp(lfc)
+    if n_donors > 0:
+        donor_rng = np.random.default_rng([seed, 1])
+        donor = donor_rng.integers(n_donors, size=n_cells)
+        donor_fold = np.exp(donor_rng.normal(0.0, donor_sd, (n_donors, n_genes)))
     blocks = []
     for start in range(0, n_cells, block):
         stop = min(start + block, n_cells)
@@ -180,11 +189,15 @@ def simulate_counts(n_cells: int, n_genes: int, seed: int = 0, block: int = 1000
         rel = np.where(is_t[:, None], share * fold_t, share)
         t_rows = np.flatnonzero(is_t)
         rel[np.ix_(t_rows, program)] *= factor[start + t_rows][:, None]
+        if n_donors > 0:
+            rel *= donor_fold[donor[start:stop]]
         blocks.append(nb_block(rng, lib[start:stop], rel, r))
     X = sp.vstack(blocks, format="csr")
     names = np.array([f"MT-G{i}" if ref["mito"][g] else f"G{i}" for i, g in enumerate(genes)])
     group = np.where(np.arange(n_cells) < n_target, "target", "background")
     obs = pd.DataFrame({"group": pd.Categorical(group)}, index=[f"cell{i}" for i in range(n_cells)])
+    if n_donors > 0:
+        obs["donor"] = pd.Categorical([f"D{i + 1}" for i in donor], categories=[f"D{i + 1}" for i in range(n_donors)])
     return ad.AnnData(X=X, obs=obs, var=pd.DataFrame(index=names))
 
 
@@ -194,11 +207,17 @@ def csr_mb(X) -> float:
 
 
 # ----------------------------------------------------------------------------- the run
-def scale_config(h5ad: Path) -> dict:
-    """Every default method on the simulated data, with the shipped config's parameters."""
+def scale_config(h5ad: Path, donors: bool = False) -> dict:
+    """Every default method on the simulated data, with the shipped config's parameters.
+
+    ``donors``: declare obs['donor'] as the replicate of a paired design (every test per donor,
+    and the pseudobulk method, which runs only with a replicate).
+    """
     cfg = yaml.safe_load((REPO / "config.yaml").read_text())
-    cfg["datasets"] = {"scale": {"path": str(h5ad), "groupby": "group", "target": ["target"],
-                                 "background": ["background"], "counts": "raw"}}
+    ds = {"path": str(h5ad), "groupby": "group", "target": ["target"], "background": ["background"], "counts": "raw"}
+    if donors:
+        ds.update(replicate="donor", paired=True)
+    cfg["datasets"] = {"scale": ds}
     return cfg
 
 
@@ -284,6 +303,9 @@ def main(argv=None) -> int:
     p.add_argument("--reference", type=Path, default=REFERENCE)
     p.add_argument("--workdir", type=Path, default=Path("/tmp/scontrast_scale"))
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--donors", type=int, default=0,
+                   help="cells from this many donors (paired; each with its own gene-level effect), declared as the "
+                        "replicate in the config; 0 = none")
     p.add_argument("--out", type=Path, default=None, help="also write the printed report here")
     p.add_argument("--simulate-only", action="store_true", help="write the .h5ad and config, run nothing")
     p.add_argument("--no-warm-up", action="store_true",
@@ -316,7 +338,7 @@ def main(argv=None) -> int:
 
     t0, load0 = time.perf_counter(), os.getloadavg()[0]
     adata = simulate_counts(args.cells, args.genes, seed=args.seed, reference=args.reference,
-                            median_umis=args.median_umis)
+                            median_umis=args.median_umis, n_donors=args.donors)
     t_sim = time.perf_counter() - t0
     h5ad = work / "scale.h5ad"
     adata.write_h5ad(h5ad)
@@ -327,9 +349,10 @@ def main(argv=None) -> int:
     print(f"scontrast scale benchmark: {shape[0]} cells x {shape[1]} genes, {nnz / 1e6:.0f}M non-zeros "
           f"(density {nnz / (shape[0] * shape[1]):.3f}, median {np.median(umis):.0f} UMIs and "
           f"{nnz / shape[0]:.0f} genes per cell), genes drawn from {args.reference.name}; "
-          f"simulated in {t_sim:.0f} s (load {load0:.1f}), {h5ad.stat().st_size / 2**20:.0f} MB on disk")
+          f"simulated in {t_sim:.0f} s (load {load0:.1f}), {h5ad.stat().st_size / 2**20:.0f} MB on disk"
+          + (f"; {args.donors} donors, paired, declared as the replicate" if args.donors else ""))
     print(f"{os.cpu_count()} CPUs; started {time.strftime('%Y-%m-%d %H:%M')}; git {_git_head()}")
-    (work / "config.yaml").write_text(yaml.safe_dump(scale_config(h5ad)))
+    (work / "config.yaml").write_text(yaml.safe_dump(scale_config(h5ad, donors=args.donors > 0)))
     if args.simulate_only:
         return 0
     if args.preprocess_only:
@@ -337,7 +360,7 @@ def main(argv=None) -> int:
         return 0
     if not args.no_warm_up:
         print(f"warm-up: the workflow on 2,000 simulated cells first (numba compiles its kernels once per install; "
-              f"{warm_up(work / 'warm-up', args.reference):.0f} s), so that the timings below are those of a repeat run")
+              f"{warm_up(work / 'warm-up', args.reference, args.donors):.0f} s), so that the timings below are those of a repeat run")
 
     loads = LoadSampler()
     loads.start()
@@ -397,11 +420,11 @@ def preprocess_peak(work: Path, x_mb: float) -> float:
     return peak_mb / x_mb
 
 
-def warm_up(work: Path, reference: Path) -> float:
+def warm_up(work: Path, reference: Path, n_donors: int = 0) -> float:
     """Run the whole workflow once on a small simulated contrast (compiled kernels cached); returns its seconds."""
     work.mkdir(parents=True, exist_ok=True)
-    simulate_counts(2000, 3000, seed=1, reference=reference).write_h5ad(work / "scale.h5ad")
-    (work / "config.yaml").write_text(yaml.safe_dump(scale_config(work / "scale.h5ad")))
+    simulate_counts(2000, 3000, seed=1, reference=reference, n_donors=n_donors).write_h5ad(work / "scale.h5ad")
+    (work / "config.yaml").write_text(yaml.safe_dump(scale_config(work / "scale.h5ad", donors=n_donors > 0)))
     snakemake = str(Path(sys.executable).parent / "snakemake")
     t0 = time.perf_counter()
     subprocess.run([snakemake, "-s", str(REPO / "Snakefile"), "-d", str(work), "--configfile", str(work / "config.yaml"),

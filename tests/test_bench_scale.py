@@ -4,11 +4,13 @@ import os
 import time
 
 import numpy as np
+import pandas as pd
 import pytest
 import scipy.sparse as sp
 from scipy import stats
 
-from benchmarks.bench_scale import LoadSampler, gene_parameters, nb_block, read_benchmarks, report, simulate_counts
+from benchmarks.bench_scale import (LoadSampler, gene_parameters, nb_block, read_benchmarks, report, scale_config,
+                                    simulate_counts)
 from tests.conftest import REPO
 
 # the shipped raw-count file stands in for the 10x PBMC reference (not in the repository)
@@ -75,6 +77,34 @@ def test_simulated_genes_follow_the_reference_expression():
     means = np.asarray(a.X.mean(axis=0)).ravel()
     mt = np.flatnonzero(a.var_names.str.startswith("MT-"))[0]
     assert means[mt] == means.max() and abs(means.sum() - 1000) < 30
+
+
+def test_simulated_donors_are_paired_and_vary_as_stated():
+    # four donors of known log sd: each gives cells to both groups, and the spread of a gene's per-donor
+    # log mean is the donors' variance (sampling noise is small at ~1,000 cells a donor and >= 20 counts a cell)
+    ref = {"share": np.full(40, 1 / 40), "phi": np.full(40, 0.05), "mito": np.zeros(40, bool),
+           "library": np.full(50, 1000.0)}
+    spread, runs = {}, {}
+    for sd in (0.0, 0.5):
+        a = simulate_counts(4000, 40, seed=2, reference=ref, median_umis=1000, n_de=0, n_program=0, n_donors=4,
+                            donor_sd=sd)
+        donor = a.obs["donor"].to_numpy()
+        assert list(a.obs["donor"].cat.categories) == ["D1", "D2", "D3", "D4"]
+        assert (pd.crosstab(a.obs["donor"], a.obs["group"]).to_numpy() > 400).all()  # paired: both groups each
+        logmean = np.log([np.asarray(a.X[donor == d].mean(axis=0)).ravel() for d in ["D1", "D2", "D3", "D4"]])
+        spread[sd], runs[sd] = logmean.var(axis=0, ddof=1).mean(), a
+    assert spread[0.0] < 0.01
+    assert 0.12 < spread[0.5] < 0.45  # 0.25 expected; the mean of 40 three-df sample variances has sd ~0.03
+    # the donors draw from their own stream: with no donor effect the counts are those of a run without donors
+    plain = simulate_counts(4000, 40, seed=2, reference=ref, median_umis=1000, n_de=0, n_program=0)
+    assert (plain.X != runs[0.0].X).nnz == 0 and "donor" not in plain.obs
+
+
+def test_scale_config_declares_the_donors_as_a_paired_replicate(tmp_path):
+    plain = scale_config(tmp_path / "scale.h5ad")["datasets"]["scale"]
+    donors = scale_config(tmp_path / "scale.h5ad", donors=True)["datasets"]["scale"]
+    assert "replicate" not in plain
+    assert donors["replicate"] == "donor" and donors["paired"] is True and donors["counts"] == "raw"
 
 
 def test_report_reads_benchmark_files(tmp_path, capsys):
