@@ -9,8 +9,7 @@ import pytest
 import scipy.sparse as sp
 from scipy import stats
 
-from benchmarks.bench_scale import (LoadSampler, gene_parameters, nb_block, read_benchmarks, report, scale_config,
-                                    simulate_counts)
+from benchmarks.bench_scale import LoadSampler, gene_parameters, nb_block, read_benchmarks, report, scale_config, simulate_counts
 from tests.conftest import REPO
 
 # the shipped raw-count file stands in for the 10x PBMC reference (not in the repository)

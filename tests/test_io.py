@@ -401,3 +401,20 @@ def test_preprocess_figure_without_dispersions_draws_the_moments_of_x(tmp_path):
     X = pre.X.toarray().astype(np.float64)
     np.testing.assert_allclose(light.var["variances"], X.var(axis=0), rtol=1e-9, atol=1e-12 * (X**2).mean())
     matplotlib.pyplot.close("all")
+
+
+def test_read_annotations_reads_the_layers_named_and_no_other_matrix(tmp_path):
+    """The named layers only (canonical, as read_h5ad makes them); X, the other layers and obsm are not read."""
+    import pandas as pd
+    import scipy.sparse as sp
+
+    counts = sp.csr_matrix((np.array([1.0, 2.0, 3.0]), np.array([2, 0, 1]), np.array([0, 2, 3])), shape=(2, 3))
+    adata = ad.AnnData(X=np.zeros((2, 3)), obs=pd.DataFrame(index=["c0", "c1"]), var=pd.DataFrame(index=["a", "b", "c"]),
+                       layers={"counts": counts, "other": np.ones((2, 3))}, obsm={"X_pca": np.ones((2, 2))})
+    path = tmp_path / "pre.h5ad"
+    adata.write_h5ad(path)  # anndata's own writer keeps the unsorted indices of row 0
+    got = io.read_annotations(path, layers=("counts", "absent"))
+    assert got.X is None and list(got.layers.keys()) == ["counts"] and not got.obsm
+    assert got.layers["counts"].has_sorted_indices
+    np.testing.assert_array_equal(got.layers["counts"].toarray(), counts.toarray())
+    assert not io.read_annotations(path).layers

@@ -95,3 +95,23 @@ def test_front_end_refuses_without_a_replicate():
     adata = preprocess(_adata(False), **KW)
     with pytest.raises(CannotRun, match="no replicate declared"):
         tl.pseudobulk(adata)
+
+
+def test_worker_processes_change_nothing_and_ties_at_p0_rank_by_the_statistic(monkeypatch):
+    # genes are fitted independently: two PyDESeq2 workers give the same table to the bit
+    X, reps, tgt = _donor_counts(genes=60)
+    summed, samples = pseudobulk_counts(X, tgt, reps)
+    one, _ = deseq2(summed, samples, paired=False)
+    two, _ = deseq2(summed, samples, paired=False, n_jobs=2)
+    pd.testing.assert_frame_equal(one, two, check_exact=True)
+    with pytest.raises(ScontrastError, match="n_jobs"):
+        deseq2(summed, samples, paired=False, n_jobs=0)
+    # p-values that underflow to 0 tie: the top genes then follow the size of the Wald statistic
+    adata = preprocess(_adata(False), replicate="donor", **KW)
+    table = pd.DataFrame({"baseMean": 1.0, "log2FoldChange": 0.0, "lfcSE": 1.0, "stat": 0.0, "pvalue": 0.5, "padj": 0.9},
+                         index=adata.var_names)
+    table.loc[adata.var_names[[3, 1, 2]], ["pvalue", "padj"]] = 0.0
+    table.loc[adata.var_names[[3, 1, 2]], "stat"] = [-9.0, 40.0, -25.0]
+    monkeypatch.setattr("scontrast.tl._pseudobulk.deseq2", lambda *a, **k: (table, "~group"))
+    tl.pseudobulk(adata)
+    assert list(adata.uns["pseudobulk"]["top_genes"][:3]) == list(adata.var_names[[1, 2, 3]])

@@ -220,7 +220,7 @@ def test_rule_scripts_write_the_delta_and_draw_it_without_x(tmp_path):
     matplotlib.pyplot.close(fig)
 
 
-def test_front_end_tests_per_replicate_on_wu2020_paired_by_patient():
+def test_front_end_tests_per_replicate_on_wu2020_paired_by_patient(tmp_path):
     """Tumour vs normal T cells of 6 patients, paired: 32 distinct swaps, floor 1/32, the unit in the summary."""
     from scontrast.preprocess import preprocess
 
@@ -235,6 +235,19 @@ def test_front_end_tests_per_replicate_on_wu2020_paired_by_patient():
     rows = dict(summary_rows(adata))
     assert "per replicate (6 replicates, paired; all of 32 relabellings, smallest possible p 0.03125)" in \
         rows["p-value (replicate test)"]
+    assert not bool(test["subsampled"]) and int(test["n_cells"].sum()) == adata.n_obs
+    # test_max_cells below half the cells: the relabellings use one share of every patient and group, said in
+    # uns, the written file and the summary; the fit is the same
+    sub = adata.copy()
+    sparda(sub, test_max_cells=40, random_state=0)
+    t = sub.uns["sparda"]["test"]
+    assert bool(t["subsampled"]) and 70 <= int(t["n_cells"].sum()) <= 90 and int(t["n_labellings"]) == 32
+    np.testing.assert_array_equal(sub.var["sparda_weight"], adata.var["sparda_weight"])
+    assert f"each on {int(t['n_cells'][0])} + {int(t['n_cells'][1])} cells, one share of every replicate and group" \
+        in dict(summary_rows(sub))["p-value (replicate test)"]
+    io.write_h5ad(sub, tmp_path / "sub.h5ad")
+    back = ad.read_h5ad(tmp_path / "sub.h5ad").uns["sparda"]["test"]
+    assert bool(back["subsampled"]) and list(back["n_cells"]) == list(t["n_cells"])
 
 
 def test_cv_subsample_is_recorded_in_uns_the_summary_and_the_h5ad(tmp_path):

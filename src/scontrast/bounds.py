@@ -37,6 +37,8 @@ MAXIMUM: dict[str, dict[str, int]] = {
         "n_lambdas": 100,  # each a RELAX + tightening per fold
         # cells per group of the lambda folds: each fold's path of fits sorts them per step
         "cv_max_cells": 10_000_000,
+        # cells of the replicate test's relabellings: each re-optimises on about twice this many
+        "test_max_cells": 10_000_000,
         # one exact transport problem between 2 x relax_max_cells cells per RELAX step, O(cells^3):
         # seconds at 2000, ~800 steps at the defaults ~ 1 h
         "relax_max_cells": 2_000,

@@ -194,19 +194,24 @@ def read_h5ad(path: str | os.PathLike, backed: bool = False) -> ad.AnnData:
     return adata
 
 
-def read_annotations(path: str | os.PathLike) -> ad.AnnData:
-    """The cells' and genes' annotations and ``uns`` of an ``.h5ad`` (obs, var, uns), no matrix:
-    neither X nor the layers nor obsm/varm/obsp are read (anndata's backed mode would load every
-    layer). The same checks and one-line errors as :func:`read_h5ad`. Returns an AnnData without X.
+def read_annotations(path: str | os.PathLike, layers: tuple[str, ...] = ()) -> ad.AnnData:
+    """The cells' and genes' annotations and ``uns`` of an ``.h5ad`` (obs, var, uns), and of the
+    matrices only the ``layers`` named (those the file holds; checked and made canonical as by
+    :func:`read_h5ad`): neither X nor the other layers nor obsm/varm/obsp are read (anndata's
+    backed mode would load every layer). The same checks and one-line errors as :func:`read_h5ad`.
+    Returns an AnnData without X.
     """
     path = _checked_h5ad_path(path)
     try:
         with h5py.File(path, "r") as fh:
             parts = {key: ad.io.read_elem(fh[key]) for key in ("obs", "var", "uns") if key in fh}
-        adata = ad.AnnData(obs=parts["obs"], var=parts["var"], uns=parts.get("uns", {}))
+            matrices = {key: ad.io.read_elem(fh["layers"][key]) for key in layers
+                        if "layers" in fh and key in fh["layers"]}
+        adata = ad.AnnData(obs=parts["obs"], var=parts["var"], uns=parts.get("uns", {}), layers=matrices)
     except Exception as exc:  # a missing obs/var or a damaged element
         raise _unreadable(path, exc) from exc
     _check_unique_names(adata, path)
+    _canonical_matrices(adata, path)
     return adata
 
 

@@ -15,7 +15,7 @@ import pandas as pd
 import scipy.sparse as sp
 
 from .bounds import check_count
-from .core import ScontrastError, check_real, silenced_warnings
+from .core import ScontrastError, check_int, check_real, silenced_warnings
 
 __all__ = ["pseudobulk_counts", "deseq2"]
 
@@ -63,7 +63,7 @@ def pseudobulk_counts(counts, is_target, replicates, gene_names=None) -> tuple[p
 
 
 def deseq2(summed: pd.DataFrame, samples: pd.DataFrame, *, paired: bool, min_total_count: int = 10,
-           alpha: float = 0.05) -> tuple[pd.DataFrame, str]:
+           alpha: float = 0.05, n_jobs: int = 1) -> tuple[pd.DataFrame, str]:
     """PyDESeq2's Wald test of target vs background on pseudobulk counts.
 
     Parameters
@@ -76,6 +76,9 @@ def deseq2(summed: pd.DataFrame, samples: pd.DataFrame, *, paired: bool, min_tot
         Genes with fewer counts over all pseudo-samples are not tested (their rows are NaN).
     alpha : float
         Target FDR of DESeq2's independent filtering.
+    n_jobs : int
+        Worker processes of PyDESeq2's per-gene fits (its ``n_cpus``; the genes are fitted
+        independently, so the results do not depend on it).
 
     Returns
     -------
@@ -91,6 +94,7 @@ def deseq2(summed: pd.DataFrame, samples: pd.DataFrame, *, paired: bool, min_tot
 
     check_count(min_total_count, "min_total_count", 0, "pseudobulk")
     check_real(alpha, "alpha", 0, 1, strict_min=True, strict_max=True)
+    check_int(n_jobs, "n_jobs", 1)
     for grp in ("target", "background"):
         if (samples["group"] == grp).sum() < 2:
             raise ScontrastError(f"pseudobulk: {int((samples['group'] == grp).sum())} {grp} pseudo-sample(s); DESeq2 "
@@ -100,7 +104,7 @@ def deseq2(summed: pd.DataFrame, samples: pd.DataFrame, *, paired: bool, min_tot
         raise ScontrastError(f"pseudobulk: no gene has min_total_count={min_total_count} counts over the pseudo-samples")
     design = "~replicate + group" if paired else "~group"
     metadata = samples[["replicate", "group"]].astype(str)
-    inference = DefaultInference(n_cpus=1)
+    inference = DefaultInference(n_cpus=int(n_jobs))
     with silenced_warnings():
         # poscounts size factors: with sparse single-cell genes every gene may have a zero sample,
         # where DESeq2's default ratio estimator has no geometric mean to divide by

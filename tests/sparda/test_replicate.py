@@ -115,3 +115,56 @@ def test_calibrated_over_null_simulations():
     p = [SPARDA(lam=0.5, random_state=s).fit(*_donors(8, 12, 6, 100 + s)[:2], *_donors(8, 12, 6, 100 + s)[2:])
          .pvalue_ for s in range(40)]
     assert sum(v <= 0.1 for v in p) < 10
+
+
+# --------------------------------------------------------------------------- test_max_cells
+def test_test_max_cells_keeps_one_share_of_every_donor_and_group():
+    # paired donors with unequal groups: every (donor, group) stratum keeps round(share x its cells), so a
+    # donor's swap under the null exchanges the two quotas with the two strata (the test stays exact)
+    rng = np.random.default_rng(5)
+    cells_t, cells_b = np.array([40, 12, 30, 18]), np.array([10, 28, 30, 22])
+    rx = np.repeat([f"d{i}" for i in range(4)], cells_t)
+    ry = np.repeat([f"d{i}" for i in range(4)], cells_b)
+    X, Y = rng.normal(size=(rx.size, 3)), rng.normal(size=(ry.size, 3))
+    model = SPARDA(lam=0.5, test_max_cells=48, random_state=0).fit(X, Y, rx, ry, paired=True)
+    share = 96 / 190
+    Xs, Ys, reps = model._test_cells(X, Y, model.replicates_, np.random.default_rng(1))
+    names = reps.names[reps.index]
+    kept_t = dict(zip(*np.unique(names[:Xs.shape[0]], return_counts=True)))
+    kept_b = dict(zip(*np.unique(names[Xs.shape[0]:], return_counts=True)))
+    assert kept_t == {f"d{i}": int(np.rint(c * share)) for i, c in enumerate(cells_t)}
+    assert kept_b == {f"d{i}": int(np.rint(c * share)) for i, c in enumerate(cells_b)}
+    rows = [int(np.flatnonzero((X == r).all(axis=1))[0]) for r in Xs]
+    assert list(rx[rows]) == list(names[:Xs.shape[0]])  # the kept cells keep their own donors
+    t = model.test_
+    assert t["subsampled"] and t["test_max_cells"] == 48 and t["n_cells"].sum() == sum(kept_t.values()) + sum(
+        kept_b.values())
+
+
+def test_test_max_cells_at_or_above_half_the_cells_changes_nothing():
+    X, Y, rx, ry = _donors(8, 30, 6, 4, effect=0.5)
+    ref = SPARDA(lam=0.5, test_max_cells=None, random_state=0).fit(X, Y, rx, ry)
+    same = SPARDA(lam=0.5, test_max_cells=120, random_state=0).fit(X, Y, rx, ry)
+    assert not same.test_["subsampled"] and list(same.test_["n_cells"]) == [120, 120]
+    np.testing.assert_array_equal(same.null_divergences_, ref.null_divergences_)
+    assert same.pvalue_ == ref.pvalue_
+    sub = SPARDA(lam=0.5, test_max_cells=60, random_state=0).fit(X, Y, rx, ry)
+    assert sub.test_["subsampled"] and list(sub.test_["n_cells"]) == [60, 60]
+    # the fit uses every cell whatever the test's subsample
+    np.testing.assert_array_equal(sub.components_, ref.components_)
+
+
+def test_test_max_cells_keeps_the_power_and_the_level():
+    # a shift every donor shares is still found at the floor on a quarter of the cells ...
+    X, Y, rx, ry = _donors(12, 40, 8, 2, effect=2.5, sd=0.3)
+    model = SPARDA(lam=0.5, test_max_cells=120, random_state=0).fit(X, Y, rx, ry)
+    assert model.test_["subsampled"] and model.pvalue_ == pytest.approx(1 / 462)
+    # ... and with donor effects only, the subsampled test holds its level over 40 simulated 4 vs 4 designs
+    # (each exact p-value super-uniform: at 0.1, P(Binomial(40, 0.1) >= 10) < 0.01)
+    p = []
+    for s in range(40):
+        X, Y, rx, ry = _donors(8, 24, 6, 200 + s)
+        fit = SPARDA(lam=0.5, test_max_cells=48, random_state=s).fit(X, Y, rx, ry)
+        assert fit.test_["subsampled"]
+        p.append(fit.pvalue_)
+    assert sum(v <= 0.1 for v in p) < 10

@@ -10,7 +10,7 @@ rule pseudobulk:
         "logs/{dataset}/pseudobulk.log",
     benchmark:
         "results/{dataset}/benchmarks/pseudobulk.tsv"
-    threads: 1
+    threads: 2
     resources:
         mem_mb=mem_mb("pseudobulk"),
         runtime=runtime_min(per_input_mb=0.05),

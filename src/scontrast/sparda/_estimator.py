@@ -123,6 +123,14 @@ class SPARDA(_LambdaChoice, _Tests, BaseEstimator):
         the lambda of all 25,000 in 8 of 9 runs on 50,000 simulated cells, the ninth one step
         denser (``docs/sparda.md``); the path's top, the fit and the test always use every cell.  Groups at or below it (every
         contrast of a few thousand cells) are not subsampled.  ``None``: every cell.
+    test_max_cells : int or None, default 5000
+        The ``'replicate'`` test relabels at most about twice this many cells (both groups
+        together): with more, every (replicate, group) stratum keeps the same share of its cells,
+        drawn at random (``test_['n_cells']`` records the cells used). Each relabelling's
+        re-optimised statistic costs time in proportion to the cells, and with donors as the
+        unit the cells of one donor add little beyond a few hundred; one share for every
+        stratum keeps the test exact (a relabelling swaps whole strata, and their shares with
+        them). The fit always uses every cell. ``None``: every cell.
     max_genes : int, default 100
         Genes kept by marginal-W2 screening before RELAX when there are more
         (the relaxation needs a d x d eigendecomposition per step).
@@ -228,6 +236,7 @@ class SPARDA(_LambdaChoice, _Tests, BaseEstimator):
         cv_rule="fraction",
         cv_fraction=0.6,
         cv_max_cells=5000,
+        test_max_cells=5000,
         max_genes=100,
         relax_max_cells=100,
         relax_max_iter=20,
@@ -249,6 +258,7 @@ class SPARDA(_LambdaChoice, _Tests, BaseEstimator):
         self.cv_rule = cv_rule
         self.cv_fraction = cv_fraction
         self.cv_max_cells = cv_max_cells
+        self.test_max_cells = test_max_cells
         self.max_genes = max_genes
         self.relax_max_cells = relax_max_cells
         self.relax_max_iter = relax_max_iter
@@ -274,6 +284,8 @@ class SPARDA(_LambdaChoice, _Tests, BaseEstimator):
         check_real(self.cv_fraction, "cv_fraction", 0, 1, strict_min=True)
         # at least 2 cells per fold and group at the largest cv_folds
         check_count(self.cv_max_cells, "cv_max_cells", 2 * MAXIMUM["sparda"]["cv_folds"], "sparda", allow_none=True)
+        # a relabelling needs 2 cells a group (each replicate keeps one a stratum)
+        check_count(self.test_max_cells, "test_max_cells", 2, "sparda", allow_none=True)
         check_count(self.max_genes, "max_genes", 1, "sparda")
         check_count(self.relax_max_cells, "relax_max_cells", 2, "sparda")
         check_count(self.relax_max_iter, "relax_max_iter", 1, "sparda")

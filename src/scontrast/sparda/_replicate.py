@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..core import ScontrastError
+from ..core import ScontrastError, progress
 from ..design import cell_labels, has_mirror, replicate_labellings
 
 
@@ -117,12 +117,12 @@ def replicate_statistics(statistics, Z: np.ndarray, n: int, reps: Replicates, ma
         raise ScontrastError("replicates: a relabelling leaves fewer than 2 cells in a group")
     stats = np.empty((L, 2))
     # labellings with as many target cells share one quantile grid: evaluated together
-    for size in np.unique(sizes):
-        rows = np.flatnonzero(sizes == size)
-        for s in range(0, rows.size, batch):
-            part = rows[s:s + batch]
-            perms = np.array([np.r_[np.flatnonzero(cells[r]), np.flatnonzero(~cells[r])] for r in part])
-            stats[part] = statistics(Z, int(size), perms)
+    chunks = [(size, rows[s:s + batch]) for size in np.unique(sizes)
+              for rows in [np.flatnonzero(sizes == size)] for s in range(0, rows.size, batch)]
+    for size, part in progress(chunks, desc=f"sparda: relabellings of the replicates ({L} in {len(chunks)} batches)",
+                               logger="scontrast.sparda"):
+        perms = np.array([np.r_[np.flatnonzero(cells[r]), np.flatnonzero(~cells[r])] for r in part])
+        stats[part] = statistics(Z, int(size), perms)
     return stats, exact
 
 

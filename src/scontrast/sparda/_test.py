@@ -11,6 +11,7 @@ behind the constants are in ``docs/sparda.md``.
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 
 import numpy as np
@@ -18,7 +19,7 @@ import scipy.sparse as sp
 from joblib import Parallel, delayed
 
 from ..bounds import check_memory
-from ..core import ScontrastError, ScontrastWarning, dense, one_blas_thread, progress
+from ..core import ScontrastError, ScontrastWarning, dense, one_blas_thread, progress, spawn_seed
 from ._replicate import replicate_statistics
 from ._tighten import _moment_starts, _tighten_rows
 from ._utils import _column_moments, _pooled, _scale_columns
@@ -263,10 +264,14 @@ class _Tests:
         would not fit the memory budget: each labelling holds its target cells on the test genes and
         three genes x genes moments (:func:`_label_starts`), and a few arrays over all cells."""
         s = min(d, self.max_genes)
-        cells = n if method == "permute" else max(n, m)  # a relabelling of replicates moves the sizes
+        if method == "replicate":
+            # a relabelling of replicates moves the sizes; test_max_cells shrinks every group alike
+            cells = max(n, m) * min(1.0, self._test_share(n, m)) + 2 * self.replicates_.names.size
+        else:
+            cells = n
         nbytes = 8.0 * _PERM_BATCH * (cells * s + 3 * s * s + 6 * (n + m))
         check_memory(nbytes, "max_genes", self.max_genes,
-                     f"test {method!r}'s batch of {_PERM_BATCH} labellings ({_PERM_BATCH} x about {cells} cells x "
+                     f"test {method!r}'s batch of {_PERM_BATCH} labellings ({_PERM_BATCH} x about {cells:.0f} cells x "
                      f"{s} genes, and {s} x {s} moments each)")
 
     def _test_genes(self, X, Y):
@@ -358,7 +363,7 @@ class _Tests:
         exchangeable replicates ``p = #{level >= observed} / L`` over the ``L`` labellings
         (observed included) is exact when they are all listed, and valid when sampled.
         """
-        reps = self.replicates_
+        X, Y, reps = self._test_cells(X, Y, self.replicates_, rng)
         n = X.shape[0]
         Z, genes = self._test_genes(X, Y)
         lam0 = _noise_levels(Z, Z.shape[0] // 2, rng)
@@ -377,6 +382,8 @@ class _Tests:
         self.test_ = {
             "method": "replicate", "requested": self.test, "unit": "replicate", "design": reps.summary(),
             "paired": reps.paired, "n_replicates": int(reps.names.size), "statistic": float(level[0]),
+            "n_cells": np.array([n, Z.shape[0] - n]), "subsampled": bool(Z.shape[0] < self.replicates_.index.size),
+            "test_max_cells": -1 if self.test_max_cells is None else int(self.test_max_cells),
             "n_permutations": L - 1, "n_labellings": L, "exact": bool(exact), "floor": floor,
             "n_at_least": at_least, "bound": bool(at_least == 0 and not exact), "pvalue": self.pvalue_,
             "n_test_genes": int(genes.size), "lam0": float(lam0[0]), "test_lam": float(lams[0]),
@@ -397,6 +404,38 @@ class _Tests:
                 f"replicates ({reps.summary()}), p = {self.pvalue_:.2g}"
                 + ("" if exact else " is a bound (raise n_permutations to resolve it)"),
                 ScontrastWarning, stacklevel=4)
+
+    def _test_share(self, n: int, m: int) -> float:
+        """The share of every (replicate, group) stratum the replicate test keeps (1: every cell)."""
+        cap = self.test_max_cells
+        return 1.0 if cap is None or n + m <= 2 * cap else 2 * cap / (n + m)
+
+    def _test_cells(self, X, Y, reps, rng):
+        """The cells the replicate test relabels: all, or the same share of every stratum.
+
+        The strata are the (replicate, group) pairs; each keeps ``_test_share`` of its cells,
+        rounded (at least one), drawn from a child of ``rng`` so that a test without subsampling
+        draws exactly as before. Under the null a relabelling exchanges whole strata, and their
+        quotas with them (a quota depends on its stratum's size only, not on a rounding shared
+        with the others): the subsample is as exchangeable as the cells, and the test stays
+        exact.
+
+        Returns
+        -------
+        X, Y : the target and background cells kept (same types as given)
+        reps : :class:`~._replicate.Replicates` restricted to them
+        """
+        n, m = X.shape[0], Y.shape[0]
+        share = self._test_share(n, m)
+        if share >= 1.0:
+            return X, Y, reps
+        sub_rng = np.random.default_rng(spawn_seed(rng))
+        strata = np.unique(2 * reps.index + (np.arange(n + m) < n), return_inverse=True)[1]
+        take = np.maximum(np.rint(np.bincount(strata) * share).astype(np.int64), 1)
+        keep = np.sort(np.concatenate([sub_rng.choice(np.flatnonzero(strata == k), t, replace=False)
+                                       for k, t in enumerate(take)]))
+        ix, iy = keep[keep < n], keep[keep >= n] - n
+        return X[ix], Y[iy], dataclasses.replace(reps, index=reps.index[keep])
 
     def _split_test(self, X, Y, n_permutations, rng):
         """Sample-splitting test: direction learnt on half of the cells, tested on the others.

@@ -24,6 +24,7 @@ def pseudobulk(
     key: str = TARGET_KEY,
     min_total_count: int = 10,
     alpha: float = 0.05,
+    n_jobs: int = 1,
     copy: bool = False,
 ):
     """DESeq2 on counts summed per replicate and group: the donor-level mean test beside SPARDA.
@@ -41,6 +42,8 @@ def pseudobulk(
         Genes with fewer counts over all pseudo-samples are not tested (NaN in ``var``).
     alpha
         FDR level of DESeq2's independent filtering and of the genes counted as significant.
+    n_jobs
+        Worker processes of PyDESeq2's per-gene fits (the results do not depend on it).
     copy
         Return a copy instead of writing into ``adata``.
 
@@ -64,14 +67,16 @@ def pseudobulk(
     is_target = target_mask(adata, key)
     with result_warnings("pseudobulk") as warned:
         summed, samples = pseudobulk_counts(expression(adata, layer), is_target, design["replicates"], adata.var_names)
-        res, formula = deseq2(summed, samples, paired=design["paired"], min_total_count=min_total_count, alpha=alpha)
+        res, formula = deseq2(summed, samples, paired=design["paired"], min_total_count=min_total_count, alpha=alpha,
+                              n_jobs=n_jobs)
         n_sig = int((res["padj"] < alpha).sum())
         if n_sig == 0:
             log.info("pseudobulk: no gene at padj < %g over %s", alpha, design["summary"])
     adata.var["pseudobulk_log2fc"] = res["log2FoldChange"].to_numpy(dtype=float)
     adata.var["pseudobulk_pvalue"] = res["pvalue"].to_numpy(dtype=float)
     adata.var["pseudobulk_padj"] = res["padj"].to_numpy(dtype=float)
-    order = np.argsort(res["pvalue"].fillna(np.inf).to_numpy(), kind="stable")
+    # by p-value, then by the size of the Wald statistic: strong genes' p-values underflow to 0 together
+    order = np.lexsort((-np.abs(res["stat"].fillna(0.0).to_numpy()), res["pvalue"].fillna(np.inf).to_numpy()))
     significant = [str(adata.var_names[i]) for i in order if res["padj"].iloc[i] < alpha]
     record_params(
         adata, "pseudobulk", dict(layer=layer, key=key, min_total_count=min_total_count, alpha=alpha), None,

@@ -66,7 +66,8 @@ def sparda(
         own): ``lam`` (L1 penalty; None with ``k=None`` = chosen by ``cv_rule``), ``k``,
         ``n_directions``, ``n_permutations``, ``test``, ``cv_folds``, ``n_lambdas``,
         ``lam_min_ratio``, ``cv_rule``, ``cv_fraction``, ``cv_max_cells`` (the lambda folds' cells per group,
-        recorded in ``uns['sparda']['lambda_path']``), ``max_genes`` (marginal-W2 screening, recorded
+        recorded in ``uns['sparda']['lambda_path']``), ``test_max_cells`` (the replicate test's cells,
+        recorded in ``uns['sparda']['test']``), ``max_genes`` (marginal-W2 screening, recorded
         in ``uns['sparda']['screening']``), ``relax_max_cells``, ``relax_max_iter``,
         ``relax_patience``, ``relax_step``, ``tighten_max_iter``, ``standardize``.
 
@@ -225,7 +226,9 @@ def summary_rows(adata: ad.AnnData, n_top: int = 10) -> Iterator[tuple[str, str]
     if test is not None and test["method"] == "replicate":
         how = "all" if bool(test["exact"]) else "a random sample"
         p = (f"{fmt(s.get('pvalue'))} per replicate ({test['design']}; {how} of {int(test['n_labellings'])} relabellings, "
-             f"smallest possible p {fmt(float(test['floor']))})")
+             f"smallest possible p {fmt(float(test['floor']))}"
+             + (f"; each on {int(test['n_cells'][0])} + {int(test['n_cells'][1])} cells, one share of every replicate "
+                "and group (test_max_cells)" if bool(test.get("subsampled", False)) else "") + ")")
     elif test is not None and int(test["n_at_least"]) == 0:
         p = f"<= {fmt(s.get('pvalue'))} per cell (none of {int(test['n_permutations'])} permutations as large)"
     elif test is not None:
