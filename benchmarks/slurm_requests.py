@@ -20,7 +20,8 @@ Run (after a bench_scale run left its work directory, every rule's output in it)
    0.25 GB, which the small rules' peaks are).
 
 With ``--at-size`` (and ``--measure``): each rule's own request at the work directory's size (e.g. a
-200k one) against its exact peak there, nothing scaled.
+200k one) against its exact peak there, nothing scaled; with a replicate declared (``bench_scale
+--donors``) the pseudobulk rules too.
 """
 
 from __future__ import annotations
@@ -42,6 +43,19 @@ MB = 2**20
 NODE_MB = 14000  # what a 16 GB node leaves a job, with room
 RULES = ["preprocess", "sparda", "quadro", "cpca", "pcpca", "latent_features", "fangs", "collect", "summary",
          "preprocess_figure", "sparda_figure", "quadro_figure", "cpca_figure", "pcpca_figure", "fangs_figure"]
+
+
+
+def _rules(work: Path) -> list[str]:
+    """The rules of ``work``'s workflow in an order where each rerun finds its inputs up to date: with a
+    replicate declared (bench_scale --donors) pseudobulk goes before collect (which would otherwise
+    rerun it, as preprocess's rerun made it outdated, and count its peak as collect's), its figure last."""
+    cfg = yaml.safe_load((work / "config.yaml").read_text())
+    if not any(ds.get("replicate") is not None for ds in cfg["datasets"].values()):
+        return list(RULES)
+    rules = list(RULES)
+    rules.insert(rules.index("collect"), "pseudobulk")
+    return rules + ["pseudobulk_figure"]
 
 
 def recorded_peaks(path: Path) -> tuple[dict[str, float], float, int]:
@@ -137,7 +151,7 @@ def _at_size(work: Path, repo: Path, say, lines: list, out: Path | None) -> int:
     say(f"# {time.strftime('%Y-%m-%d %H:%M')}; {os.cpu_count()} CPUs; work directory {work} (X as CSR {x:.0f} MB); "
         f"each rule rerun alone with the code of {repo}")
     rows = []
-    for rule in RULES:
+    for rule in _rules(work):
         request, inputs = dry_run(REPO, work, rule)
         peak, wall, load = measure(repo, work, rule)
         rows.append((rule, request, peak))

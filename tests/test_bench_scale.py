@@ -156,7 +156,7 @@ def _modelled_request(rule: str, x_mb: float) -> int:
     return memory_request_mb([base], spec.per_input_mb, x=spec.x, layers=layers)
 
 
-@pytest.mark.parametrize("size", ["50k", "200k"])
+@pytest.mark.parametrize("size", ["50k", "50k_donors", "200k"])
 def test_slurm_memory_requests_cover_the_measured_peaks(size):
     """Each rule's request at 50,000 and at 200,000 cells (mem_mb: per_input_mb x the matrices the rule
     reads + the rest of its inputs) is at least 1.5x the peak benchmarks/results/bench_scale_<size>.txt
@@ -170,16 +170,33 @@ def test_slurm_memory_requests_cover_the_measured_peaks(size):
             assert request <= 14000, f"{rule}: requests {request} MB at 200,000 cells"
 
 
-def test_slurm_requests_cover_the_exact_peaks_at_200k():
-    """The exact peaks at 200,000 x 30,000 (benchmarks/results/slurm_requests_200k.txt: each rule rerun
-    alone, the kernel's high-water mark) are covered 1.5x by the requests the workflow makes now, every
-    rule of the workflow is there, and each request fits a 16 GB node with room."""
-    path = REPO / "benchmarks" / "results" / "slurm_requests_200k.txt"
+def _at_size_peaks(path) -> dict[str, float]:
+    """{rule: exact peak MB} of a ``slurm_requests --at-size`` report."""
     exact = {}
     for line in path.read_text().splitlines():
         parts = line.split()
         if len(parts) >= 5 and not line.startswith("#") and parts[1].isdigit():
             exact[parts[0]] = float(parts[2])
+    return exact
+
+
+def test_slurm_requests_cover_the_exact_peaks_with_donors():
+    """At 50,000 x 20,000 with 8 paired donors declared (benchmarks/results/slurm_requests_50k_donors.txt: the
+    donor-aware paths, pseudobulk included, each rule rerun alone) every request is at least 1.5x the exact peak."""
+    exact = _at_size_peaks(REPO / "benchmarks" / "results" / "slurm_requests_50k_donors.txt")
+    _, x_mb = _measured_peaks(REPO / "benchmarks" / "results" / "bench_scale_50k_donors.txt")
+    assert {"preprocess", "sparda", "quadro", "fangs", "pseudobulk", "collect", "summary",
+            "pseudobulk_figure"} <= set(exact)
+    for rule, peak in exact.items():
+        request = _modelled_request(rule, x_mb)
+        assert request >= 1.5 * peak, f"{rule}: requests {request} MB, exact peak {peak:.0f} MB with donors"
+
+
+def test_slurm_requests_cover_the_exact_peaks_at_200k():
+    """The exact peaks at 200,000 x 30,000 (benchmarks/results/slurm_requests_200k.txt: each rule rerun
+    alone, the kernel's high-water mark) are covered 1.5x by the requests the workflow makes now, every
+    rule of the workflow is there, and each request fits a 16 GB node with room."""
+    exact = _at_size_peaks(REPO / "benchmarks" / "results" / "slurm_requests_200k.txt")
     _, x_mb = _measured_peaks(REPO / "benchmarks" / "results" / "bench_scale_200k.txt")
     assert set(exact) == {"preprocess", "sparda", "quadro", "cpca", "pcpca", "latent_features", "fangs", "collect",
                           "summary", "preprocess_figure", "sparda_figure", "quadro_figure", "cpca_figure",

@@ -73,7 +73,16 @@ def test_every_rule_has_a_spec_and_the_factors_keep_the_margin():
     assert {"preprocess", "sparda", "fangs", "collect", "summary", "fangs_figure"} <= rules
     for rule in rules:
         spec = memory_spec(rule)
-        assert spec.per_input_mb >= 1 and spec.layers in ("all", (), "config")
+        assert spec.per_input_mb >= 1
+        assert spec.layers in ("all", "config") or (isinstance(spec.layers, tuple)
+                                                    and all(isinstance(k, str) for k in spec.layers))
     assert memory_spec("quadro_figure") == MEMORY["figure"]
+    # pseudobulk reads the counts layer, not X: its request follows the layer alone
+    mb = 2**20
+    base = {"X": 900 * mb, "layers": {"counts": 1000 * mb, "other": 5000 * mb}, "total": 6910 * mb, "whole": False}
+    spec = memory_spec("pseudobulk")
+    assert not spec.x and spec.layers == ("counts",)
+    assert memory_request_mb([base], spec.per_input_mb, x=spec.x, layers=spec.layers) == int(
+        spec.per_input_mb * 1000 + 10)
     with pytest.raises(KeyError):
         memory_spec("unknown")

@@ -27,6 +27,11 @@ def test_counts_are_summed_per_replicate_and_group():
         np.testing.assert_array_equal(summed.loc[name].to_numpy(), X[cells].sum(0))
         assert row["n_cells"] == cells.sum()
     assert summed.to_numpy().sum() == X.sum() and list(summed.columns) == [f"g{i}" for i in range(7)]
+    for block in (1, 7, 40):  # a few cells at a time, sparse float32 and dense: the same sums
+        for counts in (sp.csr_matrix(X.astype(np.float32)), X):
+            again, same = pseudobulk_counts(counts, tgt, reps, [f"g{i}" for i in range(7)], block=block)
+            pd.testing.assert_frame_equal(again, summed)
+            pd.testing.assert_frame_equal(same, samples)
     with pytest.raises(ScontrastError, match="not integers"):
         pseudobulk_counts(X + 0.5, tgt, reps)
 

@@ -115,3 +115,19 @@ def test_energy_test_by_hand_rejects_a_shift_and_not_the_null():
     p = [bench_sparda_real.energy_pvalue(rng.normal(size=(20, 3)), rng.normal(size=(20, 3)), 49, rng)
          for _ in range(20)]
     assert 0.3 < np.mean(p) < 0.7
+
+
+def test_test_max_cells_benchmark_runs_small(tmp_path):
+    """bench_sparda_test_max_cells at 40 cells per donor and group (640 cells): every row holds exact replicate
+    p-values (multiples of 1/128, 8 paired donors); a cap of half the cells or more subsamples nothing (the
+    same p-value as every cell), a cap of 100 tests 200 cells."""
+    from benchmarks.bench_sparda_test_max_cells import main
+
+    out = tmp_path / "out.txt"
+    assert main(["--seeds", "1", "--cells", "40", "--caps", "320", "100", "--out", str(out)]) == 0
+    rows = out.read_text().splitlines()
+    assert len(rows) == 3 and all(": all cells / 320 / 100: " in row for row in rows)
+    for row in rows:
+        p = [float(part.split()[0]) for part in row.rsplit(": ", 1)[1].split(" | ")]
+        assert len(p) == 3 and all(abs(v * 128 - round(v * 128)) < 0.07 and 0 < v <= 1 for v in p)
+        assert p[0] == p[1]

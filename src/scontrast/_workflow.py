@@ -256,8 +256,8 @@ class MemorySpec(NamedTuple):
     """How a rule's memory request is sized (:func:`memory_request_mb`).
 
     ``per_input_mb`` per MB of the matrices the rule reads: of its base file ``X`` when ``x``,
-    and ``layers``: ``"all"``, ``()`` (none) or ``"config"`` (those its config block makes its
-    script read: ``merge_files.used_layers``).
+    and ``layers``: ``"all"``, a tuple of names (``()``: none) or ``"config"`` (those its config
+    block makes its script read: ``merge_files.used_layers``).
     """
 
     per_input_mb: float
@@ -278,7 +278,9 @@ MEMORY = {
     "pcpca": MemorySpec(3, layers="config"),  # 1.68x (exact)
     "latent_features": MemorySpec(3, layers="config"),  # 1.65x (exact)
     "fangs": MemorySpec(2.5, layers=()),  # X only (read_merged(layers=())), the samples whole: 1.49x (exact)
-    "pseudobulk": MemorySpec(2.5),  # X and the counts (read_h5ad): 5x X as before (not in the benchmark)
+    # the counts layer only (read_annotations(layers=('counts',))), summed a block of cells at a time, and
+    # PyDESeq2's two worker processes: 1.56x the layer (exact, 50k with 8 donors; 2.23x before the blocks)
+    "pseudobulk": MemorySpec(2.5, x=False, layers=("counts",)),
     # every <method>_figure and preprocess_figure: io.read_for_figure, the annotations and the deltas, no
     # matrix of the base (session 12's 1.24x the counts layer came from anndata's backed read, which loaded
     # every layer; preprocess_figure reads the genes' moments from X a block of cells at a time): the floor
