@@ -156,7 +156,7 @@ def _modelled_request(rule: str, x_mb: float) -> int:
     return memory_request_mb([base], spec.per_input_mb, x=spec.x, layers=layers)
 
 
-@pytest.mark.parametrize("size", ["50k", "50k_donors", "200k"])
+@pytest.mark.parametrize("size", ["50k", "50k_donors", "200k", "200k_donors"])
 def test_slurm_memory_requests_cover_the_measured_peaks(size):
     """Each rule's request at 50,000 and at 200,000 cells (mem_mb: per_input_mb x the matrices the rule
     reads + the rest of its inputs) is at least 1.5x the peak benchmarks/results/bench_scale_<size>.txt
@@ -166,7 +166,7 @@ def test_slurm_memory_requests_cover_the_measured_peaks(size):
     for rule, peak in peaks.items():
         request = _modelled_request(rule, x_mb)
         assert request >= 1.5 * peak, f"{rule}: requests {request:.0f} MB, measured peak {peak:.0f} MB"
-        if size == "200k":
+        if size.startswith("200k"):
             assert request <= 14000, f"{rule}: requests {request} MB at 200,000 cells"
 
 
