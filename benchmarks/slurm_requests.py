@@ -45,7 +45,6 @@ RULES = ["preprocess", "sparda", "quadro", "cpca", "pcpca", "latent_features", "
          "preprocess_figure", "sparda_figure", "quadro_figure", "cpca_figure", "pcpca_figure", "fangs_figure"]
 
 
-
 def _rules(work: Path) -> list[str]:
     """The rules of ``work``'s workflow in an order where each rerun finds its inputs up to date: with a
     replicate declared (bench_scale --donors) pseudobulk goes before collect (which would otherwise

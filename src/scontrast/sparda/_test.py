@@ -266,7 +266,7 @@ class _Tests:
         s = min(d, self.max_genes)
         if method == "replicate":
             # a relabelling of replicates moves the sizes; test_max_cells shrinks every group alike
-            cells = max(n, m) * min(1.0, self._test_share(n, m)) + 2 * self.replicates_.names.size
+            cells = max(n, m) * self._test_share(n, m) + 2 * self.replicates_.names.size
         else:
             cells = n
         nbytes = 8.0 * _PERM_BATCH * (cells * s + 3 * s * s + 6 * (n + m))
