@@ -14,13 +14,28 @@ configfile: "config.yaml"
 # A --configfile of the user's that lists datasets replaces the demo datasets of config.yaml
 # (Snakemake merges config files key by key, which would run the demo too); one that lists none
 # keeps them, so a file holding only method settings reruns the demo with those settings.
-import yaml as _yaml
+# Every config file is read again by a loader that refuses a key given twice (YAML keeps the last).
+from snakemake.exceptions import WorkflowError as _WorkflowError
 
-_USER_DATASETS = {}
+from scontrast._workflow import strict_yaml_load as _strict_yaml_load
+
+
+def _strict(path):
+    try:
+        return _strict_yaml_load(path) or {}
+    except ValueError as exc:
+        raise _WorkflowError(str(exc)) from None
+
+
+for _path in dict.fromkeys([*workflow.configfiles, *(workflow.overwrite_configfiles or [])]):
+    _strict(_path)
+
+_USER_DATASETS = None  # `datasets: {}` in a user's file is refused by the schema, never the demo run instead
 for _path in workflow.overwrite_configfiles or []:
-    with open(_path) as _fh:
-        _USER_DATASETS.update((_yaml.safe_load(_fh) or {}).get("datasets") or {})
-if _USER_DATASETS:
+    _loaded = _strict(_path)
+    if isinstance(_loaded, dict) and "datasets" in _loaded:
+        _USER_DATASETS = {**(_USER_DATASETS or {}), **(_loaded["datasets"] or {})}
+if _USER_DATASETS is not None:
     config["datasets"] = _USER_DATASETS
 
 
@@ -37,6 +52,7 @@ include: "workflow/rules/latent_features.smk"
 include: "workflow/rules/fangs.smk"
 include: "workflow/rules/pseudobulk.smk"
 include: "workflow/rules/collect.smk"
+include: "workflow/rules/genes.smk"
 include: "workflow/rules/summary.smk"
 
 
@@ -45,5 +61,6 @@ rule all:
     input:
         expand("results/{dataset}/scontrast.h5ad", dataset=DATASETS),
         expand("results/{dataset}/summary.tsv", dataset=DATASETS),
+        expand("results/{dataset}/overview.html", dataset=DATASETS),
         figure_outputs(),
     default_target: True

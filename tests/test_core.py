@@ -123,7 +123,7 @@ def test_outputs_honour_the_umask(tmp_path):
 
 def test_progress_logs_each_tenth_with_a_rate(caplog):
     with caplog.at_level(logging.INFO, logger="scontrast.x"):
-        out = list(core.progress(range(20), desc="permutations", logger="scontrast.x"))
+        out = list(core.progress(range(20), desc="permutations", logger="scontrast.x", after=0))
     assert out == list(range(20))
     lines = [r.getMessage() for r in caplog.records if r.name == "scontrast.x"]
     assert [ln.split(" (")[0] for ln in lines] == [f"permutations: {i}/20" for i in range(2, 21, 2)]

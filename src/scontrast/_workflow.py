@@ -63,6 +63,24 @@ def _remove_outputs(smk: Any) -> None:
             p.unlink()
 
 
+def _remove_empty_folders(smk: Any) -> None:
+    """After a failed ``preprocess``: the folders snakemake made for it, if they are empty.
+
+    A bad input then leaves no ``results/<dataset>/`` (nor its ``benchmarks/``) behind, only its
+    log. Only for the first rule of a dataset: no other job of the dataset runs beside it, so no
+    folder another job is about to write into is removed. ``rmdir`` removes empty folders only.
+    """
+    if smk.rule != "preprocess":
+        return
+    for out in smk.output:
+        folder = Path(out).parent
+        for empty in (folder / "benchmarks", folder / "figures", folder):
+            try:
+                empty.rmdir()
+            except OSError:  # absent or not empty: kept
+                pass
+
+
 def _proc_start(pid: int) -> str:
     """When process ``pid`` started (clock ticks since boot; Linux), '' if unknown: tells a reused pid."""
     try:
@@ -137,7 +155,11 @@ def run_rule(smk: Any, main: Callable[[Any], None]) -> None:
         check_current_run()
     except StaleJob as exc:
         _stale(smk, where, None, exc)
-    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
+    # the terminal shows the lines of jobs that run side by side: each names its dataset (the log is the dataset's own)
+    terminal = logging.StreamHandler(sys.stderr)
+    terminal.setFormatter(logging.Formatter(f"%(asctime)s %(name)s [{where.replace('%', '%%')}] %(levelname)s "
+                                            "%(message)s"))
+    handlers: list[logging.Handler] = [terminal]
     if log_path is not None:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         handlers.append(logging.FileHandler(log_path, mode="w"))
@@ -173,6 +195,8 @@ def _run(smk: Any, main: Callable[[Any], None], log: logging.Logger, log_path: P
             _stale(smk, where, log_path, stale)
         _remove_outputs(smk)
         recorded = _recordable(smk, exc) and _record_failure(smk, _one_line(exc))
+        if not recorded:
+            _remove_empty_folders(smk)
         if recorded:
             message = (f"scontrast {smk.rule} [{where}]: did not run: {_one_line(exc)} (recorded in "
                        f"{smk.output.h5ad}; collect keeps the other methods' results)")
@@ -353,3 +377,36 @@ def memory_request_mb(sizes: list[dict], per_input_mb: float, floor: float = 200
             matrices += s["X"] + every
         rest += s["total"] - s["X"] - every
     return int(max(floor, (per_input_mb * matrices + rest) / 2**20) * 2 ** (attempt - 1))
+
+
+# ----------------------------------------------------------------------------- config files
+def strict_yaml_load(path: str | os.PathLike):
+    """The YAML (or JSON) document of ``path``; a one-line ``ValueError`` on a key given twice in one mapping.
+
+    PyYAML and snakemake's loader keep the last of two equal keys in silence, so a dataset named
+    twice (target and background swapped), two ``seed:`` lines or two method blocks would run the
+    last one only. The error names the file, the key, its path in the document and both lines.
+    """
+    import yaml
+
+    class _Strict(yaml.SafeLoader):
+        pass
+
+    def _mapping(loader, node, deep=False):
+        seen: dict = {}
+        for key_node, _ in node.value:
+            key = loader.construct_object(key_node, deep=True)
+            try:
+                first = seen.get(key)
+            except TypeError:  # an unhashable key: the constructor's own error says so
+                break
+            line = key_node.start_mark.line + 1
+            if first is not None:
+                raise ValueError(f"config file '{path}': key {key!r} is given twice in one block (lines {first} and "
+                                 f"{line}); YAML would keep the second in silence: remove or rename one")
+            seen[key] = line
+        return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
+
+    _Strict.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping)
+    with open(path, encoding="utf-8") as fh:
+        return yaml.load(fh, Loader=_Strict)  # noqa: S506 (a SafeLoader subclass)

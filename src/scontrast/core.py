@@ -336,17 +336,25 @@ def _in_notebook() -> bool:
     return "ipykernel" in sys.modules
 
 
+#: Seconds a loop runs before :func:`progress` logs, and the least time between two of its lines: a
+#: step of a few seconds needs no progress, and a burst of lines with one timestamp says nothing.
+PROGRESS_AFTER = 5.0
+
+
 def progress(iterable, *, total: int | None = None, desc: str, logger: str = "scontrast", every: float = 0.1,
-             seconds: float = 30.0):
+             seconds: float = 30.0, after: float | None = None):
     """Yield from ``iterable`` while reporting progress: the steps of a long method are never silent.
 
-    Logs ``"<desc>: i/N (x.x/s, about T s left)"`` at INFO on ``logger`` each time another
-    ``every`` of the ``total`` steps is done, and after a step that ends ``seconds`` or more after
-    the last line (a long loop's tenth can take hours: its log, a SLURM job's, still moves);
-    in a Jupyter notebook it also shows a tqdm bar. ``total`` defaults to ``len(iterable)``.
+    Logs ``"<desc>: i/N (x.x/s, about T s left)"`` at INFO on ``logger`` once the loop has run
+    ``after`` seconds (default :data:`PROGRESS_AFTER`): each time another ``every`` of the
+    ``total`` steps is done, at most one line every ``after`` seconds, the last step always, and
+    after a step that ends ``seconds`` or more after the last line (a long loop's tenth can take
+    hours: its log, a SLURM job's, still moves). A loop shorter than ``after`` logs nothing. In
+    a Jupyter notebook it also shows a tqdm bar. ``total`` defaults to ``len(iterable)``.
     """
     if total is None:
         total = len(iterable)
+    after = PROGRESS_AFTER if after is None else after
     log = logging.getLogger(logger)
     bar = None
     if _in_notebook():
@@ -363,7 +371,10 @@ def progress(iterable, *, total: int | None = None, desc: str, logger: str = "sc
             if bar is not None:
                 bar.update(1)
             now = time.perf_counter()
-            if done % step == 0 or done == total or now - last >= seconds:
+            if now - start < after:
+                continue
+            marked = done % step == 0 and now - last >= after
+            if marked or done == total or now - last >= seconds:
                 last = now
                 elapsed = now - start
                 rate = done / elapsed if elapsed > 0 else float("inf")

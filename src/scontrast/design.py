@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .core import ScontrastError, check_int, check_random_state
+from .core import CannotRun, ScontrastError, check_int, check_random_state
 
 __all__ = [
     "REPLICATE_KEY",
@@ -296,8 +296,9 @@ def grouped_folds(y, groups, n_splits: int, random_state=None) -> list[tuple[np.
     per_class = [np.unique(groups[y == c]).size for c in np.unique(y)]
     k = min(int(n_splits), min(per_class), np.unique(groups).size)
     if k < 2:
-        raise ScontrastError(f"grouped folds: a class has {min(per_class)} replicate(s); holding out whole "
-                             "replicates needs at least 2 in each class")
+        # the design, not a setting, rules it out: a method records that it cannot run (scontrast.io.CannotRun)
+        raise CannotRun(f"grouped folds: a class has {min(per_class)} replicate(s); holding out whole "
+                        "replicates needs at least 2 in each class")
     if random_state is None or isinstance(random_state, (int, np.integer)):
         seed = random_state
     else:

@@ -28,7 +28,8 @@ def validated(data, schema, where="config"):
         raise WorkflowError(f"{where}{'.' + key if key else ''}: {cause.message}") from None
 
 
-SCHEMAS = Path(workflow.basedir) / "workflow" / "schemas"
+# beside this file, so that a Snakefile elsewhere can include the workflow
+SCHEMAS = Path(str(workflow.current_basedir)).parent / "schemas"
 
 
 def _defaults(props):
@@ -65,6 +66,10 @@ for _key, _spec in yaml.safe_load((SCHEMAS / "config.schema.yaml").read_text())[
         config[_key] = with_defaults(config.get(_key, {}), _spec["$ref"])
 
 DATASETS = list(config["datasets"])
+for _name in DATASETS:  # what the schema cannot say: paired needs a replicate (else refused by the first job)
+    if config["datasets"][_name].get("paired") and config["datasets"][_name].get("replicate") is None:
+        raise WorkflowError(f"config.datasets.{_name}: paired: true needs a replicate column (replicate: <obs column "
+                            "naming each cell's donor, patient or sample>)")
 
 
 def checked_input(path, key):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 from scipy import linalg
-from scipy.sparse.linalg import LinearOperator, eigsh
+from scipy.sparse.linalg import ArpackError, LinearOperator, eigsh
 
 from ..core import ScontrastError, blas_threads
 
@@ -142,11 +142,27 @@ def _top_eigenpairs(Sx, Sy, gamma, k, solver, rng, full=True, v0=None):
     if v0 is None:
         v0 = rng.uniform(-1.0, 1.0, size=D)
     ncv = min(D, max(2 * k + 1, 24))
-    w, V = eigsh(op, k=k, which="LA", v0=v0, ncv=ncv, tol=0.0, maxiter=max(1000, 10 * D))
+    try:
+        w, V = eigsh(op, k=k, which="LA", v0=v0, ncv=ncv, tol=0.0, maxiter=max(1000, 10 * D))
+    except ArpackError:
+        if not _vanishes(Sx, Sy, gamma, rng, D):
+            raise
+        # C = 0 (the groups' scatters are proportional, e.g. the same cells, at gamma = n/m): every
+        # eigenvalue is 0 and any basis is an eigenbasis, what the dense solver returns too; ARPACK
+        # fails on it ("starting vector is zero": the Krylov space of any start is {0}).
+        w, V = np.zeros(k), linalg.qr(rng.standard_normal((D, k)), mode="economic")[0]
     order = np.argsort(w)[::-1]
     w, V = w[order], V[:, order]
     rest = Sx.trace() - gamma * Sy.trace() - float(w.sum()) if full else None
     return w, np.ascontiguousarray(V), rest
+
+
+def _vanishes(Sx, Sy, gamma, rng, D, probes=2):
+    """Whether C = Sx - gamma Sy is zero (to rounding): C v against Sx v + gamma Sy v for random v."""
+    V = rng.standard_normal((D, probes))
+    CV = Sx.matmat(V) - gamma * Sy.matmat(V)
+    scale = np.linalg.norm(Sx.matmat(V)) + abs(gamma) * np.linalg.norm(Sy.matmat(V))
+    return bool(np.linalg.norm(CV) <= 1e-10 * max(scale, np.finfo(float).tiny))
 
 
 class _Spectrum:

@@ -21,7 +21,17 @@ from sklearn.model_selection import StratifiedKFold
 from sklearn.utils import _safe_indexing
 
 from ..bounds import MAXIMUM
-from ..core import ScontrastError, ScontrastWarning, blas_threads, check_int, check_option, check_random_state, progress, spawn_seed
+from ..core import (
+    CannotRun,
+    ScontrastError,
+    ScontrastWarning,
+    blas_threads,
+    check_int,
+    check_option,
+    check_random_state,
+    progress,
+    spawn_seed,
+)
 from ..design import grouped_folds
 from ._moments import Moments
 from ._scores import _auc, _quad_scores
@@ -275,6 +285,12 @@ def cross_validated_scores(estimator: QUADRO, X, y, cv: int = 5, *, nested: bool
         return OutOfFold(decision, final.classes_[(decision > 0).astype(int)], np.empty((0, 2)), final, [])
     labels = np.asarray(y)
     if groups is not None:
+        per_class = min(np.unique(groups[labels == c]).size for c in np.unique(labels))
+        own_folds = getattr(estimator, "cv", None) is not None
+        if own_folds and per_class < 3:  # an outer fold holds one out, and the model's own folds need 2 a class
+            raise CannotRun(f"nested cross-validation holding out whole replicates needs at least 3 replicates "
+                            f"in each group (one held out, 2 for each model's own folds); the smaller group has "
+                            f"{per_class}")
         splits = grouped_folds(labels, groups, cv, random_state=spawn_seed(rng))
         return _outer_fits(estimator, X, y, labels, splits, workers, final if workers == 1 else None, groups)
     counts = np.unique(labels, return_counts=True)[1]

@@ -218,7 +218,8 @@ def result_warnings(method: str) -> Iterator[list[str]]:
         text = " ".join(str(w.message).split())
         if text not in collected:
             collected.append(text)
-            log.warning("%s: %s", method, text)
+            # a message that already names its method is not prefixed twice
+            log.warning("%s", text if text.startswith(f"{method}: ") else f"{method}: {text}")
 
 
 def fmt(value) -> str:
