@@ -1,0 +1,66 @@
+"""Subsets and splits of a study: which cells a study keeps and the contrast each value makes."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from ..core import ScontrastError
+
+__all__ = ["read_obs", "subset_mask", "split_folders"]
+
+
+def read_obs(path) -> pd.DataFrame:
+    """The cells' annotations (obs) of an ``.h5ad``, never its matrices (a study reads them per split)."""
+    import h5py
+    from anndata.io import read_elem
+
+    with h5py.File(path, "r") as fh:
+        return read_elem(fh["obs"])
+
+
+def _present(column: pd.Series) -> list[str]:
+    return sorted(map(str, pd.unique(column.dropna())))
+
+
+def subset_mask(obs: pd.DataFrame, subset: Mapping[str, Sequence] | None) -> np.ndarray:
+    """Cells (n_obs,) whose value in every column of ``subset`` is one of those listed.
+
+    A column that is absent, or a listed value that no cell has, is a one-line error naming it
+    and listing what is present: a typo never silently empties or narrows a study.
+    """
+    keep = np.ones(obs.shape[0], dtype=bool)
+    for col, values in (subset or {}).items():
+        if col not in obs:
+            raise ScontrastError(f"subset: obs column '{col}' is absent; have {list(obs.columns)[:20]}")
+        values = [values] if isinstance(values, str) or not isinstance(values, Sequence) else list(values)
+        column = obs[col].astype(str)
+        present = _present(obs[col])
+        missing = [v for v in map(str, values) if v not in present]
+        if missing:
+            raise ScontrastError(f"subset: {col} has no cell with value(s) {missing}; values present: {present[:30]}")
+        keep &= column.isin(list(map(str, values))).to_numpy()
+    return keep
+
+
+def _folder(value: str) -> str:
+    """A filesystem-safe folder name for a split value (letters, digits, '_', '.', '-')."""
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", value).strip("._-")
+    return name or "split"
+
+
+def split_folders(values: Sequence) -> dict[str, str]:
+    """``{value: folder}`` for the values of a split column, folders distinct (a suffix when two clash)."""
+    out: dict[str, str] = {}
+    taken: set[str] = set()
+    for value in sorted(map(str, values)):
+        base = _folder(value)
+        name, i = base, 2
+        while name.lower() in taken:  # case-insensitive file systems would merge two folders
+            name, i = f"{base}_{i}", i + 1
+        taken.add(name.lower())
+        out[value] = name
+    return out

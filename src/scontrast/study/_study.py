@@ -1,0 +1,301 @@
+"""A whole study in one call: design check, donor-level test per split, global p, effect, ranking."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+from scipy import stats as sps
+
+from ..core import ScontrastError
+from ._design import design_table
+from ._effect import jackknife_interval
+from ._split import split_folders, subset_mask
+from ._test import donor_features, min_p, normalise, rank_pvalues, split_statistics, study_labellings
+
+__all__ = ["StudyResult", "run_study", "bh_adjust", "STUDY_COLUMNS"]
+
+log = logging.getLogger("scontrast.study")
+
+STUDY_COLUMNS = ["split", "value", "status", "n_target_replicates", "n_background_replicates", "n_target_cells",
+                 "n_background_cells", "pvalue", "pvalue_floor", "padj", "effect", "effect_low", "effect_high",
+                 "top_genes", "n_pseudobulk_genes", "driven_by", "rank", "note"]
+
+
+@dataclass
+class StudyResult:
+    """What :func:`run_study` finds.
+
+    Attributes
+    ----------
+    table : DataFrame, one row per split (``STUDY_COLUMNS``), ranked splits first.
+    global_pvalue : float
+        "Any split differs": min-p over the tested splits under the shared relabellings.
+    design : DataFrame
+        The design check (:func:`scontrast.study.design_table`).
+    n_labellings, exact
+        The shared relabellings of the study's donors and whether every one is listed.
+    findings : list of str
+        Plain sentences: the global answer and every split whose floor keeps it from the
+        corrected level.
+    params : dict
+    """
+
+    table: pd.DataFrame
+    global_pvalue: float
+    design: pd.DataFrame
+    n_labellings: int
+    exact: bool
+    findings: list[str] = field(default_factory=list)
+    params: dict = field(default_factory=dict)
+
+
+def bh_adjust(pvalues) -> np.ndarray:
+    """Benjamini-Hochberg adjusted p-values (n,) of ``pvalues`` (n,)."""
+    p = np.asarray(pvalues, dtype=float)
+    return sps.false_discovery_control(p, method="bh") if p.size else p
+
+
+def _rows(adata, idx: np.ndarray, layer: str | None):
+    """The counts of rows ``idx`` (sorted) of ``adata``: for a backed file only those rows are read."""
+    X = adata.X if layer is None else adata.layers[layer]
+    return X[idx]
+
+
+@dataclass
+class _Split:
+    value: str
+    folder: str
+    donors: list  # unpaired: every donor of the split; paired: donors with both groups
+    target_of_donor: np.ndarray
+    units: pd.DataFrame  # unit rows: donor, is_target
+    features: np.ndarray  # (U, 2G)
+    noise: np.ndarray  # (U,)
+    genes: np.ndarray  # (G,)
+
+
+def _split_data(adata, layer, cells: pd.DataFrame, value: str, folder: str, donors: list, *, paired: bool,
+                n_genes: int) -> _Split:
+    """Profiles of one split's units from its rows only."""
+    idx = np.sort(cells.index.to_numpy())
+    cells = cells.loc[idx]
+    cpm, logn = normalise(_rows(adata, idx, layer))
+    genes = np.sort(np.argsort(-cpm.mean(axis=0), kind="stable")[:n_genes])  # label-free: the most expressed
+    cpm, logn = cpm[:, genes], logn[:, genes]
+    if paired:
+        units = pd.DataFrame([(d, t) for d in donors for t in (True, False)], columns=["donor", "is_target"])
+    else:
+        tgt = cells.groupby("donor", observed=True)["is_target"].first()
+        units = pd.DataFrame({"donor": donors, "is_target": [bool(tgt[d]) for d in donors]})
+    key = cells["donor"].astype(str) + np.where(cells["is_target"], "|t", "|b")
+    unit_keys = (units["donor"].astype(str) + np.where(units["is_target"], "|t", "|b")).tolist()
+    feats, noise = donor_features(cpm, logn, key.to_numpy(), unit_keys)
+    target_of_donor = units.groupby("donor", sort=False)["is_target"].first().to_numpy() if not paired else \
+        np.zeros(len(donors), bool)
+    var_names = np.asarray(adata.var_names)[genes]
+    return _Split(value, folder, list(donors), target_of_donor, units, feats, noise, var_names)
+
+
+def _test_features(split: _Split, paired: bool) -> np.ndarray:
+    """The rows the test relabels: unpaired each donor's features, paired each donor's difference."""
+    if not paired:
+        return split.features
+    t = split.units["is_target"].to_numpy()
+    return split.features[t] - split.features[~t]
+
+
+def _top_genes(split: _Split, paired: bool, k: int = 5) -> str:
+    """The features with the largest observed |t|: genes, '(sd)' for a change of spread."""
+    from ._test import paired_t, unpaired_t
+
+    lab = np.zeros((1, len(split.donors)), bool) if paired else split.target_of_donor[None, :]
+    t = (paired_t if paired else unpaired_t)(_test_features(split, paired), lab, _kinds(split))[0]
+    G = split.genes.size
+    names = [f"{split.genes[i % G]}{' (sd)' if i >= G else ''}" for i in np.argsort(-np.abs(t))[:k]]
+    return ", ".join(names)
+
+
+def _kinds(split: _Split) -> np.ndarray:
+    """0 for the log-CPM features, 1 for the spread features: each kind has its own variance prior."""
+    return np.repeat([0, 1], split.genes.size)
+
+
+def _split_p(split: _Split, labellings: np.ndarray, *, paired: bool, top_k: int) -> np.ndarray:
+    return rank_pvalues(split_statistics(_test_features(split, paired), labellings, paired=paired, top_k=top_k,
+                                         kinds=_kinds(split)))
+
+
+def _driven_by(split: _Split, *, paired, blocks_of_donor, cutoff, top_k, max_labellings, rng) -> str:
+    """Donors whose removal alone lifts a called split's p-value above the study's BH cutoff."""
+    out = []
+    for i, d in enumerate(split.donors):
+        keep = np.arange(len(split.donors)) != i
+        tod = split.target_of_donor[keep]
+        if not paired and min(tod.sum(), (~tod).sum()) < 2:
+            out.append(str(d))
+            continue
+        blocks = None if blocks_of_donor is None else np.array([blocks_of_donor[x] for x in np.array(split.donors)[keep]])
+        labs, _ = study_labellings(tod, paired=paired, blocks=blocks, max_labellings=max_labellings, random_state=rng)
+        unit_keep = (split.units["donor"] != d).to_numpy()
+        reduced = _Split(split.value, split.folder, list(np.array(split.donors)[keep]), tod,
+                         split.units[unit_keep].reset_index(drop=True), split.features[unit_keep],
+                         split.noise[unit_keep], split.genes)
+        if _split_p(reduced, labs, paired=paired, top_k=top_k)[0] > cutoff:
+            out.append(str(d))
+    return ", ".join(out)
+
+
+def run_study(adata, *, groupby: str, target: Sequence[str], background: Sequence[str], replicate: str,
+              split_by: str, paired: bool = False, block: str | None = None, covariates: Sequence[str] = (),
+              subset: Mapping[str, Sequence] | None = None, layer: str | None = None, n_genes: int = 300,
+              top_k: int = 10, max_labellings: int = 2000, alpha: float = 0.05, min_cells_per_group: int = 10,
+              min_cells_per_replicate: int = 3, random_state=0) -> StudyResult:
+    """Which splits (cell types) differ between target and background donors, how much, and which genes.
+
+    Parameters
+    ----------
+    adata
+        Cells x genes with raw counts in ``X`` (or ``layer``); may be backed (``read_h5ad(...,
+        backed='r')``): each split's rows are then read alone.
+    groupby, target, background
+        The condition column and its target and background values.
+    replicate
+        obs column of the donors: the unit of the test, the effect's interval and ``driven_by``.
+    split_by
+        obs column making one contrast per value.
+    paired
+        Every donor gives cells to both groups: relabellings swap a donor's two labels.
+    block
+        obs column: relabellings keep each block's count of target donors (unpaired).
+    covariates
+        obs columns checked for confounding with the condition (the design check).
+    subset
+        ``{column: [values]}``: only these cells form the study.
+    n_genes, top_k
+        The test's genes per split (the most expressed, label-free) and the number of largest
+        squared t statistics its statistic averages.
+    max_labellings
+        Every relabelling of the study's donors when there are at most this many, else this many
+        at random (the observed first).
+    alpha
+        The level of the calls (Benjamini-Hochberg across the tested splits).
+
+    Returns
+    -------
+    :class:`StudyResult`
+    """
+    obs = adata.obs
+    mask = subset_mask(obs, subset)
+    if not mask.any():
+        raise ScontrastError("subset: no cell left")
+    obs = obs.loc[mask]
+    folders = split_folders(pd.unique(obs[split_by].astype(str)))
+    design = design_table(obs, groupby=groupby, target=target, background=background, replicate=replicate,
+                          split_by=split_by, folders=folders, paired=paired, covariates=covariates, block=block,
+                          min_cells_per_group=min_cells_per_group, min_cells_per_replicate=min_cells_per_replicate,
+                          alpha=alpha)
+    labels = obs[groupby].astype(str)
+    cells = pd.DataFrame({"donor": obs[replicate].astype(str).to_numpy(),
+                          "is_target": labels.isin(list(map(str, target))).to_numpy(),
+                          "in_groups": labels.isin(list(map(str, target)) + list(map(str, background))).to_numpy(),
+                          "split": obs[split_by].astype(str).to_numpy()}, index=np.flatnonzero(mask))
+    cells = cells[cells["in_groups"]]
+    rng = np.random.default_rng(random_state)
+    splits = []
+    for value, folder in folders.items():
+        rows = design[design["value"] == value]
+        if not rows["testable"].iloc[0]:
+            continue
+        donors = sorted(set(",".join(rows["donors"]).split(",")) - {""})
+        sc = cells[(cells["split"] == value) & cells["donor"].isin(donors)]
+        splits.append(_split_data(adata, layer, sc, value, folder, donors, paired=paired, n_genes=n_genes))
+    table = design_rows(design)
+    if not splits:
+        table["rank"] = np.nan
+        return StudyResult(table[STUDY_COLUMNS], float("nan"), design, 0, True,
+                           ["no split can be tested (design.tsv says why)"])
+    study_donors = sorted({d for s in splits for d in s.donors})
+    tgt_of = cells.groupby("donor")["is_target"].first()
+    target_of_donor = np.zeros(len(study_donors), bool) if paired else tgt_of.reindex(study_donors).to_numpy(bool)
+    blocks_of_donor = None
+    if block is not None and not paired:
+        blocks_of_donor = obs.assign(_d=obs[replicate].astype(str)).groupby("_d", observed=True)[block].first() \
+            .astype(str).to_dict()
+    blocks = None if blocks_of_donor is None else np.array([blocks_of_donor[d] for d in study_donors])
+    labellings, exact = study_labellings(target_of_donor, paired=paired, blocks=blocks,
+                                         max_labellings=max_labellings, random_state=rng)
+    position = {d: i for i, d in enumerate(study_donors)}
+    P = np.column_stack([_split_p(s, labellings[:, [position[d] for d in s.donors]], paired=paired, top_k=top_k)
+                         for s in splits])
+    global_p = min_p(P)
+    padj = bh_adjust(P[0])
+    called = padj < alpha
+    cutoff = float(P[0][called].max()) if called.any() else 0.0
+    for j, s in enumerate(splits):
+        effect, low, high = jackknife_interval(s.features, s.noise, s.units["is_target"].to_numpy(),
+                                               s.units["donor"].to_numpy())
+        at = table["value"] == s.value
+        table.loc[at, ["status", "pvalue", "pvalue_floor", "padj", "effect", "effect_low", "effect_high"]] = \
+            ["tested", P[0, j], P[:, j].min(), padj[j], effect, low, high]
+        table.loc[at, "top_genes"] = _top_genes(s, paired)
+        if called[j]:
+            table.loc[at, "driven_by"] = _driven_by(s, paired=paired, blocks_of_donor=blocks_of_donor, cutoff=cutoff,
+                                                    top_k=top_k, max_labellings=max_labellings, rng=rng)
+    table, findings = rank_and_say(table, global_p, alpha=alpha, n_labellings=labellings.shape[0], exact=exact)
+    params = {"groupby": groupby, "target": list(map(str, target)), "background": list(map(str, background)),
+              "replicate": replicate, "split_by": split_by, "paired": bool(paired), "block": str(block),
+              "covariates": list(covariates), "n_genes": n_genes, "top_k": top_k, "max_labellings": max_labellings,
+              "alpha": alpha, "statistic": "mean of the top_k squared moderated t over per-donor gene means and sds"}
+    return StudyResult(table, global_p, design, int(labellings.shape[0]), bool(exact), findings, params)
+
+
+def design_rows(design: pd.DataFrame) -> pd.DataFrame:
+    """The study table's rows from the design check: counts filled, results empty, untestable splits skipped."""
+    rows = []
+    for value, d in design.groupby("value", sort=True):
+        t = d[d["group"] == "target"].iloc[0]
+        b = d[d["group"] == "background"].iloc[0]
+        rows.append({"split": t["split"], "value": value,
+                     "status": "tested" if t["testable"] else f"skipped: {t['verdict'].removeprefix('not testable: ')}",
+                     "n_target_replicates": int(t["n_donors"]), "n_background_replicates": int(b["n_donors"]),
+                     "n_target_cells": int(t["n_cells"]), "n_background_cells": int(b["n_cells"]),
+                     "pvalue": np.nan, "pvalue_floor": float(t["pvalue_floor"]), "padj": np.nan, "effect": np.nan,
+                     "effect_low": np.nan, "effect_high": np.nan, "top_genes": "", "n_pseudobulk_genes": np.nan,
+                     "driven_by": "", "rank": np.nan, "note": ""})
+    return pd.DataFrame(rows, columns=STUDY_COLUMNS)
+
+
+def rank_and_say(table: pd.DataFrame, global_p: float, *, alpha: float, n_labellings: int, exact: bool):
+    """Rank the tested splits (by padj, then p, then effect) and the plain sentences a reader needs."""
+    table = table.copy()
+    tested = table["status"] == "tested"
+    order = table[tested].sort_values(["padj", "pvalue", "effect"], ascending=[True, True, False],
+                                      kind="stable").index
+    table.loc[order, "rank"] = np.arange(1, order.size + 1)
+    m = int(tested.sum())
+    findings = []
+    called = table[tested & (table["padj"] < alpha)]
+    how = "every relabelling" if exact else f"{n_labellings} random relabellings"
+    findings.append(
+        f"global p-value (any of the {m} tested splits differs; min-p over {how} of the donors, shared by every "
+        f"split): {global_p:.3g}. " + (f"{len(called)} split(s) differ at Benjamini-Hochberg level {alpha:g}: "
+                                       + ", ".join(called.sort_values("rank")["value"]) if len(called)
+                                       else f"no split differs at Benjamini-Hochberg level {alpha:g}."))
+    for i in table.index[tested]:
+        floor = float(table.at[i, "pvalue_floor"])
+        note = ""
+        if floor > alpha:
+            note = f"its smallest possible p-value ({floor:.3g}) is above {alpha:g}: with these donors it cannot be found"
+        elif floor > alpha / m and table.at[i, "padj"] >= alpha:
+            note = (f"its smallest possible p-value ({floor:.3g}) is above {alpha:g}/{m} = {alpha / m:.3g}: "
+                    "with these donors it can be found only together with other splits")
+        if table.at[i, "driven_by"]:
+            note = "; ".join(filter(None, [note, f"the call rests on donor(s) {table.at[i, 'driven_by']}"]))
+        table.at[i, "note"] = note
+        if note:
+            findings.append(f"{table.at[i, 'value']}: {note}.")
+    table = pd.concat([table.loc[order], table[~tested]])
+    return table.reset_index(drop=True), findings
