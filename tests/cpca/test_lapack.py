@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import sys
 import threading
-import time
+from functools import partial
 
 import numpy as np
 import pytest
@@ -18,8 +19,17 @@ def _spd(d, seed=0):
     return A.T @ A / (2 * d)
 
 
+@pytest.fixture(params=[True, False], ids=["pointers", "fallback"])
+def gil_free(request, monkeypatch):
+    """Both paths: the ctypes pointers (where this scipy's signatures allow them) and the fallback."""
+    if request.param and not _lapack.GIL_FREE:
+        pytest.skip("this scipy's cython_lapack signatures differ: the fallback is in use")
+    monkeypatch.setattr(_lapack, "GIL_FREE", request.param)
+    return request.param
+
+
 @pytest.mark.parametrize("d", [2, 7, 130])
-def test_bitwise_the_results_of_scipy_linalg_lapack(d):
+def test_bitwise_the_results_of_scipy_linalg_lapack(d, gil_free):
     """Same routines of the same library, same workspaces: the same bits as scipy's wrappers."""
     C = _spd(d)
     ref_packed, ref_diag, ref_off, ref_tau, info = lapack.dsytrd(
@@ -45,7 +55,7 @@ def test_bitwise_the_results_of_scipy_linalg_lapack(d):
     assert np.array_equal(out[1:], ref)
 
 
-def test_one_by_one():
+def test_one_by_one(gil_free):
     """(scipy's dstevd wrapper refuses an empty off-diagonal; LAPACK takes d = 1.)"""
     packed = np.array([[4.0]], order="F")
     diag, off, tau = _lapack.dsytrd_lower(packed)
@@ -53,7 +63,7 @@ def test_one_by_one():
     lam, S = _lapack.dstevd(diag, off)
     assert lam.tolist() == [4.0] and S.tolist() == [[1.0]]
 
-def test_the_eigendecomposition_it_gives_is_that_of_the_matrix():
+def test_the_eigendecomposition_it_gives_is_that_of_the_matrix(gil_free):
     d = 60
     C = _spd(d, seed=3)
     packed = C.copy().T
@@ -68,37 +78,61 @@ def test_the_eigendecomposition_it_gives_is_that_of_the_matrix():
 
 
 def test_the_gil_is_released_during_the_call():
-    """A Python thread keeps running while dsytrd runs: the longest pause between its steps within
-    the call is a small part of the call. scipy's own wrapper holds the GIL for the whole call,
-    so there the other thread stands still for about all of it (the reason for this module).
-    The best of three calls, so that a thread the OS deschedules for a while on a busy machine
-    does not decide it."""
-    C = _spd(1200, seed=1)
-    stamps, stop = [], threading.Event()
+    """Another Python thread runs while dsytrd runs. Python hands the GIL over only when its
+    holder releases it (the switch interval is set out of reach here), so a counting thread
+    advances during the call only if the call releases the GIL: with scipy's own wrapper (the
+    fallback) it cannot advance at all. No clock decides it."""
+    if not _lapack.GIL_FREE:
+        pytest.skip("this scipy's cython_lapack signatures differ: the scipy.linalg.lapack fallback is in use")
+    C = _spd(600, seed=1)
+    count, stop = [0], threading.Event()
 
-    def stamp():
+    def counter():
         while not stop.is_set():
-            stamps.append(time.perf_counter())
+            count[0] += 1
+            stop.wait(1e-4)  # releases the GIL, so the main thread gets it back
 
-    def longest_pause(call):
-        start = time.perf_counter()
+    def advance(call):
+        before = count[0]
         call()
-        end = time.perf_counter()
-        inside = [t for t in stamps if start < t < end]
-        return float(np.diff([start, *inside, end]).max()) / (end - start)
+        return count[0] - before
 
-    worker = threading.Thread(target=stamp)
+    interval = sys.getswitchinterval()
+    worker = threading.Thread(target=counter)
     worker.start()
     try:
+        sys.setswitchinterval(100.0)
         with blas_threads(1):
-            pause = min(longest_pause(lambda: _lapack.dsytrd_lower(C.copy().T)) for _ in range(3))
+            lwork = int(lapack.dsytrd_lwork(600, lower=1)[0])
+            # the copies first: numpy releases the GIL while it copies
+            ours = max(advance(partial(_lapack.dsytrd_lower, C.copy().T)) for _ in range(3))
+            held = max(advance(partial(lapack.dsytrd, C.copy().T, lower=1, lwork=lwork, overwrite_a=1))
+                       for _ in range(3))
     finally:
+        sys.setswitchinterval(interval)
         stop.set()
         worker.join()
-    assert pause < 0.5
+    assert ours > 0 and held == 0
 
 
-def test_inputs_lapack_cannot_read_are_refused():
+def test_pointers_only_with_the_expected_signatures(monkeypatch):
+    """The ctypes pointers are used only when every capsule's C signature is the one the calls
+    pass; an ILP64 integer or a changed argument list turns them off (the scipy wrappers then)."""
+    import scipy.linalg.cython_lapack as cython_lapack
+
+    found = {name: _lapack._capsule_signature(cython_lapack.__pyx_capi__[name]).replace(_lapack._DOUBLE_TYPEDEF, "d")
+             for name in _lapack._SIGNATURES}
+    assert _lapack.GIL_FREE == (found == _lapack._SIGNATURES) == (_lapack._routines() is not None)
+    original = _lapack._capsule_signature
+    for change in (("int *", "int64_t *"), ("char *, int *", "char *, int *, int *")):
+        monkeypatch.setattr(_lapack, "_capsule_signature", lambda c, a=change: original(c).replace(*a, 1))
+        assert _lapack._routines() is None
+    monkeypatch.setattr(_lapack, "_capsule_signature", original)
+    monkeypatch.setattr(_lapack.ctypes, "sizeof", lambda t: 8)
+    assert _lapack._routines() is None
+
+
+def test_inputs_lapack_cannot_read_are_refused(gil_free):
     C = _spd(5)
     with pytest.raises(ValueError, match="dsytrd A"):
         _lapack.dsytrd_lower(C.astype(np.float32).T)
@@ -112,6 +146,6 @@ def test_inputs_lapack_cannot_read_are_refused():
         _lapack.dormqr(np.asfortranarray(C), np.zeros(4), frozen)
 
 
-def test_a_lapack_failure_is_an_error():
+def test_a_lapack_failure_is_an_error(gil_free):
     with pytest.raises(np.linalg.LinAlgError, match="dstevd"):
         _lapack.dstevd(np.array([1.0, np.nan, 2.0]), np.array([0.5, 0.5]))

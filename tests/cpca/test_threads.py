@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import scipy.sparse as sp
 
 from scontrast.core import blas_threads
@@ -15,7 +16,7 @@ from scontrast.cpca._eigen import (
 )
 from scontrast.cpca._estimator import CPCA
 from scontrast.cpca._moments import _covariance
-from scontrast.cpca._threads import _two_tasks
+from scontrast.cpca._threads import _resolve_threads
 
 from ._helpers import assert_same_fit
 
@@ -28,9 +29,9 @@ def test_two_task_paths_match_the_reference_eigh(wide):
     X, Y, _ = wide
     full = CPCA(solver="full", random_state=0).fit(X, Y)
     with threadpool_limits(2):
-        assert _two_tasks()
+        assert _resolve_threads(None) == 2
         with blas_threads(1):
-            assert not _two_tasks()  # the pairs' own setting: one thread per task
+            assert _resolve_threads(None) == 1  # the pairs' own setting: one thread per task
         assert_same_fit(full, CPCA(solver="covariance", random_state=0).fit(X, Y))
         assert_same_fit(full, CPCA(solver="gram", random_state=0).fit(sp.csr_matrix(X), Y))
         # the halved building blocks against direct products
@@ -65,7 +66,7 @@ def test_two_task_paths_match_the_reference_eigh(wide):
             small = CPCA(solver=solver, n_components=1, alpha=[0.0, 2.0]).fit(Xs, Ys)
             ref = CPCA(solver="full", n_components=1, alpha=[0.0, 2.0]).fit(Xs, Ys)
             np.testing.assert_allclose(np.abs(np.sum(small.components_ * ref.components_, axis=2)), 1, atol=1e-10)
-    assert not _two_tasks()  # the module fixture's one thread is back
+    assert _resolve_threads(None) == 1  # the module fixture's one thread is back
 
 
 def test_two_task_covariance_path_with_a_singular_target_covariance(wide):
@@ -103,3 +104,53 @@ def test_side_by_side_records_the_tasks_cpu_times():
     assert len(pairs) == 1 and pairs[0][0] > 0 and pairs[0][1] >= 0
     _threads._side_by_side(lambda: 1, lambda: 2)
     assert len(pairs) == 1  # recording is off again
+
+
+def test_n_jobs_follows_scikit_learn():
+    """None: the BLAS's current setting; -1: every core (joblib's count); a positive number: itself."""
+    from joblib import cpu_count
+    from threadpoolctl import threadpool_limits
+
+    from scontrast.core import ScontrastError
+
+    with threadpool_limits(3):
+        assert _resolve_threads(None) == 3
+    assert _resolve_threads(None) == 1  # the module fixture's setting
+    assert _resolve_threads(-1) == cpu_count()
+    assert _resolve_threads(5) == 5
+    for bad in (0, 1.5, True, "2"):
+        with pytest.raises(ScontrastError, match="n_jobs"):
+            CPCA(n_jobs=bad).fit(np.eye(3), np.eye(3))
+
+
+@pytest.mark.parametrize(("limit", "n_jobs", "blas_inside", "tasks"),
+                         [(8, None, 8, 1), (1, 8, 8, 1), (2, None, 1, 2), (8, 1, 1, 1)])
+def test_the_thread_count_reaches_the_blas(wide, monkeypatch, limit, n_jobs, blas_inside, tasks):
+    """The fit's thread count is what the BLAS runs with inside the solver (threadpoolctl's own
+    reading there), or, with two, one thread in each of two tasks; it is recorded in n_threads_.
+    The answers are those of the dense eigh whatever the count."""
+    import threading
+
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    from scontrast.cpca import _solve
+
+    seen, original = [], _solve._tridiagonal_split_eigh
+
+    def spy(*args, **kwargs):
+        seen.append((threading.get_ident(), min(lib["num_threads"] for lib in threadpool_info()
+                                                if lib["user_api"] == "blas")))
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(_solve, "_tridiagonal_split_eigh", spy)
+    X, Y, _ = wide
+    X, Y = X[:, :40], Y[:, :40]  # small: eight BLAS threads on a two-core machine spin at every call
+    full = CPCA(solver="full", random_state=0).fit(X, Y)
+    with threadpool_limits(limit):
+        model = CPCA(solver="covariance", random_state=0, n_jobs=n_jobs).fit(X, Y)
+        assert min(lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas") == limit
+    assert model.n_threads_ == (limit if n_jobs is None else n_jobs)
+    assert [blas for _, blas in seen] == [blas_inside]
+    # the background's reduction runs on the pool's worker thread in the two-task pipeline
+    assert (seen[0][0] != threading.get_ident()) == (tasks == 2)
+    assert_same_fit(full, model)

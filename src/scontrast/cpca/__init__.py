@@ -18,7 +18,7 @@ contrastive components at contrast strength ``alpha`` are the top eigenvectors o
 ``_moments.py``
     centring, scaling, covariances, Gram blocks and covariance products of the two groups.
 ``_threads.py``
-    two single-threaded tasks side by side instead of one multi-threaded BLAS call.
+    the fit's thread count (``n_jobs``) and how the solvers use it.
 """
 
 from ._alpha import alpha_grid, select_alphas, subspace_affinity

@@ -23,6 +23,7 @@ from ._alpha import _merge_alike, _resolve_alpha, alpha_grid, select_alphas, sub
 from ._eigen import _FULL_MAX_D
 from ._moments import _Moments
 from ._solve import _DENSE_MAX, _solve
+from ._threads import _resolve_threads
 
 _SOLVERS = ("auto", "full", "covariance", "gram", "implicit")
 _AFFINITIES = ("loadings", "projection")
@@ -113,6 +114,12 @@ class CPCA(BaseEstimator):
         (product of the cosines of their principal angles) are one answer, not two: the
         larger alpha is dropped, with a ``ScontrastWarning`` naming both (1 keeps every
         alpha the clustering chose, however alike).
+    n_jobs : None or int, default None
+        Threads of the fit (scikit-learn's reading): None follows the BLAS's current setting
+        (``threadpoolctl.threadpool_limits``; all cores unless limited), -1 uses every core, a
+        positive number that many. With exactly two the dense solvers run pairs of
+        single-threaded tasks side by side; with more, one task on a BLAS of that many threads
+        (:mod:`scontrast.cpca._threads`).
 
     Attributes
     ----------
@@ -139,6 +146,8 @@ class CPCA(BaseEstimator):
     n_iter_ : ndarray (n_grid,) of int
         Davidson sweeps per grid alpha (1 for the 'full' solver).
     solver_ : str
+    n_threads_ : int
+        Threads the fit used (``n_jobs`` resolved).
     mean_, scale_ : ndarray (n_features,)
         Target centring and scaling (scale is ones unless standardize).
     background_mean_, background_scale_ : ndarray (n_features,)
@@ -147,11 +156,12 @@ class CPCA(BaseEstimator):
 
     def __init__(self, n_components=2, alpha="auto", n_alphas=40, max_log_alpha=3, n_alpha_clusters=4,
                  affinity="loadings", standardize=False, random_state=None, solver="auto", tol=1e-10,
-                 max_iter=500, merge_affinity=0.99):
+                 max_iter=500, merge_affinity=0.99, n_jobs=None):
         _store_shared_params(self, n_components, alpha, n_alphas, max_log_alpha, n_alpha_clusters, affinity,
                              standardize, random_state, tol, merge_affinity)
         self.solver = solver
         self.max_iter = max_iter
+        self.n_jobs = n_jobs
 
     def _check_params(self) -> None:
         """Check the hyper-parameters (``fit`` resolves the alpha setting with :func:`_resolve_alpha`)."""
@@ -169,6 +179,7 @@ class CPCA(BaseEstimator):
         check_count(self.max_iter, "max_iter", 1, "cpca")
         _check_bool(self.standardize, "standardize")
         check_real(self.merge_affinity, "merge_affinity", 0, 1, strict_min=True)
+        _resolve_threads(self.n_jobs)
 
     def _pick_solver(self, d: int, k: int, n_cells: int) -> str:
         if self.solver != "auto":
@@ -199,8 +210,9 @@ class CPCA(BaseEstimator):
             raise ScontrastError(f"n_components: the gene set selects {d} gene(s), fewer than n_components={k}")
         grid = alpha_grid(self.n_alphas, self.max_log_alpha) if mode == "auto" else values
         solver = self._pick_solver(d, k, X.shape[0] + Y.shape[0])
+        threads = _resolve_threads(self.n_jobs)
         moments = _Moments(X, Y, bool(self.standardize))
-        U, theta, res, its, gram = _solve(moments, grid, k, solver, float(self.tol), int(self.max_iter))
+        U, theta, res, its, gram = _solve(moments, grid, k, solver, float(self.tol), int(self.max_iter), threads)
         bad = res > self.tol
         if bad.any():
             warnings.warn(f"cPCA did not converge to tol={self.tol:g} for {int(bad.sum())} alpha(s) within "
@@ -215,6 +227,7 @@ class CPCA(BaseEstimator):
             keep = np.arange(grid.size)
 
         self.solver_ = solver
+        self.n_threads_ = threads
         self.n_features_in_ = d
         self.mean_, self.scale_ = moments.mean_x, moments.scale_x
         self.background_mean_, self.background_scale_ = moments.mean_y, moments.scale_y

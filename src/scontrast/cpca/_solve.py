@@ -32,8 +32,8 @@ Four solvers give the same subspaces (to the tolerance ``tol``):
 
 In 'covariance' and 'gram' the grid is solved coarse to fine: every third alpha
 first, then the others from a Rayleigh-Ritz step in the span of those solutions
-(starting spaces only; every alpha is iterated to ``tol``). Threads: see
-:mod:`scontrast.cpca._threads`.
+(starting spaces only; every alpha is iterated to ``tol``). Threads: ``threads`` of them, used
+as :mod:`scontrast.cpca._threads` describes.
 """
 
 from __future__ import annotations
@@ -221,14 +221,21 @@ def _covariance_solve_two_tasks(moments: _Moments, alphas: np.ndarray, k: int, t
         _diagonal_basis_solve(B, background, alphas, k, tol, max_iter, two_tasks=True, b_norm=norm)
 
 
-def _solve(moments: _Moments, alphas: np.ndarray, k: int, solver: str, tol: float, max_iter: int):
-    """Contrastive components for every alpha.
+def _solve(moments: _Moments, alphas: np.ndarray, k: int, solver: str, tol: float, max_iter: int, threads: int = 1):
+    """Contrastive components for every alpha, on ``threads`` threads (see :mod:`._threads`).
 
     Returns
     -------
     U : (a, d, k) orthonormal columns; theta : (a, k); residual : (a,);
     n_iter : (a,); gram : (a*k, a*k) = U_all' C_X U_all (for the projection affinity)
     """
+    two = _two_tasks(threads) and solver in ("covariance", "gram") and (solver == "gram" or moments.X.shape[1] >= 4)
+    with blas_threads(1 if two else threads):
+        return _solve_grid(moments, alphas, k, solver, tol, max_iter, two)
+
+
+def _solve_grid(moments: _Moments, alphas: np.ndarray, k: int, solver: str, tol: float, max_iter: int, two: bool):
+    """:func:`_solve` under the BLAS setting it chose; ``two``: pairs of single-threaded tasks."""
     d = moments.X.shape[1]
     n_alpha = alphas.size
     if solver == "full":
@@ -243,10 +250,9 @@ def _solve(moments: _Moments, alphas: np.ndarray, k: int, solver: str, tol: floa
         return U, theta, np.zeros(n_alpha), np.ones(n_alpha, dtype=int), flat.T @ (CX @ flat)
 
     if solver == "covariance":
-        if _two_tasks() and d >= 4:
-            with blas_threads(1):
-                to_genes, Z, theta, res, its, gram = _covariance_solve_two_tasks(moments, alphas, k, tol, max_iter)
-                U = to_genes(Z)
+        if two:
+            to_genes, Z, theta, res, its, gram = _covariance_solve_two_tasks(moments, alphas, k, tol, max_iter)
+            U = to_genes(Z)
         else:
             CX, CY = moments.covariances()
             background, blocks, reflectors = _tridiagonal_split_eigh(CY)
@@ -262,14 +268,12 @@ def _solve(moments: _Moments, alphas: np.ndarray, k: int, solver: str, tol: floa
             Z, theta, res, its, gram = _diagonal_basis_solve(B, background, alphas, k, tol, max_iter)
             U = _to_genes(reflectors, blocks, Z)
     elif solver == "gram":
-        two = _two_tasks()
-        with blas_threads(1 if two else None):
-            B, lam, to_genes = _cell_space_reduction(moments, two)
-            if lam.size < k:
-                raise ScontrastError(f"n_components: {k} exceeds the rank of the centred data ({lam.size})")
-            Z, theta, res, its, gram = _diagonal_basis_solve(B, lam, alphas, k, tol, max_iter, two)
-            del B
-            U = to_genes(Z)
+        B, lam, to_genes = _cell_space_reduction(moments, two)
+        if lam.size < k:
+            raise ScontrastError(f"n_components: {k} exceeds the rank of the centred data ({lam.size})")
+        Z, theta, res, its, gram = _diagonal_basis_solve(B, lam, alphas, k, tol, max_iter, two)
+        del B
+        U = to_genes(Z)
     else:
         kk = min(k + 2, d)
         dx, dy = moments.diagonals()

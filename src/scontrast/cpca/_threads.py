@@ -1,12 +1,21 @@
-"""Two single-threaded tasks side by side instead of one multi-threaded BLAS call.
+"""How many threads a cPCA fit uses, and how it uses them.
 
-When the BLAS may use two or more threads (the default on a multi-core machine), the
-'covariance' and 'gram' solvers run pairs of single-threaded tasks side by side instead of
-threading inside each BLAS call: the eigendecomposition of the background alongside the
-target's covariance (or Gram blocks), the large products in halves, and the alpha grid in
-two halves. Threading inside an eigendecomposition gains little on two cores and collapses
-when the machine is shared; independent tasks do not. Under
-``threadpoolctl.threadpool_limits(1)`` everything runs in one thread.
+The thread count follows ``n_jobs`` (scikit-learn's reading: None = the BLAS's current setting,
+e.g. ``threadpoolctl.threadpool_limits(8)`` or the workflow rule's threads; -1 = every core; a
+positive number = that many). The 'covariance' and 'gram' solvers then run:
+
+- one thread: one task, a single-threaded BLAS;
+- two threads: pairs of single-threaded tasks side by side (the eigendecomposition of the
+  background alongside the target's covariance or Gram blocks, the large products in halves, the
+  alpha grid in two halves). On two cores this is faster than threading inside each BLAS call:
+  the tridiagonal reduction of an eigendecomposition synchronises its threads once per column,
+  while independent tasks need no synchronisation at all (docs/cpca.md);
+- three or more: one task with a BLAS of that many threads. Two tasks cannot share more than
+  two cores: a threaded BLAS runs the matrix products of concurrent callers one after the other
+  (OpenBLAS serialises its level-3 calls), while the covariances and the products, most of a
+  fit's flops, scale with the BLAS's threads.
+
+The 'full' and 'implicit' solvers always run one task with the BLAS at the fit's thread count.
 """
 
 from __future__ import annotations
@@ -14,23 +23,33 @@ from __future__ import annotations
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from ..core import _controller
+from joblib import effective_n_jobs
+
+from ..core import ScontrastError, _controller, check_int
 
 # When a list: every _side_by_side call appends the CPU seconds of its two tasks (for the
 # benchmark's load-independent critical path; None, the default, records nothing).
 _CPU_RECORD = None
 
 
-def _two_tasks() -> bool:
-    """Whether the BLAS may use two or more threads right now (the caller's setting is respected).
-
-    Where it may, the dense solver runs two single-threaded tasks side by side instead of
-    threading inside each BLAS call: the tridiagonal reduction of an eigendecomposition
-    synchronises its threads once per column, which gains little on two cores and collapses
-    when the machine is busy, while independent tasks need no synchronisation at all.
-    """
+def _blas_limit() -> int:
+    """The BLAS's current thread setting (the smallest over the loaded BLAS libraries; 1 without one)."""
     libs = [lib for lib in _controller().lib_controllers if lib.user_api == "blas"]
-    return bool(libs) and min(lib.num_threads for lib in libs) >= 2
+    return max(min((lib.num_threads for lib in libs), default=1), 1)
+
+
+def _resolve_threads(n_jobs) -> int:
+    """``n_jobs`` (None, or a nonzero integer as in scikit-learn) -> the fit's thread count (>= 1)."""
+    if n_jobs is None:
+        return _blas_limit()
+    if check_int(n_jobs, "n_jobs") == 0:
+        raise ScontrastError("n_jobs: expected a nonzero integer or None, got 0")
+    return max(int(effective_n_jobs(int(n_jobs))), 1)
+
+
+def _two_tasks(threads: int) -> bool:
+    """Whether the dense solvers run pairs of single-threaded tasks (exactly two threads)."""
+    return threads == 2
 
 
 def _side_by_side(first, second):
