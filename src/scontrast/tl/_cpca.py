@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import logging
+import warnings
 from collections.abc import Iterator
 
 import anndata as ad
 import numpy as np
 
+from ..core import ScontrastWarning
 from ..cpca import CPCA
 from ._common import (
     TARGET_KEY,
@@ -30,6 +32,16 @@ def _alpha_param(alpha):
         return alpha
     arr = np.asarray(alpha, dtype=float)
     return float(arr) if arr.ndim == 0 else arr
+
+
+def _warn_rank(n_target: int, n_components: int) -> None:
+    """Warn when components outnumber the target's directions of variance (n - 1 for n centred cells)."""
+    if n_components > n_target - 1:
+        first = max(n_target, 1)
+        which = f"component {first} has" if first == n_components else f"components {first} to {n_components} have"
+        warnings.warn(f"cpca: the target group has {n_target} cells, so at most {n_target - 1} direction(s) carry "
+                      f"target variance: {which} none (their contrast is minus alpha times the background's "
+                      "variance)", ScontrastWarning, stacklevel=3)
 
 
 def cpca(
@@ -65,7 +77,7 @@ def cpca(
         from a grid by spectral clustering of subspaces, as in the paper, alpha = 0,
         plain PCA of the target, always first; or a number >= 0, or a list of them),
         ``n_alphas``, ``max_log_alpha``, ``n_alpha_clusters``, ``affinity``,
-        ``standardize``, ``solver``, ``tol``, ``max_iter``.
+        ``standardize``, ``solver``, ``tol``, ``max_iter``, ``n_jobs``.
 
     Writes
     ------
@@ -79,7 +91,8 @@ def cpca(
     ``uns['cpca']``: params, versions, seed, ``alphas``, ``alpha`` (the default),
     ``alpha_grid``, ``affinity`` (grid x grid), ``alpha_labels`` (spectral
     clusters), ``explained_contrast`` (fitted alphas x k eigenvalues of
-    C_X - alpha C_Y), ``grid_explained_contrast``, ``residuals``, ``solver``, the
+    C_X - alpha C_Y), ``grid_explained_contrast``, ``residuals``, ``solver``,
+    ``n_threads`` (the fit's threads: ``n_jobs``, by default the BLAS's setting), the
     group sizes and the number of genes.
     """
     model = build_estimator(CPCA, params, random_state=random_state)
@@ -87,6 +100,7 @@ def cpca(
     X, Y, mask = group_matrices(adata, genes=genes, layer=layer, key=key, min_cells=2)
     with result_warnings("cpca") as warned:
         model.fit(X, Y)
+        _warn_rank(X.shape[0], model.n_components)
     log.info("cpca: %d target x %d background cells, %d genes, solver %s; alphas %s (default %.4g)",
              X.shape[0], Y.shape[0], X.shape[1], model.solver_, np.round(model.alphas_, 4).tolist(),
              model.default_alpha_)
@@ -106,7 +120,7 @@ def cpca(
         alpha_labels=np.asarray(model.alpha_labels_, dtype=int),
         explained_contrast=np.asarray(model.explained_contrast_, dtype=float),
         grid_explained_contrast=np.asarray(model.grid_explained_contrast_, dtype=float),
-        residuals=np.asarray(model.residuals_, dtype=float), solver=model.solver_,
+        residuals=np.asarray(model.residuals_, dtype=float), solver=model.solver_, n_threads=int(model.n_threads_),
         n_target=int(X.shape[0]), n_background=int(Y.shape[0]), n_genes=int(mask.sum()), **by_replicate,
     )
     return adata if copy else None
