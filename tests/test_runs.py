@@ -6,6 +6,7 @@ import contextlib
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -39,21 +40,36 @@ def _config(path: Path) -> dict:
             "methods": ["cpca"]}
 
 
+def _held_command(workdir: Path, cfg: dict, *args: str) -> list[str]:
+    """A run of the workflow that also builds ``held``, a job that waits until the test writes ``release``.
+
+    The Snakefile includes the real one, so the run's start and end hooks are the workflow's own;
+    the run stays live, whatever the machine's load, until the test lets it go or kills it.
+    """
+    (workdir / "Snakefile").write_text(
+        f"include: {str(REPO / 'Snakefile')!r}\n\n"
+        "rule held:\n"
+        "    output: 'held'\n"
+        "    shell: 'while [ ! -e release ]; do sleep 0.1; done; touch {output}'\n"
+    )
+    (workdir / "config.yaml").write_text(yaml.safe_dump(cfg))
+    return [SNAKEMAKE, "-s", str(workdir / "Snakefile"), "-d", str(workdir), "--configfile",
+            str(workdir / "config.yaml"), *args]
+
+
 def test_a_second_run_stops_while_the_first_is_live(tmp_path):
     """`--unlock` during a live run removes snakemake's lock; the workflow still refuses a second run."""
     make_counts().write_h5ad(tmp_path / "toy.h5ad")
-    cmd = _command(tmp_path, _config(tmp_path / "toy.h5ad"), "--cores", "1")
-    first = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    cmd = _held_command(tmp_path, _config(tmp_path / "toy.h5ad"), "--cores", "1")
+    first = subprocess.Popen([*cmd, "held"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     live = tmp_path / LIVE_RUN
     try:
-        deadline = time.monotonic() + 300
-        while not live.exists() and first.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.1)
+        _wait_for(lambda: live.exists() or first.poll() is not None)
         assert live.exists(), "the first run never reached its jobs"
         assert live.read_text().split("\t")[0] == str(first.pid)
         assert subprocess.run([*cmd, "--unlock"], capture_output=True, timeout=300).returncode == 0
-        second = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-        assert first.poll() is None, "the first run ended before the second one started: nothing to detect"
+        second = subprocess.run([*cmd, "held"], capture_output=True, text=True, timeout=600)
+        assert first.poll() is None  # held until the test writes `release`, which it never does
         output = second.stdout + second.stderr
         assert second.returncode != 0
         assert f"another snakemake run of this directory is live (pid {first.pid} on" in output
@@ -63,8 +79,9 @@ def test_a_second_run_stops_while_the_first_is_live(tmp_path):
         first.wait()
     # the killed run leaves its pid behind; a dead pid does not stop the resume, which then cleans up
     assert live.exists()
+    (tmp_path / "release").touch()
     subprocess.run([*cmd, "--unlock"], capture_output=True, timeout=300)
-    third = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    third = subprocess.run([*cmd, "held", "all"], capture_output=True, text=True, timeout=900)
     assert third.returncode == 0, third.stderr[-3000:]
     assert (tmp_path / "results/toy/scontrast.h5ad").exists()
     assert not live.exists()
@@ -170,18 +187,23 @@ def test_a_job_that_outlived_its_run_never_overwrites_the_next_runs_result(tmp_p
 
     make_counts().write_h5ad(tmp_path / "toy.h5ad")
     cfg = {**_config(tmp_path / "toy.h5ad"), "methods": ["sparda"]}
-    # slow enough to be caught running, and to outlive the rerun on a loaded machine (it is killed below)
+    # slow enough to be caught running before it ends (it is then stopped, and killed below)
     cfg["sparda"] = {"n_permutations": 100000, "test": "permute"}
     cmd = _command(tmp_path, cfg, "--cores", "1")
     first = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     orphans: list[int] = []
     try:
-        _wait_for(lambda: bool(_script_jobs(tmp_path, "sparda")) or first.poll() is not None)
+        records = tmp_path / ".snakemake" / "scontrast_jobs"
+        # running, and past the point where it records itself (its imports can take seconds)
+        _wait_for(lambda: (bool(_script_jobs(tmp_path, "sparda")) and any(records.glob("*")))
+                  or first.poll() is not None)
         orphans = _script_jobs(tmp_path, "sparda")
         assert len(orphans) == 1, "the sparda job was never seen running"
+        assert [r.name for r in records.glob("*")] == [f"{socket.gethostname()}.{orphans[0]}"]
         os.kill(first.pid, signal.SIGKILL)  # the main process only: its job goes on
         first.wait()
-        os.kill(orphans[0], 0)  # still alive
+        # stopped, the job stays alive (and unfinished) until the test kills it, however fast the machine
+        os.kill(orphans[0], signal.SIGSTOP)
 
         cfg["sparda"]["n_permutations"] = 19
         assert subprocess.run(_command(tmp_path, cfg, "--unlock"), capture_output=True, timeout=300).returncode == 0
