@@ -1,8 +1,8 @@
 """Rule latent_features: preprocessed.h5ad (+ the embedding's or SPARDA's delta) -> latent_features.h5ad (delta).
 
-The delta holds the samples (obsm['latent_features_samples']: the ensemble's resampled fits of the
-chosen K, or the IBP sampler's kept sweeps), the matrix explained (obsm['latent_features_input'])
-and uns['latent_features'] (ensemble: stability per K, the chosen K; ibp: traces of every chain,
+The delta holds uns['latent_features']: the samples ('samples', packed: the ensemble's resampled fits of
+the chosen K, or the IBP sampler's kept sweeps), the matrix explained ('input'), their cells, and
+(ensemble: stability per K, the chosen K; ibp: traces of every chain,
 split R-hat, ESS); rule fangs reads it, and rules collect and fangs_figure read it beside the fangs
 delta. Only the block of config latent_features.method is passed on.
 """

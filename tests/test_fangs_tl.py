@@ -48,8 +48,9 @@ def test_latent_features_writes_its_slots(fitted):
     info = adata.uns["latent_features"]
     k = np.asarray(info["n_features"])
     assert k.size == 100  # two chains x 50
-    assert adata.obsm["latent_features_samples"].shape == (adata.n_obs, k.sum())
-    assert adata.obsm["latent_features_samples"].dtype == np.uint8
+    assert info["samples"].shape == (adata.n_obs, k.sum()) and info["samples"].dtype == np.uint8
+    assert list(adata.obsm) == ["X_cpca"]  # neither the samples nor the matrix explained is an embedding
+    np.testing.assert_array_equal(info["cells"], adata.obs_names)
     for key in ("log_joint", "K", "alpha", "sigma_x", "sigma_a"):
         assert np.asarray(info[key]).shape == (2, 300)
     assert list(np.asarray(info["chains"])) == [0] * 50 + [1] * 50
@@ -59,7 +60,7 @@ def test_latent_features_writes_its_slots(fitted):
         assert np.isfinite(info[key])
     assert info["rhat_log_joint"] < 1.1 and info["rhat_K"] < 1.1  # a well-separated planted case converges
     np.testing.assert_array_equal(info["input_names"], [f"X_cpca[{j}]" for j in range(5)])
-    np.testing.assert_allclose(adata.obsm["latent_features_input"], adata.obsm["X_cpca"], rtol=1e-6)
+    np.testing.assert_allclose(info["input"], adata.obsm["X_cpca"], rtol=1e-6)
     # every sampler parameter is recorded: the ones given and the estimator's own defaults
     assert info["params"]["n_iter"] == 300 and info["params"]["thin"] == 3 and info["params"]["max_features"] == 30
     assert info["params"]["alpha"] is None and list(info["params"]["alpha_prior"]) == [1.0, 1.0]
@@ -211,7 +212,7 @@ def test_latent_features_uses_the_leading_dims(fitted):
     out = latent_features(adata, method="ibp", use_rep="X_cpca", n_dims=2, n_iter=20, burn_in=10, thin=5, key_added="lf2",
                           copy=True)
     assert out.uns["lf2"]["n_dims_used"] == 2
-    assert out.obsm["lf2_samples"].shape[0] == adata.n_obs
+    assert out.uns["lf2"]["samples"].shape[0] == adata.n_obs and "lf2_samples" not in out.obsm
     assert len(samples_from_adata(out, "lf2")) == 4  # 2 per chain
 
 
@@ -289,9 +290,7 @@ def test_figure_from_annotations_and_the_fangs_delta(fitted, tmp_path):
     """What rule fangs_figure does: preprocessed annotations (no X) joined with the fangs delta."""
     adata, _ = fitted
     base = adata.copy()
-    del base.obsm["latent_features_samples"]  # the preprocessed file holds neither samples nor estimate
-    del base.obsm["latent_features_input"]
-    del base.uns["latent_features"]
+    del base.uns["latent_features"]  # the preprocessed file holds neither samples nor estimate
     io.write_h5ad(base, tmp_path / "preprocessed.h5ad")
     before = io.slot_keys(base)
     samples = samples_from_adata(adata)
@@ -327,7 +326,7 @@ def test_gene_programmes_their_genes_and_enrichment(seed):
     latent_features(adata, method="ibp", n_genes=50, n_iter=300, burn_in=150, random_state=0)
     info = adata.uns["latent_features"]
     assert info["params"]["use_rep"] is None and info["n_dims_used"] == 50
-    X = adata.obsm["latent_features_input"]
+    X = info["input"]
     np.testing.assert_allclose(X.mean(axis=0), 0.0, atol=1e-5)  # z-scores of the genes
     np.testing.assert_allclose(X.std(axis=0), 1.0, rtol=1e-4)
     fangs(adata, n_jobs=1, random_state=0)
@@ -404,7 +403,7 @@ def test_no_feature_with_a_replicate_design(paired):
     _donor_design(adata, 4, paired, rng)
     fangs(adata, samples=[np.zeros((n, 0), np.uint8)] * 10, draws=False, random_state=0)
     f = adata.uns["fangs"]
-    assert f["n_features"] == 0 and adata.obsm["fangs_features"].shape == (n, 0)
+    assert f["n_features"] == 0 and "fangs_features" not in adata.obsm  # K = 0: no zero-width array
     assert f["feature_unit"] == "replicate"
     assert np.asarray(f["feature_pvalue"]).shape == (0,) and np.asarray(f["feature_qvalue"]).shape == (0,)
     assert not any(k.startswith("feature F") for k in dict(summary_rows(adata)))
@@ -436,8 +435,7 @@ def test_the_fangs_rule_writes_only_what_fangs_adds(fitted, tmp_path, caplog):
     pre = ad.AnnData(X=adata.X.copy(), obs=adata.obs.copy(), layers={"counts": adata.X.copy()},
                      uns={"scontrast": {"preprocess": {"dataset": "toy"}}})  # what preprocessing writes
     io.write_h5ad(pre, tmp_path / "preprocessed.h5ad")
-    lf = ad.AnnData(obs=adata.obs[[]].copy(), var=pre.var[[]].copy(), uns={"latent_features": adata.uns["latent_features"]},
-                    obsm={k: adata.obsm[k] for k in ("latent_features_samples", "latent_features_input")})
+    lf = ad.AnnData(obs=adata.obs[[]].copy(), var=pre.var[[]].copy(), uns={"latent_features": adata.uns["latent_features"]})
     io.write_h5ad(lf, tmp_path / "latent_features.h5ad")
     deltas = [str(tmp_path / "latent_features.h5ad"), str(tmp_path / "fangs.h5ad")]
     smk = rule_object({"h5ad": str(tmp_path / "preprocessed.h5ad"), "samples": deltas[0]},

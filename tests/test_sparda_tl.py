@@ -53,7 +53,8 @@ def test_front_end_writes_slots_and_finds_planted_genes(tmp_path):
     assert var.loc[~var["highly_variable"], "sparda_marginal_w2"].isna().all()
     assert adata.varm["sparda_directions"].shape == (40, 1)
     np.testing.assert_allclose(np.linalg.norm(var["sparda_weight"]), 1.0)
-    assert adata.obsm["X_sparda"].shape == (140, 1)
+    # one direction and, for an embedding plot, the leading PC orthogonal to it (uns['sparda']['embedding'])
+    assert adata.obsm["X_sparda"].shape == (140, 2)
 
     info = adata.uns["sparda"]
     for key in ["params", "versions", "random_state", "divergence", "pvalue", "lam", "selected_genes",

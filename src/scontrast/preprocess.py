@@ -12,15 +12,29 @@ AnnData holding only target and background cells, with
 - ``obs['n_genes_by_counts']``, ``obs['pct_counts_mt']`` and the other scanpy QC metrics
   (computed on the input values);
 - ``var['highly_variable']`` and scanpy's HVG statistics;
+- ``obs['scontrast_group']``: the same split as a categorical ("<target labels> (target)",
+  "<background labels> (background)") with ``uns['scontrast_group_colors']``, and
+  ``uns['<groupby>_colors']``: scanpy's colours of the group column (its categories in its order;
+  a text column is made categorical, as anndata writes it), the figures' red for target and blue
+  for background;
 - ``uns['scontrast']['preprocess']``: parameters, package versions, cell and gene counts,
-  ``warnings`` (one-line messages) and ``qc_removed`` (the QC metrics of the removed cells).
+  ``warnings`` (one-line messages), ``qc_removed`` (the QC metrics of the removed cells) and
+  ``input_annotations`` (what of the input was carried, renamed or not carried).
 
-Slots that scontrast's steps write (``METHOD_SLOTS``: an input that is a finished
-``scontrast.h5ad``) are not carried over, so every result is fresh. Sparse input stays sparse.
+The user's own annotations of the kept cells and genes are carried: every obs and var column,
+every obsm, varm, obsp and varp entry (subset to the kept cells and genes as anndata subsets
+them: a graph in obsp keeps the edges between kept cells) and every uns entry (colours of a
+categorical column follow its categories). An input name that collides with preprocessing's own
+(scanpy's QC metrics and HVG statistics, ``<groupby>_colors``) is kept as ``<name>_input``
+(logged, and listed in ``input_annotations['renamed']``): nothing is overwritten. Slots that
+scontrast's steps write (``METHOD_SLOTS``: an input that is a finished ``scontrast.h5ad``) are not
+carried over, so every result is fresh (logged). The input's layers and ``raw`` are not carried
+(each as large as X; logged). Sparse input stays sparse.
 """
 
 from __future__ import annotations
 
+import copy
 import inspect
 import logging
 import warnings
@@ -195,12 +209,20 @@ def _validate_tpm(X, name: str = "X") -> None:
 # Slots the workflow's steps write; an input that already holds them (a finished scontrast.h5ad
 # fed back in) must not carry them into the new results. Exact names, or prefixes ending in '*'.
 METHOD_SLOTS = {
-    "obs": ("quadro_score", "quadro_pred", TARGET_KEY, REPLICATE_KEY),
+    "obs": ("quadro_score", "quadro_pred", TARGET_KEY, REPLICATE_KEY, "scontrast_group"),
     "var": ("sparda_*",),
-    "obsm": ("X_sparda", "X_cpca*", "X_pcpca", "fangs_features"),
+    "obsm": ("X_sparda", "X_cpca*", "X_pcpca", "fangs_features", "latent_features_samples", "latent_features_input"),
     "varm": ("sparda_directions", "cPCs*", "PCPCA_W"),
-    "uns": ("sparda", "cpca", "pcpca", "quadro", "latent_features", "fangs", "scontrast"),
+    "uns": ("sparda", "cpca", "pcpca", "quadro", "latent_features", "fangs", "scontrast", "scontrast_group_colors"),
 }
+
+#: the categorical obs column of the split for scanpy's plots (``TARGET_KEY`` is its boolean)
+GROUP_KEY = "scontrast_group"
+#: obs columns preprocessing's QC writes (scanpy's ``calculate_qc_metrics`` with ``qc_vars=['mt']``):
+#: an input column of one of these names is kept renamed, not overwritten
+QC_OBS = ("n_genes_by_counts", "total_counts", "total_counts_mt", "pct_counts_mt")
+#: an input name that collides with one of preprocessing's own is kept as ``<name>`` + this
+RENAMED_SUFFIX = "_input"
 
 
 def _owned(key: str, patterns: Sequence[str]) -> bool:
@@ -212,10 +234,21 @@ def method_slots(adata: ad.AnnData) -> dict[str, list[str]]:
     found = {}
     for slot, patterns in METHOD_SLOTS.items():
         keys = adata.obs.columns if slot == "obs" else adata.var.columns if slot == "var" else getattr(adata, slot).keys()
-        hit = sorted(str(k) for k in keys if _owned(str(k), patterns))
+        hit = {str(k) for k in keys if _owned(str(k), patterns)}
+        if slot == "uns":  # a finished result's colours of its group column are scontrast's too
+            hit |= {k for k in (_previous_colours(adata),) if k in adata.uns}
         if hit:
-            found[slot] = hit
+            found[slot] = sorted(hit)
     return found
+
+
+def _previous_colours(adata: ad.AnnData) -> str | None:
+    """``'<groupby>_colors'`` of a finished result (its ``uns['scontrast']`` names the group column), else None."""
+    info = adata.uns.get("scontrast")
+    info = info.get("preprocess") if isinstance(info, dict) else None
+    params = info.get("params") if isinstance(info, dict) else None
+    groupby = params.get("groupby") if isinstance(params, dict) else None
+    return None if groupby is None else f"{groupby}_colors"
 
 
 # Mitochondrially encoded genes under the names some annotations give them without a prefix.
@@ -364,7 +397,7 @@ def _preprocess(source: list, *, owned: bool, groupby, target, background, count
     labels, keep, X, dtype = _checked_input(adata, groupby=groupby, target=target, background=background,
                                             counts=counts, layer=layer, replicate=replicate, owned=owned)
     n_genes_in = int(adata.n_vars)
-    out = _two_groups(adata, X, labels, keep, dtype)
+    out, carried = _two_groups(adata, X, labels, keep, dtype)
     del adata, X  # an input handed over (preprocess_file) is freed here: only the two groups' cells are held
     is_target = out.obs[TARGET_KEY].to_numpy()
     n_in = {"target": int(is_target.sum()), "background": int((~is_target).sum())}
@@ -372,9 +405,10 @@ def _preprocess(source: list, *, owned: bool, groupby, target, background, count
                                max_pct_mito=max_pct_mito, mito_prefix=mito_prefix)
     removed_reason = qc["removed_reason"]
 
-    out, design, design_keep = _apply_design(out, replicate=replicate, paired=paired, min_cells=min_cells_per_replicate,
-                                             groupby=groupby)
+    out, design, design_keep, no_replicate = _apply_design(out, replicate=replicate, paired=paired,
+                                                           min_cells=min_cells_per_replicate, groupby=groupby)
     removed_reason[qc["rows_in"][~design_keep]] = "replicate"
+    removed_reason[qc["rows_in"][no_replicate]] = "no_replicate"
     n_kept = {"target": int(out.obs[TARGET_KEY].sum()), "background": int((~out.obs[TARGET_KEY]).sum())}
     _check_group_losses(is_target, removed_reason, n_in, n_kept, target=target, background=background,
                         min_genes=min_genes, max_pct_mito=max_pct_mito, min_cells=min_cells,
@@ -408,6 +442,8 @@ def _preprocess(source: list, *, owned: bool, groupby, target, background, count
             **{k: qc_table[k].to_numpy(dtype=float)[gone] for k in qc_table.columns},
         },
     }}
+    out.uns["scontrast"]["preprocess"]["input_annotations"] = _finish_annotations(
+        out, carried, groupby=groupby, target=_as_list(target), background=_as_list(background))
     log.info("kept %s cells and %d genes (%d highly variable)", n_kept, out.n_vars,
              int(out.var["highly_variable"].sum()))
     return out
@@ -451,20 +487,161 @@ def _checked_input(adata, *, groupby, target, background, counts, layer, replica
     return labels, keep, X, dtype
 
 
-def _two_groups(adata, X, labels, keep, dtype) -> ad.AnnData:
-    """A fresh AnnData of the two groups' cells, flagged in ``obs[TARGET_KEY]``, without the slots of a past run."""
+def _two_groups(adata, X, labels, keep, dtype) -> tuple[ad.AnnData, dict]:
+    """A fresh AnnData of the two groups' cells, flagged in ``obs[TARGET_KEY]``, without the slots of a past run.
+
+    It holds the input's obs columns (those named as QC's own renamed: :data:`QC_OBS`) and its
+    obsm, obsp, varm and varp entries (subset to the two groups' cells), which every later subset
+    keeps aligned; the rest of the input's annotations, joined at the end by
+    :func:`_finish_annotations`, are returned beside it.
+    """
     stale = method_slots(adata)
     if stale:
         log.info("input slots written by scontrast's own steps are dropped (a finished result fed back in?): %s",
                  "; ".join(f"{slot}{keys}" for slot, keys in stale.items()))
     obs = adata.obs.loc[keep].drop(columns=stale.get("obs", []))
+    renamed = _renames(obs.columns, QC_OBS, "obs")
+    rows = np.flatnonzero(keep)
+    mine = {slot: {k: v for k, v in getattr(adata, slot).items() if k not in stale.get(slot, [])}
+            for slot in ("obsm", "obsp", "varm", "varp")}
     out = ad.AnnData(
         X=sp.csr_matrix(X, dtype=dtype) if sp.issparse(X) else np.asarray(X, dtype=dtype),
-        obs=obs.copy(),
+        obs=obs.rename(columns={old: new for _, old, new in renamed}),
         var=adata.var[[]].copy(),
+        obsm={k: _take(v, rows) for k, v in mine["obsm"].items()},
+        obsp={k: _take(_take(v, rows), rows, axis=1) for k, v in mine["obsp"].items()},
+        varm={k: v.copy() for k, v in mine["varm"].items()},
+        varp={k: v.copy() for k, v in mine["varp"].items()},
     )
     out.obs[TARGET_KEY] = (labels[keep] == "target").to_numpy()
+    carried = {
+        "obs": [str(c) for c in out.obs.columns if c != TARGET_KEY],
+        "var": adata.var.drop(columns=stale.get("var", [])).copy(),
+        "uns": copy.deepcopy({k: v for k, v in adata.uns.items() if k not in stale.get("uns", [])}),
+        # each categorical column's categories in the input: the colours of its categories follow them
+        "categories": {c: list(obs[c].cat.categories) for c in obs.columns
+                       if isinstance(obs[c].dtype, pd.CategoricalDtype)},
+        "renamed": renamed,
+        "not_carried": {"layers": [str(k) for k in adata.layers.keys()], "raw": adata.raw is not None},
+    }
+    return out, carried
+
+
+def _take(value, rows: np.ndarray, axis: int = 0):
+    """``value`` (an obsm/obsp entry: array, sparse matrix or DataFrame) at the positions ``rows`` of ``axis``."""
+    if isinstance(value, pd.DataFrame):
+        return value.iloc[rows] if axis == 0 else value.iloc[:, rows]
+    return value[rows] if axis == 0 else value[:, rows]
+
+
+def _free_name(name: str, taken) -> str:
+    """``<name>_input`` (``_input2``, ... when taken): where an input entry colliding with one of ours is kept."""
+    new, i = f"{name}{RENAMED_SUFFIX}", 2
+    while new in taken:
+        new, i = f"{name}{RENAMED_SUFFIX}{i}", i + 1
+    return new
+
+
+def _renames(names, ours, slot: str) -> list[tuple[str, str, str]]:
+    """``(slot, name, new name)`` for each input name that is one of ``ours``; logged."""
+    names = [str(n) for n in names]
+    taken = set(names) | set(map(str, ours))
+    out = []
+    for name in names:
+        if name in ours:
+            new = _free_name(name, taken)
+            taken.add(new)
+            out.append((slot, name, new))
+            log.info("input %s['%s'] is kept as %s['%s']: scontrast writes its own %s['%s']", slot, name, slot, new,
+                     slot, name)
     return out
+
+
+def _finish_annotations(out: ad.AnnData, carried: dict, *, groupby: str, target: list[str],
+                        background: list[str]) -> dict:
+    """Join the input's var columns and uns entries (``carried``, by :func:`_two_groups`) to ``out`` and write
+    the group's categorical and colours; returns what ``uns['scontrast']['preprocess']['input_annotations']``
+    records: ``renamed`` (``slot``, ``name``, ``as``: the input entries kept under another name),
+    ``not_carried`` (the input's layers and whether it had ``raw``) and what was carried per slot.
+    """
+    renamed = list(carried["renamed"])
+    uns = carried["uns"]
+    # categories no kept cell holds are dropped, and their colours with them, as anndata's subsets do
+    for col, before in carried["categories"].items():
+        if col in out.obs:
+            out.obs[col] = out.obs[col].cat.remove_unused_categories()
+            _follow_categories(uns, col, before, list(out.obs[col].cat.categories))
+    user_var = carried["var"].loc[out.var_names]
+    for col in user_var.columns:
+        if isinstance(user_var[col].dtype, pd.CategoricalDtype):
+            user_var[col] = user_var[col].cat.remove_unused_categories()
+    var_renamed = _renames(user_var.columns, out.var.columns, "var")
+    renamed += var_renamed
+    user_var = user_var.rename(columns={old: new for _, old, new in var_renamed})
+    out.var = pd.concat([user_var, out.var], axis=1)
+
+    _write_group_colours(out, groupby, target, background)
+    uns_renamed = _renames(uns.keys(), set(out.uns.keys()), "uns")
+    renamed += uns_renamed
+    for _, old, new in uns_renamed:
+        uns[new] = uns.pop(old)
+    out.uns = {**uns, **out.uns}
+
+    not_carried = carried["not_carried"]
+    if not_carried["layers"] or not_carried["raw"]:
+        log.info("not carried from the input (each as large as X): %s",
+                 "; ".join([f"layers{not_carried['layers']}"] * bool(not_carried["layers"])
+                           + ["raw"] * bool(not_carried["raw"])))
+    log.info("carried from the input: %d obs and %d var columns; obsm %s; varm %s; obsp %s; uns %s",
+             len(carried["obs"]), len(user_var.columns), list(out.obsm.keys()), list(out.varm.keys()), list(out.obsp.keys()),
+             sorted(uns.keys()))
+    return {
+        "renamed": {key: np.array([r[i] for r in renamed], dtype=str) for i, key in enumerate(("slot", "name", "as"))},
+        "not_carried": {"layers": np.array(not_carried["layers"], dtype=str), "raw": bool(not_carried["raw"])},
+        "obs": np.array(carried["obs"], dtype=str),
+        "var": np.array(user_var.columns, dtype=str),
+        "obsm": np.array(list(out.obsm.keys()), dtype=str),
+        "uns": np.array(sorted(uns.keys()), dtype=str),
+    }
+
+
+def _follow_categories(uns: dict, col: str, before: list, after: list) -> None:
+    """Keep ``uns['<col>_colors']`` (one colour per category in ``before``) for the categories ``after``."""
+    key = f"{col}_colors"
+    colours = uns.get(key)
+    if colours is None or np.ndim(colours) != 1 or len(colours) != len(before) or before == after:
+        return  # scanpy redraws colours that do not match the categories
+    where = {c: i for i, c in enumerate(before)}
+    uns[key] = np.asarray(colours)[[where[c] for c in after]]
+
+
+def _write_group_colours(out: ad.AnnData, groupby: str, target: list[str], background: list[str]) -> None:
+    """``obs['scontrast_group']`` and scanpy's colours of it and of ``obs[groupby]``, as the figures draw them.
+
+    ``uns['<groupby>_colors']`` holds one colour per category of ``obs[groupby]`` in its order: the
+    target's red for a category of target cells, the background's blue for one of background cells,
+    grey for any other. A text column is made categorical first (what anndata does on writing, and
+    scanpy on plotting); a numeric or boolean one is drawn by scanpy on a colour scale: no colours.
+    """
+    from .pl._style import BACKGROUND_COLOUR, NEUTRAL_COLOUR, TARGET_COLOUR
+
+    is_target = out.obs[TARGET_KEY].to_numpy(dtype=bool)
+    names = [_group_name(target, "target"), _group_name(background, "background")]
+    out.obs[GROUP_KEY] = pd.Categorical(np.where(is_target, names[0], names[1]), categories=names)
+    out.uns[f"{GROUP_KEY}_colors"] = np.array([TARGET_COLOUR, BACKGROUND_COLOUR], dtype=object)
+    col = out.obs[groupby]
+    if not isinstance(col.dtype, pd.CategoricalDtype):
+        if not (pd.api.types.is_string_dtype(col) or pd.api.types.is_object_dtype(col)):
+            return
+        col = out.obs[groupby] = pd.Categorical(col.astype(str))
+        col = out.obs[groupby]
+    colours = []
+    values = col.to_numpy()
+    for category in col.cat.categories:
+        cells = values == category
+        colours.append(TARGET_COLOUR if cells.any() and is_target[cells].all() else
+                       BACKGROUND_COLOUR if cells.any() and not is_target[cells].any() else NEUTRAL_COLOUR)
+    out.uns[f"{groupby}_colors"] = np.array(colours, dtype=object)
 
 
 def _keep(adata: ad.AnnData, obs: np.ndarray | None = None, var: np.ndarray | None = None) -> ad.AnnData:
@@ -539,6 +716,10 @@ def _quality_control(sc, out, *, counts, min_genes, min_cells, max_pct_mito, mit
     ``removed_reason`` (per input cell, '' when kept), ``qc_table`` (the QC metrics of every
     input cell) and ``rows_in`` (each kept row as a row of ``qc_table``).
     """
+    if not mito_prefix and counts in ("raw", "tpm") and max_pct_mito < 100:
+        raise ScontrastError(f"mito_prefix '' marks every gene as mitochondrial, so max_pct_mito={max_pct_mito:g} would "
+                             "remove every cell: give the prefix of the mitochondrial genes' names ('MT-', 'mt-'), or set "
+                             "max_pct_mito: 100 to filter on none")
     mito = _mito_mask(out.var_names, mito_prefix)
     out.var["mt"] = mito
     _qc_metrics(sc, out)
@@ -610,14 +791,16 @@ def _check_group_losses(is_target, removed_reason, n_in, n_kept, *, target, back
     names = {"target": _group_name(_as_list(target), "target"),
              "background": _group_name(_as_list(background), "background")}
     limits = {"min_genes": f"below min_genes={min_genes}", "max_pct_mito": f"above max_pct_mito={max_pct_mito:g}",
-              "min_cells": f"with no value left after min_cells={min_cells}"}
+              "min_cells": f"with no value left after min_cells={min_cells}", "no_replicate": "with no replicate value"}
     for group, in_group in (("target", is_target), ("background", ~is_target)):
-        # cells of dropped replicates are warned replicate by replicate, not as QC losses
+        # cells of dropped replicates are warned replicate by replicate, not as QC losses; cells with no
+        # replicate value count here, beside QC's (their own warning gives their number only)
         lost = n_in[group] - n_kept[group] - int((removed_reason[in_group] == "replicate").sum())
         if n_in[group] and lost > QC_WARN_FRACTION * n_in[group]:
             why = _removed_by(removed_reason[in_group], limits)
+            qc_only = not (removed_reason[in_group] == "no_replicate").any()
             # stacklevel: this function, _preprocess, _recorded, preprocess, then the user's call
-            warnings.warn(f"QC removed {lost} of {n_in[group]} {names[group]} cells "
+            warnings.warn(f"{'QC removed' if qc_only else 'removed'} {lost} of {n_in[group]} {names[group]} cells "
                           f"({100 * lost / n_in[group]:.0f}%): {why}", ScontrastWarning, stacklevel=5)
     limits["replicate"] = "in dropped replicates"
     for group, n in n_kept.items():
@@ -629,12 +812,30 @@ def _check_group_losses(is_target, removed_reason, n_in, n_kept, *, target, back
             )
 
 
+#: A target_sum below this share of the cells' median total (or below 1) is warned: log1p of so small
+#: values is linear (log1p(x) ~ x), so the data is no longer on a log scale.
+TARGET_SUM_LOW = 1e-3
+
+
+def _check_target_sum(target_sum, totals: np.ndarray) -> None:
+    """Warn when ``target_sum`` is implausibly small against the cells' totals (a typo like 1e-6 for 1e6)."""
+    if target_sum is None or not totals.size:
+        return
+    median = float(np.median(totals))
+    if target_sum < 1 or target_sum < TARGET_SUM_LOW * median:
+        warnings.warn(f"target_sum={target_sum:g} scales every cell to that total, far below the cells' own (median "
+                      f"{median:.4g}): every value is then at most {target_sum:g}, where log1p is nearly linear, so X "
+                      "is not on a log scale; the usual value is 10000 (or null: the median total)", ScontrastWarning,
+                      stacklevel=6)
+
+
 def _normalise_and_flag(sc, out, *, counts, target_sum, n_top_genes, hvg_flavor, share=False) -> None:
     """Log-normalise ``out`` in place as ``counts`` requires (raw counts kept in a layer) and flag its HVGs.
 
     ``share``: the counts layer shares X's index arrays (see ``_beside``).
     """
     if counts == "raw":
+        _check_target_sum(target_sum, out.obs["total_counts"].to_numpy())
         raw = out.X.copy() if not sp.issparse(out.X) else out.X.data.copy()  # sparse: the values only
         _normalize_total(sc, out, target_sum)
     if counts in ("raw", "tpm"):
@@ -803,13 +1004,22 @@ def _apply_design(out: ad.AnnData, *, replicate, paired, min_cells, groupby) -> 
                 "groups)", ScontrastWarning, stacklevel=5)
         return out, {"replicate": "none", "paired": False, "unit": "cell",
                      "summary": "no replicate declared: cells are the unit",
-                     "undeclared_candidates": np.array(suspects, dtype=str)}, np.ones(out.n_obs, dtype=bool)
-    design = declare_design(out.obs[replicate].to_numpy(), is_target, column=replicate, paired=paired,
-                            min_cells=min_cells)
+                     "undeclared_candidates": np.array(suspects, dtype=str)}, np.ones(out.n_obs, dtype=bool), \
+            np.zeros(out.n_obs, dtype=bool)
+    values = out.obs[replicate].to_numpy()
+    design = declare_design(values, is_target, column=replicate, paired=paired, min_cells=min_cells)
+    missing = pd.isna(out.obs[replicate]).to_numpy()
+    if missing.any():
+        n_t, n_b = int((missing & is_target).sum()), int((missing & ~is_target).sum())
+        warnings.warn(f"{int(missing.sum())} cells have no value in obs column '{replicate}' (replicate) and were "
+                      f"dropped ({n_t} target, {n_b} background): give each cell its {replicate}, or leave those "
+                      "cells out of the file", ScontrastWarning, stacklevel=5)
     for name, why in design.dropped.items():
         warnings.warn(f"replicate '{name}' of obs column '{replicate}' dropped: {why}", ScontrastWarning, stacklevel=5)
     if not design.keep.all():
         out = out[design.keep].copy()
     out.obs[REPLICATE_KEY] = pd.Categorical(design.replicates[design.keep])
     log.info("%s", design.summary())
-    return out, design.as_uns(), design.keep
+    uns = design.as_uns()
+    uns["cells_without_replicate"] = int(missing.sum())
+    return out, uns, design.keep, missing

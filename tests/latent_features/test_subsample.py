@@ -119,7 +119,7 @@ def test_front_end_records_the_subsample():
     info = sub.uns["latent_features"]["subsample"]
     assert info["n_cells"] == 200 and info["of"] == 600
     assert sub.uns["latent_features"]["params"]["max_cells"] == 200
-    assert sub.obsm["latent_features_samples"].shape[0] == 600
+    assert sub.uns["latent_features"]["samples"].shape[0] == 600
 
 
 def test_strata_of_the_wrong_length_are_refused():

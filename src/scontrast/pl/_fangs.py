@@ -155,13 +155,15 @@ def fangs(adata: ad.AnnData, *, key: str = TARGET_KEY, ax=None, figsize=(12, 6))
     ensemble's stability per K (threshold and chosen K) or the log joint of every chain of the
     sampler (burn-in shaded, split R-hat).
 
-    Reads only ``obsm['fangs_features']``, ``uns['fangs']``, ``uns['latent_features']`` (when
+    Reads only ``obsm['fangs_features']`` (absent when K = 0), ``uns['fangs']``, ``uns['latent_features']`` (when
     present) and ``obs[key]`` (no ``X``), so it draws from the preprocessed annotations joined
     with the fangs delta. ``figsize`` (inches) applies without ``ax``.
     """
-    if "fangs_features" not in adata.obsm:
+    if "fangs_features" not in adata.obsm and "fangs" not in adata.uns:
         raise ScontrastError("adata: obsm['fangs_features'] is missing; run scontrast.tl.fangs first")
-    features = np.asarray(adata.obsm["fangs_features"]).astype(np.uint8)
+    # K = 0 leaves no obsm entry: no cell carries a feature
+    features = (np.asarray(adata.obsm["fangs_features"]).astype(np.uint8) if "fangs_features" in adata.obsm
+                else np.zeros((adata.n_obs, 0), dtype=np.uint8))
     is_target = adata.obs[key].to_numpy(dtype=bool) if key in adata.obs else np.zeros(adata.n_obs, bool)
     uns = dict(adata.uns.get("fangs", {}))
     labels = group_labels(adata)

@@ -17,6 +17,8 @@ import anndata as ad
 
 TARGET_COLOUR = "#d62728"
 BACKGROUND_COLOUR = "#1f77b4"
+#: cells of neither group (a category of the group column that is neither target nor background)
+NEUTRAL_COLOUR = "#7f7f7f"
 
 
 def literal(text) -> str:

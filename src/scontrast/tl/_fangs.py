@@ -17,7 +17,7 @@ from ..bounds import check_count
 from ..core import TARGET_KEY, ScontrastError, ScontrastWarning, check_real
 from ..feature_samples import FeatureSamples, load_samples
 from ._common import fmt, record_params, replicate_design, result_warnings
-from ._latent_features import INPUT_SUFFIX, samples_from_adata
+from ._latent_features import INPUT, SAMPLES, cell_rows, samples_from_adata
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +68,7 @@ def _resolve_samples(adata, samples, samples_key):
         out = samples_from_adata(adata, samples_key)
         info = adata.uns[samples_key]
         lj, chains = info.get("log_joint"), info.get("chains")
-        return (out, f"adata (obsm['{samples_key}_samples'])", None if lj is None else np.asarray(lj),
+        return (out, f"adata (uns['{samples_key}']['{SAMPLES}'])", None if lj is None else np.asarray(lj),
                 None if chains is None else np.asarray(chains))
     if isinstance(samples, (str, os.PathLike)):
         try:
@@ -116,7 +116,7 @@ def fangs(
         Also run the draws method (the best single sample) for comparison.
     n_top_genes
         Genes named per feature (largest posterior mean loadings), when the samples
-        come from ``tl.latent_features`` on genes (``obsm[samples_key + '_input']``).
+        come from ``tl.latent_features`` on genes (``uns[samples_key]['input']``).
     fdr
         Benjamini-Hochberg level at which a feature counts as enriched in one group
         (``feature_enriched``).
@@ -138,7 +138,8 @@ def fangs(
     Writes
     ------
     ``obsm['fangs_features']`` (n_obs x K, uint8): the estimate, features
-    sorted by decreasing size; ``uns['fangs']``: params, versions, seed,
+    sorted by decreasing size (not written when K = 0: ``uns['fangs']['n_features']`` is 0,
+    and no cell carries a feature); ``uns['fangs']``: params, versions, seed,
     ``a``, ``expected_loss``, ``draws_expected_loss`` and ``draws_index``
     (NaN / -1 when ``draws`` is False), ``n_features``, ``n_samples``,
     ``samples_K_values``/``samples_K_counts`` (K distribution of the samples),
@@ -206,7 +207,10 @@ def _estimate_and_record(adata: ad.AnnData, samples, front: dict, model_params: 
         draws_loss, draws_index = d.expected_loss, d.index
         timings["draws"] = float(d.timings["total"])
     k_values, k_counts = np.unique([s.shape[1] for s in S], return_counts=True)
-    adata.obsm["fangs_features"] = est
+    if est.shape[1]:  # K = 0 is said by uns['fangs']['n_features']: obsm holds no zero-width array
+        adata.obsm["fangs_features"] = est
+    else:
+        adata.obsm.pop("fangs_features", None)  # a stale estimate of an earlier call
     if samples is None:
         extra.update(_gene_programmes(adata, front["samples_key"], est, front["n_top_genes"]))
     if log_joint is not None:
@@ -301,12 +305,11 @@ def _warn_unsupported(support: np.ndarray, chains: np.ndarray) -> None:
 def _gene_programmes(adata: ad.AnnData, samples_key: str, est: np.ndarray, n_top: int) -> dict:
     """Loadings of the estimate's features on the sampler's input and each feature's top names."""
     info = adata.uns[samples_key]
-    slot = samples_key + INPUT_SUFFIX
-    if slot not in adata.obsm or "input_names" not in info or "sigma_x_mean" not in info:
+    if INPUT not in info or "input_names" not in info or "sigma_x_mean" not in info:
         return {}
     names = np.asarray(info["input_names"]).astype(str)
     params = info.get("params", {})
-    L = _fangs.feature_loadings(np.asarray(adata.obsm[slot]), est, float(info["sigma_x_mean"]),
+    L = _fangs.feature_loadings(cell_rows(adata, samples_key, INPUT), est, float(info["sigma_x_mean"]),
                                 float(info["sigma_a_mean"]),
                                 intercept=bool(info.get("intercept", params.get("intercept", False))))
     top = [", ".join(names[np.argsort(-row, kind="stable")[:n_top]]) for row in L]

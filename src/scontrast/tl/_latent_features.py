@@ -6,6 +6,7 @@ import logging
 
 import anndata as ad
 import numpy as np
+import pandas as pd
 import scipy.sparse as sp
 
 from ..bounds import check_count
@@ -16,8 +17,8 @@ from ._common import build_estimator, expression, fitted_params, gene_mask, reco
 
 log = logging.getLogger(__name__)
 
-SAMPLES_SUFFIX = "_samples"
-INPUT_SUFFIX = "_input"
+#: ``uns[key_added]`` entries of the per-cell matrices: the packed samples, the matrix explained, the cells
+SAMPLES, INPUT, CELLS = "samples", "input", "cells"
 METHODS = {"ensemble": BinaryFactorEnsemble, "ibp": LinearGaussianIBP}
 
 
@@ -105,8 +106,7 @@ def latent_features(
     n_dims
         With ``use_rep``: use only its first ``n_dims`` columns (None = all).
     key_added
-        Slot names: ``obsm[key_added + '_samples']``, ``obsm[key_added + '_input']``
-        and ``uns[key_added]``.
+        Where the results go: ``uns[key_added]``.
     random_state
         Seed of the chains (None, an int >= 0 or a numpy Generator).
     n_jobs
@@ -125,13 +125,15 @@ def latent_features(
 
     Writes
     ------
-    ``obsm[key_added + '_samples']`` (n_obs x sum K_b, uint8): the B kept
-    samples of Z side by side (``'ensemble'``: the chosen K's members, ``chains`` their halves,
-    and in ``uns``: ``stability`` (max_features,) per K, NaN where not tried, ``n_features_chosen``,
+    ``uns[key_added]``, nothing in ``obsm`` (the samples and the matrix explained are not
+    embeddings of the cells): ``samples`` (n_obs x sum K_b, uint8): the B kept samples of Z side
+    by side, packed (:func:`samples_from_adata` unpacks them; ``'ensemble'``: the chosen K's
+    members, ``chains`` their halves, and ``stability`` (max_features,) per K, NaN where not tried, ``n_features_chosen``,
     ``medoid_support``, ``sigma_x_mean`` the residual sd and ``sigma_a_mean`` the loading sd of the
     ridge, ``converged``; no sweeps or traces). ``'ibp'``: chain after chain (sample b in the columns given by
-    ``uns[key_added]['n_features']``); ``obsm[key_added + '_input']`` (n_obs x D,
-    float32): the matrix explained; ``uns[key_added]``: params, versions, seed,
+    ``uns[key_added]['n_features']``); ``input`` (n_obs x D, float32): the matrix explained;
+    ``cells`` (n_obs,): the cells of the rows of both (a subset of the AnnData still finds its
+    rows); params, versions, seed,
     warnings, ``input_names`` (D,) (genes, or ``use_rep[j]``), ``n_features``,
     ``sweeps``, ``chains`` (B,), per-sweep traces ``log_joint``, ``K``, ``alpha``,
     ``sigma_x``, ``sigma_a`` (n_chains, n_iter), ``rhat_log_joint``, ``rhat_K``,
@@ -234,11 +236,11 @@ def _ensemble_and_record(adata: ad.AnnData, model: BinaryFactorEnsemble, X: np.n
 
 def _write_samples(adata: ad.AnnData, key_added: str, Z: np.ndarray, X: np.ndarray, fitted: np.ndarray, who: str,
                    other_cells: str) -> dict:
-    """Write the packed samples and the matrix explained; return the group counts and, when ``who`` (the chains,
-    the fits) ran on a subsample of the cells, its record (the approximation, stated where the result is)."""
-    adata.obsm[key_added + SAMPLES_SUFFIX] = Z
-    adata.obsm[key_added + INPUT_SUFFIX] = X.astype(np.float32)
-    extra = _group_counts(adata)
+    """The packed samples, the matrix explained and their cells (for ``uns[key_added]``), the group counts and,
+    when ``who`` (the chains, the fits) ran on a subsample of the cells, its record (the approximation, stated
+    where the result is)."""
+    extra = {SAMPLES: Z, INPUT: X.astype(np.float32), CELLS: adata.obs_names.to_numpy().astype(str),
+             **_group_counts(adata)}
     n_fitted = int(fitted.size)
     if n_fitted < X.shape[0]:
         extra["subsample"] = {"n_cells": n_fitted, "of": int(X.shape[0]), "strata": "group and replicate",
@@ -267,12 +269,35 @@ def _strata(adata: ad.AnnData) -> np.ndarray | None:
 
 
 def samples_from_adata(adata: ad.AnnData, key: str = "latent_features") -> list[np.ndarray]:
-    """The samples written by ``latent_features(adata, key_added=key)``: a list of (n_obs, K_b)."""
-    slot = key + SAMPLES_SUFFIX
-    if slot not in adata.obsm or key not in adata.uns or "n_features" not in adata.uns[key]:
-        raise ScontrastError(f"samples: none under obsm['{slot}'] and uns['{key}']['n_features']; "
+    """The samples written by ``latent_features(adata, key_added=key)``: a list of (n_obs, K_b), rows in
+    the order of ``adata.obs_names``."""
+    info = adata.uns.get(key)
+    if not isinstance(info, dict) or SAMPLES not in info or "n_features" not in info:
+        raise ScontrastError(f"samples: none under uns['{key}']['{SAMPLES}'] and uns['{key}']['n_features']; "
                              "run tl.latent_features first or pass samples")
-    return unpack_samples(np.asarray(adata.obsm[slot]), np.asarray(adata.uns[key]["n_features"]))
+    return unpack_samples(cell_rows(adata, key, SAMPLES), np.asarray(info["n_features"]))
 
 
-__all__ = ["latent_features", "samples_from_adata", "gene_matrix"]
+def cell_rows(adata: ad.AnnData, key: str, what: str) -> np.ndarray:
+    """``uns[key][what]`` (a matrix with one row per cell latent_features ran on) in the order of ``adata.obs_names``.
+
+    Its rows are matched by ``uns[key]['cells']``, so that a subset of the AnnData (or its cells
+    in another order) gets its own rows; a cell latent_features did not see is a one-line error.
+    """
+    info = adata.uns[key]
+    M = np.asarray(info[what])
+    cells = info.get(CELLS)
+    if cells is None or (M.shape[0] == adata.n_obs and np.array_equal(np.asarray(cells).astype(str),
+                                                                        adata.obs_names.to_numpy().astype(str))):
+        if M.shape[0] != adata.n_obs:
+            raise ScontrastError(f"uns['{key}']['{what}'] has {M.shape[0]} rows, the data {adata.n_obs} cells")
+        return M
+    rows = pd.Index(np.asarray(cells).astype(str)).get_indexer(adata.obs_names.astype(str))
+    if (rows < 0).any():
+        missing = adata.obs_names[rows < 0]
+        raise ScontrastError(f"uns['{key}']['{what}']: {missing.size} of the {adata.n_obs} cells are not among the "
+                             f"cells latent_features ran on (e.g. {list(missing[:3])})")
+    return M[rows]
+
+
+__all__ = ["latent_features", "samples_from_adata", "gene_matrix", "cell_rows"]

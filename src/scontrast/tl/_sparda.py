@@ -79,8 +79,13 @@ def sparda(
     direction; ``var['sparda_marginal_w2']`` marginal squared W2 of each gene (the
     screening score; NaN outside the gene set); ``varm['sparda_directions']``
     (n_vars x n_directions; the columns of directions the deflation did not find are
-    zero, ``uns['sparda']['n_directions_found']``); ``obsm['X_sparda']`` projection of
-    every cell on the directions; ``uns['sparda']``: params, versions, seed,
+    zero, ``uns['sparda']['n_directions_found']``); ``obsm['X_sparda']``
+    (n_obs x max(2, n_directions)): column j is every cell's projection on direction j + 1,
+    and with fewer than two directions found the second column is the cell's score on the
+    leading principal component of the screened genes orthogonal to direction 1 (the largest
+    variation of the cells that direction 1 leaves out: it is not a contrast), so that
+    ``sc.pl.embedding(adata, basis='sparda')`` draws the direction against it; what each column
+    is: ``uns['sparda']['embedding']``; ``uns['sparda']``: params, versions, seed,
     divergence(s), pvalue (NaN without permutations) and ``test`` (its resolution:
     method, n_permutations, n_at_least, bound = p is its floor), selected genes,
     lambda (and ``lambda_path`` when chosen by CV: path, held-out scores, sizes, rule,
@@ -94,14 +99,15 @@ def sparda(
     names = adata.var_names[mask].to_numpy()
     log.info("sparda: lambda=%.4g, %d genes selected, divergence %.4g, p=%s", model.lam_, model.selected_.size,
              model.divergence_, model.pvalue_)
-    _write_directions(adata, model, mask, layer)
+    columns = _write_directions(adata, model, mask, layer)
     _record(adata, model, dict(genes=genes, layer=layer, key=key), random_state, warned, mask=mask, names=names,
-            n_target=int(X.shape[0]), n_background=int(Y.shape[0]))
+            n_target=int(X.shape[0]), n_background=int(Y.shape[0]), embedding=columns)
     return adata if copy else None
 
 
-def _write_directions(adata: ad.AnnData, model: SPARDA, mask: np.ndarray, layer: str | None) -> None:
-    """The ``var`` columns, ``varm['sparda_directions']`` and ``obsm['X_sparda']`` of the fitted model."""
+def _write_directions(adata: ad.AnnData, model: SPARDA, mask: np.ndarray, layer: str | None) -> np.ndarray:
+    """The ``var`` columns, ``varm['sparda_directions']`` and ``obsm['X_sparda']`` of the fitted model;
+    returns what each column of ``obsm['X_sparda']`` is (:func:`_embedding`)."""
     n_vars = adata.n_vars
     W = np.zeros((n_vars, model.n_directions))
     W[mask] = model.components_.T
@@ -113,11 +119,64 @@ def _write_directions(adata: ad.AnnData, model: SPARDA, mask: np.ndarray, layer:
     adata.varm["sparda_directions"] = W
 
     full = expression(adata, layer, mask)
-    adata.obsm["X_sparda"] = model.transform(full)
+    adata.obsm["X_sparda"], columns = _embedding(model, full)
+    return columns
+
+
+def _embedding(model: SPARDA, full) -> tuple[np.ndarray, np.ndarray]:
+    """Every cell's coordinates for ``obsm['X_sparda']`` (n_obs x max(2, n_directions)) and what each column is.
+
+    ``full`` (n_obs x genes of the gene set, sparse or dense) is the expression the model was fitted
+    on. Column j is the projection on direction j + 1 (0 for a direction the deflation did not find).
+    An embedding plot needs two coordinates: with fewer than two directions found, the second
+    column holds :func:`_orthogonal_pc`, named as such in the returned labels.
+    """
+    proj = model.transform(full)
+    found = int(model.n_directions_)
+    labels = [f"projection on SPARDA direction {j + 1}" if j < found else
+              f"SPARDA direction {j + 1} was not found: 0" for j in range(proj.shape[1])]
+    if found < 2:
+        pc = _orthogonal_pc(model, full)
+        if proj.shape[1] < 2:
+            proj = np.column_stack([proj, np.zeros(proj.shape[0])])
+            labels.append("")
+        proj[:, 1] = pc
+        labels[1] = ("score on the leading principal component of the screened genes orthogonal to SPARDA direction 1 "
+                     "(the cells' largest other variation, over both groups: not a contrast)")
+    return proj, np.array(labels, dtype=str)
+
+
+def _orthogonal_pc(model: SPARDA, full) -> np.ndarray:
+    """Every cell's score (n_obs,) on the leading principal component, over all cells, of the screened genes
+    (``model.screened_``) in the model's scale (standardised when it was), within the complement of direction 1.
+
+    The covariance is formed from the genes' sums (a sparse matrix stays sparse; genes x genes is at
+    most ``max_genes`` squared). The component's sign puts its largest loading positive. Scores are
+    centred; they are 0 when the screened genes span no direction but direction 1.
+    """
+    idx = np.asarray(model.screened_)
+    Z = full[:, idx]
+    Z = Z.astype(np.float64) if hasattr(Z, "toarray") else np.asarray(Z, dtype=np.float64)
+    n = Z.shape[0]
+    scale = np.ones(idx.size) if model.scale_ is None else np.asarray(model.scale_, dtype=np.float64)[idx]
+    mean = np.asarray(Z.mean(axis=0)).ravel()
+    gram = Z.T @ Z
+    gram = gram.toarray() if hasattr(gram, "toarray") else np.asarray(gram)
+    C = (gram / n - np.outer(mean, mean)) / np.outer(scale, scale)
+    b = np.asarray(model.components_, dtype=np.float64)[0, idx]
+    norm = np.linalg.norm(b)
+    P = np.eye(idx.size) - (np.outer(b, b) / norm**2 if norm > 0 else 0.0)
+    values, vectors = np.linalg.eigh(P @ C @ P)
+    v = vectors[:, -1]
+    if values[-1] <= 1e-12 * max(float(np.trace(C)), 1e-300):
+        return np.zeros(n)
+    v = v * np.sign(v[np.argmax(np.abs(v))])
+    w = v / scale
+    return np.asarray(Z @ w).ravel() - float(mean @ w)
 
 
 def _record(adata: ad.AnnData, model: SPARDA, front: dict, random_state, warned: list[str], *, mask: np.ndarray,
-            names: np.ndarray, n_target: int, n_background: int) -> None:
+            names: np.ndarray, n_target: int, n_background: int, embedding: np.ndarray) -> None:
     """``uns['sparda']``: the parameters, the fit's results and its diagnostics."""
     d_in = int(mask.sum())
     relax_info, tighten_info = _iterations(model, max(n_target, n_background))
@@ -139,6 +198,7 @@ def _record(adata: ad.AnnData, model: SPARDA, front: dict, random_state, warned:
         n_background=n_background,
         n_genes=d_in,
         screening=_screening(model, d_in, names),
+        embedding=embedding,
         relax=relax_info,
         tighten=tighten_info,
         **extra,
