@@ -52,7 +52,9 @@ def test_the_summary_opens_with_what_must_be_read_first():
                   balanced_error=0.2, auc=0.8)
     a.uns["scontrast"] = {"failed": {"sparda": "divergence: the groups do not differ"}}
     table = summarise(a)
-    assert table["item"].tolist()[:2] == ["did not run", "warning"]
-    assert len(table) > 2 and not {"did not run", "warning"} & set(table["item"].tolist()[2:])
+    # the verdict line, then what must be read before the numbers
+    assert table["item"].tolist()[:3] == ["verdict", "did not run", "warning"]
+    assert len(table) > 3 and not {"verdict", "did not run", "warning"} & set(table["item"].tolist()[3:])
     rows = to_html(table, "t").split("<tr")[2:]  # after the header row
-    assert [r.startswith(' class="warning"') for r in rows[:3]] == [True, True, False]
+    assert rows[0].startswith(' class="verdict"')
+    assert [r.startswith(' class="warning"') for r in rows[1:4]] == [True, True, False]
