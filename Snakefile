@@ -53,7 +53,6 @@ include: "workflow/rules/fangs.smk"
 include: "workflow/rules/pseudobulk.smk"
 include: "workflow/rules/collect.smk"
 include: "workflow/rules/genes.smk"
-include: "workflow/rules/genes.smk"
 include: "workflow/rules/summary.smk"
 
 
@@ -62,7 +61,6 @@ rule all:
     input:
         expand("results/{dataset}/scontrast.h5ad", dataset=DATASETS),
         expand("results/{dataset}/summary.tsv", dataset=DATASETS),
-        expand("results/{dataset}/overview.html", dataset=DATASETS),
         expand("results/{dataset}/overview.html", dataset=DATASETS),
         figure_outputs(),
     default_target: True
