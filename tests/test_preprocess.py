@@ -398,7 +398,7 @@ def test_qc_figure_labels_thresholds_and_title(groups):
     assert [ax.get_ylabel() for ax in axes[:3]] == [
         "detected genes per cell", "total counts per cell", "mitochondrial share of counts (%)"]
     ticks = [t.get_text() for t in axes[0].get_xticklabels()]
-    assert ticks == ["healthy\n40 kept", "disease\n39 kept\n1 removed"]
+    assert ticks == ["healthy\n40 kept", "disease\n39 kept\n1 removed by QC"]
     lines = {ax.get_ylabel(): [ln.get_ydata()[0] for ln in ax.get_lines()] for ax in axes[:3]}
     assert lines["detected genes per cell"] == [5] and lines["mitochondrial share of counts (%)"] == [25]
     bodies = [c for c in axes[0].collections if isinstance(c, matplotlib.collections.PolyCollection)]

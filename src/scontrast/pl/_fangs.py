@@ -171,6 +171,8 @@ def fangs(adata: ad.AnnData, *, key: str = TARGET_KEY, ax=None, figsize=(12, 6))
     if ax is not None:
         _heatmap(ax, features, is_target, uns, labels, lf=lf)
         return ax.figure
+    if features.shape[1] == 0:  # nothing to draw: one sentence says so, in a small figure
+        return _no_feature(adata, uns, lf, labels)
     fig = plt.figure(figsize=figsize, layout="constrained")
     fig.suptitle(titled(f"binary features of the cells: {labels[0]} vs {labels[1]}", adata))
     grid = fig.add_gridspec(2, 2, width_ratios=[7, 3])
@@ -183,7 +185,9 @@ def fangs(adata: ad.AnnData, *, key: str = TARGET_KEY, ax=None, figsize=(12, 6))
         kax.bar(np.asarray(uns["samples_K_values"]), np.asarray(uns["samples_K_counts"]), color="grey",
                 label="samples")
         kax.axvline(features.shape[1], color="tab:red", lw=2, label="FANGS estimate")
-        kax.legend(fontsize="small")
+        # headroom above the bars for the key: it never covers a bar
+        kax.set_ylim(0, 1.7 * max(1, int(np.max(np.asarray(uns["samples_K_counts"])))))
+        kax.legend(fontsize="x-small", loc="upper center", ncols=2, framealpha=1, edgecolor="none")
         ks = np.append(np.asarray(uns["samples_K_values"]), features.shape[1])
         kax.set_xlim(ks.min() - 1, ks.max() + 1)  # one K alone would get a sub-integer axis
     kax.xaxis.set_major_locator(MaxNLocator(integer=True))  # K is a count: no tick at 5.5
@@ -215,6 +219,23 @@ def fangs(adata: ad.AnnData, *, key: str = TARGET_KEY, ax=None, figsize=(12, 6))
         tax.text(0.5, 0.5, "no sampler trace\n(samples supplied)", ha="center", va="center",
                  transform=tax.transAxes)
         tax.set_axis_off()
+    return fig
+
+
+def _no_feature(adata: ad.AnnData, uns: dict, lf, labels) -> plt.Figure:
+    """The figure of an empty estimate (K = 0): one sentence with the numbers behind it."""
+    text = "No binary feature: the FANGS estimate holds none (K = 0), so no cell carries a recurring programme."
+    if _is_ensemble(lf):
+        stab = np.asarray(lf["stability"], dtype=float)
+        stab = stab[np.isfinite(stab)]
+        threshold = float(lf.get("params", {}).get("stability", 0.8))
+        if stab.size:
+            text = (f"No binary feature recurs across the resampled fits: the most stable K reaches "
+                    f"{float(stab.max()):.2f} (matched Jaccard), below the {threshold:g} a feature needs. The cells show "
+                    "no reproducible programme in these genes (K = 0).")
+    fig = plt.figure(figsize=(8, 1.5), layout="constrained")
+    fig.suptitle(titled(f"binary features of the cells: {labels[0]} vs {labels[1]}", adata))
+    fig.text(0.5, 0.4, _wrapped(text, 7.2, 11), ha="center", va="center", fontsize=11)
     return fig
 
 

@@ -33,7 +33,8 @@ def preprocess(adata: ad.AnnData, figsize: tuple[float, float] | None = None) ->
 
     One violin panel per metric (background, then target, in the configured labels and the
     fixed group colours) of the kept cells (``obs``), with the cells QC removed
-    (``uns['scontrast']['preprocess']['qc_removed']``) as grey points;
+    (``uns['scontrast']['preprocess']['qc_removed']``) as grey points and the cells that passed QC
+    but left with a replicate the design dropped (``qc_removed['reason']``) as open diamonds;
     the limits ``min_genes`` and ``max_pct_mito`` are drawn where they applied. Panels are
     named by what the metric is for the declared input (counts, TPM/CPM values or
     log-normalised values; no mitochondrial panel for log-normalised input or without
@@ -45,6 +46,10 @@ def preprocess(adata: ad.AnnData, figsize: tuple[float, float] | None = None) ->
     counts = str(params.get("counts", "raw"))
     removed = info.get("qc_removed", {}) if isinstance(info.get("qc_removed"), Mapping) else {}
     removed_target = np.asarray(removed.get("target", []), dtype=bool)
+    # cells QC removed apart from those that left with a replicate the design dropped (or had none):
+    # the latter passed QC, and a figure that calls them "removed by QC" misleads
+    reason = np.asarray(removed.get("reason", [""] * removed_target.size), dtype=str)
+    design = np.isin(reason, list(_DESIGN_REASONS))
     limits = _limits(info, params)
     metrics = _metrics(adata, info, counts)
     if figsize is None:
@@ -57,10 +62,18 @@ def preprocess(adata: ad.AnnData, figsize: tuple[float, float] | None = None) ->
     for ax, (key, label) in zip(axes, metrics):
         kept = adata.obs[key].to_numpy(dtype=float)
         gone = np.asarray(removed.get(key, []), dtype=float)
-        groups = [(b_label, BACKGROUND_COLOUR, kept[~is_target], gone[~removed_target] if gone.size else gone),
-                  (t_label, TARGET_COLOUR, kept[is_target], gone[removed_target] if gone.size else gone)]
+        groups = [(b_label, BACKGROUND_COLOUR, kept[~is_target], *_split(gone, ~removed_target, design)),
+                  (t_label, TARGET_COLOUR, kept[is_target], *_split(gone, removed_target, design))]
         _metric_panel(ax, groups, rng, limit=limits.get(key), label=label)
     _hvg_panel(axes[-1], adata)
+    # one key under the panels for the removed cells and the limits (inside a panel it covered the violins)
+    keyed = {}
+    for ax in axes[:-1]:
+        for handle, text in zip(*ax.get_legend_handles_labels()):
+            keyed.setdefault(text, handle)
+    if keyed:
+        fig.legend(list(keyed.values()), list(keyed), loc="outside lower center", ncols=min(len(keyed), 4),
+                   fontsize="small", frameon=False)
     fig.suptitle(titled(f"quality control: {t_label} vs {b_label} ({counts} input)", adata))
     return fig
 
@@ -85,10 +98,21 @@ def _metrics(adata: ad.AnnData, info: Mapping, counts: str) -> list[tuple[str, s
     ]
 
 
+_DESIGN_REASONS = {"replicate": "dropped with their replicate", "no_replicate": "without a replicate"}
+
+
+def _split(gone: np.ndarray, in_group: np.ndarray, design: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(values of the group's cells removed by QC, values of those that left with the design) of one metric."""
+    if not gone.size:
+        return gone, gone
+    return gone[in_group & ~design], gone[in_group & design]
+
+
 def _metric_panel(ax, groups, rng, *, limit, label: str) -> None:
-    """One metric: a violin per group (name, colour, kept values, removed values), the removed cells as points."""
-    ticks, labelled = [], False
-    for pos, (name, colour, k, g) in enumerate(groups, start=1):
+    """One metric: a violin per group (name, colour, kept values, values removed by QC, values of cells that left
+    with their replicate), the removed cells as points: grey dots (QC) and open diamonds (the design)."""
+    ticks, labelled, labelled_design = [], False, False
+    for pos, (name, colour, k, g, d) in enumerate(groups, start=1):
         values = k
         if values.size > 1 and np.ptp(values) > 0:
             parts = ax.violinplot([values], positions=[pos], showmedians=True)
@@ -104,13 +128,17 @@ def _metric_panel(ax, groups, rng, *, limit, label: str) -> None:
             ax.scatter(pos + rng.uniform(-0.12, 0.12, g.size), g, s=5, c="0.45", zorder=3,
                        label=None if labelled else "removed by QC")
             labelled = True
-        ticks.append(f"{name}\n{k.size} kept" + (f"\n{g.size} removed" if g.size else ""))
+        if d.size:
+            ax.scatter(pos + 0.25 + rng.uniform(-0.06, 0.06, d.size), d, s=9, marker="D", facecolors="none",
+                       edgecolors="#8c564b", linewidths=0.6, zorder=3,
+                       label=None if labelled_design else "passed QC, dropped with their replicate (design)")
+            labelled_design = True
+        ticks.append(f"{name}\n{k.size} kept" + (f"\n{g.size} removed by QC" if g.size else "")
+                     + (f"\n{d.size} dropped\n(replicate)" if d.size else ""))
     ax.set_xticks([1, 2], [literal(t) for t in ticks])
     if limit is not None:
         pname, value = limit
         ax.axhline(value, color="0.2", ls="--", lw=1, label=f"{pname} = {value:g}")
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(loc="best", fontsize="small")
     ax.set_ylabel(label)
     ax.ticklabel_format(axis="y", useOffset=False, style="plain")
 
