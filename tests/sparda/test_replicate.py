@@ -168,3 +168,66 @@ def test_test_max_cells_keeps_the_power_and_the_level():
         assert fit.test_["subsampled"]
         p.append(fit.pvalue_)
     assert sum(v <= 0.1 for v in p) < 10
+
+
+# --------------------------------------------------------------------------- the location part
+def _count_donors(n_donors, cells, genes, seed, shift=1.0):
+    """Log-normalised Poisson cells of donors with their own gene levels (log-sd 0.3); target donors' gene 3 x shift."""
+    rng = np.random.default_rng(seed)
+    base = rng.uniform(0.5, 3.0, genes)
+    donor = np.repeat(np.arange(n_donors), cells)
+    target = donor < n_donors // 2
+    lam = base * np.exp(rng.normal(0, 0.3, size=(n_donors, genes)))[donor]
+    lam[target, 3] *= shift
+    Z = np.log1p(rng.poisson(lam))
+    names = np.array([f"d{i}" for i in donor])
+    return Z[target], Z[~target], names[target], names[~target]
+
+
+def test_each_relabelling_of_the_data_gets_the_p_value_the_set_gave_it():
+    """Exactness of the combined test: the statistics of every relabelling are one fixed function of (cells,
+    labels), so refitting on the data relabelled by labelling l gives l the p-value that the observed fit's set of
+    relabellings gave it (the set is the same, only which member is observed changes). Under the null the observed
+    labelling is any of them with equal probability: its p-value is uniform on the grid."""
+    from scontrast.donor_test import min_p_combination
+
+    X, Y, rx, ry = _count_donors(8, 12, 15, 11)
+    model = SPARDA(k=3, random_state=0).fit(X, Y, rx, ry)
+    lab, exact, L = _distinct_labellings(model.replicates_, 10_000, np.random.default_rng(0))
+    assert exact and L == 35 and model.part_statistics_.shape == (35, 3)
+    set_p = min_p_combination(model.part_statistics_)
+    assert model.pvalue_ == pytest.approx(set_p[0])
+    np.testing.assert_allclose(np.sort(set_p), np.arange(1, 36) / 35)  # no ties: uniform on the grid
+    Z, names = np.vstack([X, Y]), np.concatenate([rx, ry])
+    for row in (4, 20):
+        chosen = model.replicates_.names[lab[row]]
+        t = np.isin(names, chosen)
+        again = SPARDA(k=3, random_state=0).fit(Z[t], Z[~t], names[t], names[~t])
+        assert again.pvalue_ == pytest.approx(set_p[row])
+
+
+def test_location_part_finds_a_mean_shift_and_is_recorded():
+    X, Y, rx, ry = _count_donors(12, 30, 40, 12, shift=4.0)
+    model = SPARDA(k=3, random_state=0).fit(X, Y, rx, ry)
+    t = model.test_
+    assert set(t["parts"]) == {"location", "divergence", "shape"}
+    assert t["parts"]["location"] <= 0.01 and model.pvalue_ <= 0.05
+    assert int(t["location_genes"][0]) == 3 and t["location_t"][0] > 0
+    assert t["location_adjusted_pvalue"][0] == pytest.approx(t["parts"]["location"])
+    assert len(t["location_genes"]) == 10 and np.all(np.diff(np.abs(t["location_t"])) <= 0)
+    # the distributional parts alone: today's test, whose p-value is recorded either way
+    alone = SPARDA(k=3, test_location=False, random_state=0).fit(X, Y, rx, ry)
+    assert set(alone.test_["parts"]) == {"divergence", "shape"} and "location_genes" not in alone.test_
+    assert alone.pvalue_ == pytest.approx(t["distribution_pvalue"]) == pytest.approx(alone.test_["distribution_pvalue"])
+    np.testing.assert_array_equal(alone.part_statistics_, model.part_statistics_[:, 1:])
+    with pytest.raises(ScontrastError, match="test_location: expected True or False"):
+        SPARDA(test_location="yes").fit(X, Y, rx, ry)
+
+
+def test_combined_test_reproduces_bit_for_bit_under_a_seed():
+    X, Y, rx, ry = _donors(6, 15, 8, 13, paired=True)
+    a = SPARDA(lam=0.5, random_state=3).fit(X, Y, rx, ry, paired=True)
+    b = SPARDA(lam=0.5, random_state=3).fit(X, Y, rx, ry, paired=True)
+    assert a.pvalue_ == b.pvalue_ and a.test_["parts"] == b.test_["parts"]
+    np.testing.assert_array_equal(a.part_statistics_, b.part_statistics_)
+    np.testing.assert_array_equal(a.test_["location_t"], b.test_["location_t"])

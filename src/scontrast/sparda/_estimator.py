@@ -131,6 +131,15 @@ class SPARDA(_LambdaChoice, _Tests, BaseEstimator):
         unit the cells of one donor add little beyond a few hundred; one share for every
         stratum keeps the test exact (a relabelling swaps whole strata, and their shares with
         them). The fit always uses every cell. ``None``: every cell.
+    test_location : bool, default True
+        The ``'replicate'`` test adds a location part to SPARDA's two distributional parts, on the
+        same relabellings of the replicates: each replicate's mean expression of every gene, an
+        empirical-Bayes moderated t per gene (limma-trend's variance shrinkage towards a trend on
+        mean expression; paired designs: the within-replicate differences) and its largest ``|t|``
+        over the genes (:mod:`scontrast.donor_test`). The three are combined by min-p within the
+        set of relabellings, so the test stays exact; ``test_['parts']`` holds each part's own
+        p-value and ``test_['location_genes']`` the genes of largest ``|t|``. ``False``: the two
+        distributional parts alone (their p-value is ``test_['distribution_pvalue']`` either way).
     max_genes : int, default 100
         Genes kept by marginal-W2 screening before RELAX when there are more
         (the relaxation needs a d x d eigendecomposition per step).
@@ -237,6 +246,7 @@ class SPARDA(_LambdaChoice, _Tests, BaseEstimator):
         cv_fraction=0.6,
         cv_max_cells=5000,
         test_max_cells=5000,
+        test_location=True,
         max_genes=100,
         relax_max_cells=100,
         relax_max_iter=20,
@@ -259,6 +269,7 @@ class SPARDA(_LambdaChoice, _Tests, BaseEstimator):
         self.cv_fraction = cv_fraction
         self.cv_max_cells = cv_max_cells
         self.test_max_cells = test_max_cells
+        self.test_location = test_location
         self.max_genes = max_genes
         self.relax_max_cells = relax_max_cells
         self.relax_max_iter = relax_max_iter
@@ -286,6 +297,8 @@ class SPARDA(_LambdaChoice, _Tests, BaseEstimator):
         check_count(self.cv_max_cells, "cv_max_cells", 2 * MAXIMUM["sparda"]["cv_folds"], "sparda", allow_none=True)
         # a relabelling needs 2 cells a group (each replicate keeps one a stratum)
         check_count(self.test_max_cells, "test_max_cells", 2, "sparda", allow_none=True)
+        if not isinstance(self.test_location, (bool, np.bool_)):
+            raise ScontrastError(f"test_location: expected True or False, got {self.test_location!r}")
         check_count(self.max_genes, "max_genes", 1, "sparda")
         check_count(self.relax_max_cells, "relax_max_cells", 2, "sparda")
         check_count(self.relax_max_iter, "relax_max_iter", 1, "sparda")

@@ -88,8 +88,8 @@ def _distinct_labellings(reps: Replicates, max_labellings: int, rng) -> tuple[np
     return lab, exact, lab.shape[0]
 
 
-def replicate_statistics(statistics, Z: np.ndarray, n: int, reps: Replicates, max_labellings: int,
-                         rng: np.random.Generator, batch: int) -> tuple[np.ndarray, bool]:
+def replicate_statistics(statistics, Z: np.ndarray, n: int, reps: Replicates, lab: np.ndarray,
+                         batch: int) -> np.ndarray:
     """The two ``permute`` statistics of every replicate labelling, observed first.
 
     Parameters
@@ -102,14 +102,14 @@ def replicate_statistics(statistics, Z: np.ndarray, n: int, reps: Replicates, ma
     n : int
         Target cells (the first ``n`` rows of ``Z``).
     reps : Replicates
+    lab : ndarray of bool, shape (L, R)
+        The labellings of the replicates (:func:`_distinct_labellings`), the observed one first.
 
     Returns
     -------
     stats : ndarray, shape (L, 2)
-    exact : bool
-        Every labelling (up to the groups' mirror symmetry) was evaluated.
     """
-    lab, exact, L = _distinct_labellings(reps, max_labellings, rng)
+    L = lab.shape[0]
     observed = np.arange(Z.shape[0]) < n
     cells = np.array([cell_labels(row, reps.index, observed, paired=reps.paired) for row in lab])
     sizes = cells.sum(axis=1)
@@ -123,7 +123,7 @@ def replicate_statistics(statistics, Z: np.ndarray, n: int, reps: Replicates, ma
                                logger="scontrast.sparda"):
         perms = np.array([np.r_[np.flatnonzero(cells[r]), np.flatnonzero(~cells[r])] for r in part])
         stats[part] = statistics(Z, int(size), perms)
-    return stats, exact
+    return stats
 
 
 def replicate_folds(reps: Replicates, n: int, folds: int, seed: int) -> list[tuple[np.ndarray, ...]]:

@@ -20,7 +20,8 @@ from joblib import Parallel, delayed
 
 from ..bounds import check_memory
 from ..core import ScontrastError, ScontrastWarning, dense, one_blas_thread, progress, spawn_seed
-from ._replicate import replicate_statistics
+from ..donor_test import min_p_combination, moderated_t, replicate_means
+from ._replicate import _distinct_labellings, replicate_statistics
 from ._tighten import _moment_starts, _tighten_rows
 from ._utils import _column_moments, _pooled, _scale_columns
 from ._wasserstein import _permuted_w2, _quantile_grid, marginal_wasserstein2, wasserstein2_1d
@@ -42,6 +43,8 @@ _PERMUTE_TIGHTEN_ITER = 50
 # Labellings processed together (memory: a few arrays of _PERM_BATCH x cells and
 # _PERM_BATCH x genes^2 floats).
 _PERM_BATCH = 128
+# Genes of the replicate test's location part recorded in test_ (largest observed |t| first).
+_LOCATION_TOP = 10
 
 
 # --------------------------------------------------------------------------- #
@@ -192,6 +195,26 @@ def _labelling_statistics(Z: np.ndarray, n: int, n_permutations: int, lams, rng:
     return stats
 
 
+def _location_part(X, Y, reps, lab: np.ndarray) -> tuple[np.ndarray, dict]:
+    """The replicate test's location statistic of every labelling and the observed labelling's genes.
+
+    The largest moderated ``|t|`` over all genes of the replicates' mean expression
+    (:func:`scontrast.donor_test.moderated_t`, every cell of ``X`` and ``Y``), shape (L,); and,
+    for the ``_LOCATION_TOP`` genes of largest observed ``|t|``, their columns, t and max-T
+    adjusted p-values (``#{labellings whose largest |t| reaches the gene's} / L``).
+    """
+    n = X.shape[0]
+    is_target = np.arange(n + Y.shape[0]) < n
+    means = replicate_means([X, Y], reps.index, is_target, reps.names.size, paired=reps.paired)
+    t, df = moderated_t(means, lab, paired=reps.paired)
+    stat = np.abs(t).max(axis=1)
+    top = np.argsort(-np.abs(t[0]), kind="stable")[:_LOCATION_TOP]
+    adjusted = (stat[None, :] >= np.abs(t[0, top])[:, None]).mean(axis=1)
+    return stat, {"location_statistic": float(stat[0]), "location_df": float(df[0]),
+                  "location_genes": top.astype(np.int64), "location_t": t[0, top],
+                  "location_adjusted_pvalue": adjusted}
+
+
 # --------------------------------------------------------------------------- #
 # The estimator's side
 # --------------------------------------------------------------------------- #
@@ -217,6 +240,7 @@ class _Tests:
         """The test of ``target = background`` chosen by ``test``, after the directions are fitted."""
         self.pvalue_ = None
         self.null_divergences_ = None
+        self.part_statistics_ = None
         self.test_ = None
         (n, d), m = X.shape, Y.shape[0]
         method = self._test_method(n, m, d)
@@ -355,15 +379,21 @@ class _Tests:
         return float(level[0]), level[1:], info
 
     def _replicate_test(self, X, Y, max_labellings, rng) -> None:
-        """The ``'permute'`` statistics over relabellings of replicates (:mod:`._replicate`).
+        """The replicate test: a location part and the ``'permute'`` statistics over relabellings of replicates.
 
-        The test genes and both ``lam0`` are label free as in ``'permute'`` (``lam0`` from
+        Three statistics of every labelling of the replicates (:mod:`._replicate`), observed first:
+        the location part (with ``test_location``; the largest moderated ``|t|`` over all genes of
+        the replicates' mean expression, :mod:`scontrast.donor_test`, on every cell), and the
+        ``'permute'`` test's re-optimised divergence and its shape part (on the test cells and
+        genes). The test genes and both ``lam0`` are label free as in ``'permute'`` (``lam0`` from
         relabellings of half the pooled cells, whatever the observed group sizes), so every
-        labelling's statistic is one fixed function of (pooled cells, labels): under
-        exchangeable replicates ``p = #{level >= observed} / L`` over the ``L`` labellings
-        (observed included) is exact when they are all listed, and valid when sampled.
+        labelling's statistics are fixed functions of (pooled cells, labels); they are combined
+        by min-p within the set of labellings (:func:`scontrast.donor_test.min_p_combination`):
+        under exchangeable replicates ``p = #{combined p <= observed} / L`` over the ``L``
+        labellings (observed included) is exact when they are all listed, and valid when sampled.
         """
-        X, Y, reps = self._test_cells(X, Y, self.replicates_, rng)
+        X_all, Y_all, reps_all = X, Y, self.replicates_
+        X, Y, reps = self._test_cells(X, Y, reps_all, rng)
         n = X.shape[0]
         Z, genes = self._test_genes(X, Y)
         lam0 = _noise_levels(Z, Z.shape[0] // 2, rng)
@@ -371,14 +401,25 @@ class _Tests:
         def statistics(Z, size, perms):
             return _relabelled_statistics(Z, size, perms, lams, _PERMUTE_TIGHTEN_ITER)
 
-        stats, exact = replicate_statistics(statistics, Z, n, reps, max_labellings, rng, _PERM_BATCH)
-        level = _min_p_level(stats)
-        L = stats.shape[0]
+        lab, exact, L = _distinct_labellings(reps, max_labellings, rng)
+        stats = replicate_statistics(statistics, Z, n, reps, lab, _PERM_BATCH)
+        distribution_level = _min_p_level(stats)
+        distribution_p = float((1 + np.sum(distribution_level[1:] >= distribution_level[0])) / L)
+        location = {}
+        if self.test_location:
+            loc, location = _location_part(X_all, Y_all, reps_all, lab)
+            stats = np.column_stack([loc, stats])
+            level = 1.0 - min_p_combination(stats)
+        else:
+            level = distribution_level
         at_least = int(np.sum(level[1:] >= level[0]))
         self.null_divergences_ = level[1:]
+        self.part_statistics_ = stats
         self.pvalue_ = float((1 + at_least) / L)
         floor = 1.0 / L
         comp = (1 + np.sum(stats[1:] >= stats[0], axis=0)) / L
+        names = (["location"] if self.test_location else []) + ["divergence", "shape"]
+        parts = {name: float(p) for name, p in zip(names, comp)}
         self.test_ = {
             "method": "replicate", "requested": self.test, "unit": "replicate", "design": reps.summary(),
             "paired": reps.paired, "n_replicates": int(reps.names.size), "statistic": float(level[0]),
@@ -386,11 +427,12 @@ class _Tests:
             "test_max_cells": -1 if self.test_max_cells is None else int(self.test_max_cells),
             "n_permutations": L - 1, "n_labellings": L, "exact": bool(exact), "floor": floor,
             "n_at_least": at_least, "bound": bool(at_least == 0 and not exact), "pvalue": self.pvalue_,
+            "parts": parts, "distribution_pvalue": distribution_p,
             "n_test_genes": int(genes.size), "lam0": float(lam0[0]), "test_lam": float(lams[0]),
             "shape_lam0": float(lam0[1]), "shape_test_lam": float(lams[1]),
-            "divergence_statistic": float(stats[0, 0]), "shape_statistic": float(stats[0, 1]),
-            "divergence_pvalue": float(comp[0]), "shape_pvalue": float(comp[1]),
-            "tighten_max_iter": _PERMUTE_TIGHTEN_ITER,
+            "divergence_statistic": float(stats[0, -2]), "shape_statistic": float(stats[0, -1]),
+            "divergence_pvalue": parts["divergence"], "shape_pvalue": parts["shape"],
+            "tighten_max_iter": _PERMUTE_TIGHTEN_ITER, **location,
         }
         kind = "all" if exact else "a random sample of"
         if floor > _FLOOR_WARN:

@@ -1,0 +1,314 @@
+"""A location test at the level of the replicate, evaluated on every relabelling of the replicates at once.
+
+Per-replicate means of the genes (a pseudobulk of log-normalised expression) are compared between
+the groups by an empirical-Bayes moderated t per gene, as limma-trend computes it on pseudobulk
+(Smyth 2004, *Stat. Appl. Genet. Mol. Biol.* 3:3; ``limma::squeezeVar`` with the genes' mean
+expression as covariate): each gene's residual variance is shrunk towards a prior whose scale
+follows the genes' mean expression and whose degrees of freedom are estimated from the spread of
+all genes' variances. The statistic of a labelling is the largest ``|t|`` over the genes (the
+max-T of Westfall and Young): family-wise over the genes, and it reaches any single gene's change.
+
+Every piece (the means, the prior, the trend) is recomputed for every relabelling from the
+replicate means and the labelling alone, as a few matrix products over all relabellings together,
+so a labelling's statistic is one fixed function of (replicate means, labels): compared within the
+set of relabellings that are equally likely under the null (:func:`scontrast.design.replicate_labellings`),
+the p-value is exact. :func:`set_pvalues` and :func:`min_p_combination` combine several such
+statistics (e.g. this one and SPARDA's distributional parts) over the same relabellings, exactly.
+
+- :func:`replicate_means` -- per-(replicate, group) means of the cells, sparse input kept sparse;
+- :func:`moderated_t` -- the moderated t of every gene under every labelling, shape (L, G);
+- :func:`squeeze_var` -- limma's empirical-Bayes variances for many sets of genes' variances at once;
+- :func:`location_statistics` -- max ``|t|`` of every labelling, for a given labelling matrix;
+- :func:`location_test` -- the whole test on replicate means: p-value, floor, each gene's t and
+  its max-T adjusted p-value.
+
+numpy in, numpy out (no AnnData).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.special import digamma, polygamma
+
+from .core import ScontrastError
+from .design import labelling_floor, replicate_labellings
+
+__all__ = [
+    "replicate_means",
+    "squeeze_var",
+    "moderated_t",
+    "location_statistics",
+    "location_test",
+    "set_pvalues",
+    "min_p_combination",
+]
+
+
+
+def _trend_df(n_genes: int) -> int:
+    """Degrees of freedom of the natural-spline trend of the prior variance on mean expression, as limma's
+    fitFDist chooses them: ``1 + [G >= 3] + [G >= 6] + [G >= 30]``."""
+    return 1 + (n_genes >= 3) + (n_genes >= 6) + (n_genes >= 30)
+
+
+def replicate_means(X, replicate_index: np.ndarray, is_target: np.ndarray, n_replicates: int, *,
+                    paired: bool) -> np.ndarray:
+    """Mean of every gene over the cells of each replicate (and group, when paired).
+
+    Parameters
+    ----------
+    X : ndarray or sparse matrix, shape (N, G), or a list of them (row blocks, e.g. [target, background])
+        The cells (log-normalised expression), target and background pooled.
+    replicate_index : ndarray of int, shape (N,)
+        Each cell's replicate, an index into ``range(n_replicates)``.
+    is_target : ndarray of bool, shape (N,)
+    n_replicates : int
+    paired : bool
+
+    Returns
+    -------
+    ndarray, shape (R, G) unpaired; (R, 2, G) paired ([target, background] of each replicate)
+    """
+    index = np.asarray(replicate_index, dtype=np.int64)
+    is_target = np.asarray(is_target, dtype=bool)
+    blocks = list(X) if isinstance(X, (list, tuple)) else [X]
+    if sum(b.shape[0] for b in blocks) != index.size or is_target.size != index.size:
+        raise ScontrastError(f"replicate means: {sum(b.shape[0] for b in blocks)} cells, {index.size} replicate "
+                             f"labels and {is_target.size} group labels")
+    strata = 2 * index + ~is_target if paired else index
+    k = 2 * n_replicates if paired else n_replicates
+    counts = np.bincount(strata, minlength=k).astype(float)
+    if np.any(counts == 0):
+        raise ScontrastError("replicate means: a replicate (or, paired, a replicate's group) has no cell")
+    M = np.zeros((k, blocks[0].shape[1]))
+    start = 0
+    for b in blocks:
+        # one sparse product per block: the cells stay sparse, the means are dense (k x G)
+        rows = strata[start:start + b.shape[0]]
+        S = sp.csr_matrix((1.0 / counts[rows], (rows, np.arange(b.shape[0]))), shape=(k, b.shape[0]))
+        part = S @ b
+        M += np.asarray(part.toarray() if sp.issparse(part) else part, dtype=float)
+        start += b.shape[0]
+    return M.reshape(n_replicates, 2, -1) if paired else M
+
+
+def _trigamma_inverse(x: np.ndarray) -> np.ndarray:
+    """``y`` with ``trigamma(y) = x`` (limma's ``trigammaInverse``: Newton's method on 1/trigamma), x > 0."""
+    x = np.asarray(x, dtype=float)
+    if x.size == 0:
+        return x
+    y = 0.5 + 1.0 / x
+    for _ in range(50):
+        tri = polygamma(1, y)
+        dif = tri * (1.0 - tri / x) / polygamma(2, y)
+        y = y + dif
+        if np.max(-dif / y) < 1e-8:
+            break
+    y = np.where(x > 1e7, 1.0 / np.sqrt(x), y)
+    return np.where(x < 1e-6, 1.0 / x, y)
+
+
+def _natural_spline_basis(x: np.ndarray, df: int) -> np.ndarray:
+    """A basis of the natural cubic splines in ``x`` with ``df`` columns (the intercept included).
+
+    Knots at the ends and at ``df - 2`` inner quantiles of ``x``, the space ``splines::ns(x, df,
+    intercept=TRUE)`` spans (ESL 5.2.1's truncated-power form). Fewer distinct values: fewer columns.
+    """
+    x = np.asarray(x, dtype=float)
+    df = int(min(df, np.unique(x).size))
+    if df <= 2:
+        return np.column_stack([np.ones_like(x), x][:max(df, 1)])
+    knots = np.quantile(x, np.linspace(0, 1, df))
+    scale = max(knots[-1] - knots[0], 1e-300)
+    u, kn = (x - knots[0]) / scale, (knots - knots[0]) / scale
+
+    def d(k):
+        return (np.maximum(u - kn[k], 0) ** 3 - np.maximum(u - kn[-1], 0) ** 3) / (kn[-1] - kn[k])
+
+    cols = [np.ones_like(u), u] + [d(k) - d(df - 2) for k in range(df - 2)]
+    return np.column_stack(cols)
+
+
+def squeeze_var(s2: np.ndarray, df: float, covariate: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray,
+                                                                                           np.ndarray]:
+    """Empirical-Bayes posterior variances of genes, for many sets of variances at once (``limma::squeezeVar``).
+
+    Each row of ``s2`` is one set of the genes' residual variances on ``df`` degrees of freedom
+    (one relabelling). Per row, ``log s2`` minus its expectation under a scaled chi-square law is
+    regressed on a natural spline of ``covariate`` (the genes' mean expression: limma-trend; a
+    constant without it); the residual variance beyond ``trigamma(df / 2)`` gives the prior's
+    degrees of freedom ``d0 = 2 trigamma^-1(.)`` and the fit its scale ``s0^2`` per gene.
+
+    Parameters
+    ----------
+    s2 : ndarray, shape (L, G)
+    df : float
+        Residual degrees of freedom of every variance (> 0).
+    covariate : ndarray, shape (G,), optional
+
+    Returns
+    -------
+    post : ndarray, shape (L, G)
+        ``(d0 s0^2 + df s2) / (d0 + df)`` (``s0^2`` when ``d0`` is infinite).
+    d0 : ndarray, shape (L,)
+        The prior degrees of freedom (``inf``: the genes' variances are no more spread than
+        sampling alone would make them).
+    s0 : ndarray, shape (L, G)
+        The prior variances.
+    """
+    s2 = np.atleast_2d(np.asarray(s2, dtype=float))
+    L, G = s2.shape
+    B = np.ones((G, 1)) if covariate is None else _natural_spline_basis(covariate, _trend_df(G))
+    # limma: zero variances are offset away from zero, relative to the median (a median of 0 counts as 1)
+    med = np.median(s2, axis=1, keepdims=True)
+    med = np.where(med > 0, med, 1.0)
+    x = np.maximum(s2, 1e-5 * med)
+    e = np.log(x) - digamma(df / 2.0) + np.log(df / 2.0)
+    Q, _ = np.linalg.qr(B)
+    rank = Q.shape[1]
+    fitted = (e @ Q) @ Q.T
+    evar = ((e - fitted) ** 2).sum(axis=1) / max(G - rank, 1) - polygamma(1, df / 2.0)
+    d0 = np.full(L, np.inf)
+    pos = evar > 0
+    d0[pos] = 2.0 * _trigamma_inverse(evar[pos])
+    half = np.where(pos, d0 / 2.0, 1.0)
+    s0 = np.exp(fitted + np.where(pos, digamma(half) - np.log(half), 0.0)[:, None])
+    with np.errstate(invalid="ignore"):
+        post = np.where(pos[:, None], (d0[:, None] * s0 + df * s2) / (d0[:, None] + df), s0)
+    return post, d0, s0
+
+
+def moderated_t(means: np.ndarray, labellings: np.ndarray, *, paired: bool) -> tuple[np.ndarray, np.ndarray]:
+    """The moderated t of every gene under every labelling of the replicates.
+
+    Unpaired: two groups of replicate means, ``t = (mean_t - mean_b) / sqrt(s~^2 (1/R_t + 1/R_b))``
+    on ``R - 2`` residual degrees of freedom. Paired: the within-replicate differences
+    ``target - background``, a labelling flipping the sign of those it swaps,
+    ``t = mean / sqrt(s~^2 / R)`` on ``R - 1``. ``s~^2``: :func:`squeeze_var` with the genes' mean
+    over all replicate means as covariate (label free).
+
+    Parameters
+    ----------
+    means : ndarray, shape (R, G) unpaired or (R, 2, G) paired (:func:`replicate_means`)
+    labellings : ndarray of bool, shape (L, R)
+        Rows of :func:`scontrast.design.replicate_labellings` (unpaired: True = target; paired:
+        True = swapped).
+
+    Returns
+    -------
+    t : ndarray, shape (L, G)
+    df_total : ndarray, shape (L,)
+        ``d0 + df`` of every labelling (the moderated t's degrees of freedom).
+    """
+    lab = np.asarray(labellings, dtype=bool)
+    M = np.asarray(means, dtype=float)
+    R = M.shape[0]
+    if paired:
+        if M.ndim != 3 or M.shape[1] != 2:
+            raise ScontrastError(f"moderated t: paired means must have shape (R, 2, G), got {M.shape}")
+        D = M[:, 0] - M[:, 1]
+        cov = M.mean(axis=(0, 1))
+        signs = np.where(lab, -1.0, 1.0)
+        dbar = signs @ D / R
+        df = R - 1
+        # the sum of squares does not depend on the signs
+        s2 = np.maximum((D * D).sum(axis=0)[None, :] - R * dbar * dbar, 0.0) / df
+        post, d0, _ = squeeze_var(s2, df, cov)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            t = np.where(post > 0, dbar / np.sqrt(post / R), 0.0)
+        return t, d0 + df
+    if M.ndim != 2:
+        raise ScontrastError(f"moderated t: unpaired means must have shape (R, G), got {M.shape}")
+    cov = M.mean(axis=0)
+    C = M - cov  # centred: the sums of squares below lose no digits
+    w = lab.astype(float)
+    rt = w.sum(axis=1, keepdims=True)
+    rb = R - rt
+    if rt.min() < 1 or rb.min() < 1:
+        raise ScontrastError("moderated t: a labelling leaves a group without replicates")
+    mt = (w @ C) / rt
+    mb = ((1.0 - w) @ C) / rb
+    df = R - 2
+    if df < 1:
+        raise ScontrastError(f"moderated t: {R} replicates leave no residual degree of freedom (need >= 3)")
+    s2 = np.maximum((C * C).sum(axis=0)[None, :] - rt * mt * mt - rb * mb * mb, 0.0) / df
+    post, d0, _ = squeeze_var(s2, df, cov)
+    se2 = post * (1.0 / rt + 1.0 / rb)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        t = np.where(se2 > 0, (mt - mb) / np.sqrt(se2), 0.0)
+    return t, d0 + df
+
+
+def location_statistics(means: np.ndarray, labellings: np.ndarray, *, paired: bool) -> np.ndarray:
+    """The location statistic of every labelling: the largest ``|t|`` of :func:`moderated_t`, shape (L,).
+
+    For a labelling matrix computed elsewhere (e.g. a study's precomputed relabellings): combine
+    the result with other statistics of the same rows by :func:`min_p_combination`.
+    """
+    t, _ = moderated_t(means, labellings, paired=paired)
+    return np.abs(t).max(axis=1)
+
+
+def set_pvalues(T: np.ndarray) -> np.ndarray:
+    """The p-value of every member of a set of statistics within the set (larger = more extreme).
+
+    ``p_b = #{c : T_c >= T_b} / len(T)`` for every column of ``T`` (shape (L, q)): the p-value each
+    labelling would get if it were the observed one. One symmetric rule for every member keeps the
+    set exchangeable under the null, so a combination of these is again an exact statistic.
+    """
+    T = np.asarray(T, dtype=float)
+    T = T[:, None] if T.ndim == 1 else T
+    srt = np.sort(T, axis=0)
+    return np.column_stack([T.shape[0] - np.searchsorted(srt[:, j], T[:, j], side="left")
+                            for j in range(T.shape[1])]) / T.shape[0]
+
+
+def min_p_combination(T: np.ndarray) -> np.ndarray:
+    """Min-p combination of the columns of ``T`` (shape (L, q), larger = more extreme), row 0 observed.
+
+    Each labelling's parts get their p-values within the set (:func:`set_pvalues`); labellings are
+    ordered by their smallest, ties broken by the next smallest and so on. Returns every labelling's
+    combined p-value within the set, shape (L,): ``#{c : key_c <= key_b} / L``; the observed
+    labelling's is the test's exact p-value.
+    """
+    L = np.asarray(T).shape[0]
+    c = np.sort(np.rint(set_pvalues(T) * L).astype(np.int64), axis=1)
+    key = np.zeros(L, dtype=np.int64)
+    for j in range(c.shape[1]):
+        key = key * (L + 1) + c[:, j]
+    srt = np.sort(key)
+    return np.searchsorted(srt, key, side="right") / L
+
+
+def location_test(means: np.ndarray, target_of_replicate, *, paired: bool, max_labellings: int = 9999,
+                  random_state=None) -> dict:
+    """The moderated-t location test of replicate means over the relabellings of the replicates.
+
+    Parameters
+    ----------
+    means : ndarray, shape (R, G) unpaired or (R, 2, G) paired (:func:`replicate_means`)
+    target_of_replicate : array-like of bool, shape (R,)
+        Unpaired: the replicates' groups. Paired: ignored but for R.
+    paired : bool
+    max_labellings, random_state
+        As :func:`scontrast.design.replicate_labellings` (all relabellings when at most this many).
+
+    Returns
+    -------
+    dict
+        ``pvalue`` (#{max|t| >= observed} / L), ``floor``, ``exact``, ``n_labellings``,
+        ``statistic`` (observed max |t|), ``t`` (G,) the observed moderated t of every gene,
+        ``df`` its degrees of freedom, ``adjusted_pvalue`` (G,) each gene's max-T adjusted p-value
+        (#{max|t| >= |t_g|} / L: family-wise over the genes).
+    """
+    lab, exact = replicate_labellings(target_of_replicate, paired=paired, max_labellings=max_labellings,
+                                      random_state=random_state)
+    t, df = moderated_t(means, lab, paired=paired)
+    stat = np.abs(t).max(axis=1)
+    tol = 1e-10 * max(1.0, float(stat.max()))
+    srt = np.sort(stat)
+    adj = (lab.shape[0] - np.searchsorted(srt, np.abs(t[0]) - tol, side="left")) / lab.shape[0]
+    return {"pvalue": float(adj.min(initial=1.0)), "floor": labelling_floor(lab, paired=paired, exact=exact),
+            "exact": bool(exact), "n_labellings": int(lab.shape[0]), "statistic": float(stat[0]),
+            "t": t[0], "df": float(df[0]), "adjusted_pvalue": adj}

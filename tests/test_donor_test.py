@@ -1,0 +1,229 @@
+"""The location test of replicate means (scontrast.donor_test): limma's moderated t, min-p, exactness."""
+
+import math
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy.interpolate import CubicSpline
+from scipy.special import polygamma
+
+from scontrast.core import ScontrastError
+from scontrast.design import replicate_labellings
+from scontrast.donor_test import (
+    _natural_spline_basis,
+    _trigamma_inverse,
+    location_statistics,
+    location_test,
+    min_p_combination,
+    moderated_t,
+    replicate_means,
+    set_pvalues,
+    squeeze_var,
+)
+
+
+def _reference_squeeze(s2, df, covariate=None):
+    """limma's fitFDist + squeezeVar for one set of variances, written line by line from limma 3.x (R), scalar loops.
+
+    The trend: least squares on the natural-spline basis (:func:`_natural_spline_basis`, checked
+    separately); the trigamma inverse: bisection on trigamma (no Newton).
+    """
+    from scipy.optimize import brentq
+    from scipy.special import digamma
+
+    s2 = np.asarray(s2, float)
+    G = s2.size
+    m = np.median(s2)
+    m = 1.0 if m == 0 else m
+    x = np.maximum(s2, 1e-5 * m)
+    e = np.log(x) - digamma(df / 2) + math.log(df / 2)
+    if covariate is None:
+        design = np.ones((G, 1))
+    else:
+        k = 1 + (G >= 3) + (G >= 6) + (G >= 30)
+        design = _natural_spline_basis(covariate, k)
+    coef, *_ = np.linalg.lstsq(design, e, rcond=None)
+    emean = design @ coef
+    rank = np.linalg.matrix_rank(design)
+    evar = np.sum((e - emean) ** 2) / (G - rank) - float(polygamma(1, df / 2))
+    if evar <= 0:
+        return np.exp(emean), math.inf
+    d0 = 2 * brentq(lambda y: float(polygamma(1, y)) - evar, 1e-8, 1e8, xtol=1e-14, rtol=1e-14)
+    s0 = np.exp(emean + digamma(d0 / 2) - math.log(d0 / 2))
+    return (d0 * s0 + df * s2) / (d0 + df), d0
+
+
+def test_trigamma_inverse_inverts_trigamma():
+    x = np.array([1e-7, 1e-3, 0.1, 1.0, 10.0, 1e3, 1e8])
+    y = _trigamma_inverse(x)
+    mid = (x > 1e-6) & (x < 1e7)
+    np.testing.assert_allclose(polygamma(1, y[mid]), x[mid], rtol=1e-7)
+    assert _trigamma_inverse(np.array([])).size == 0
+
+
+def test_natural_spline_basis_spans_natural_cubic_splines():
+    """Linear functions and a natural cubic spline with the same knots are fitted exactly; a cubic is not
+    (natural splines are linear beyond the end knots only, so a global cubic leaves a residual)."""
+    rng = np.random.default_rng(0)
+    x = np.sort(rng.uniform(0, 5, 200))
+    B = _natural_spline_basis(x, 4)
+    assert B.shape == (200, 4)
+
+    def residual(y):
+        coef, *_ = np.linalg.lstsq(B, y, rcond=None)
+        return np.abs(B @ coef - y).max()
+
+    assert residual(2.0 - 0.7 * x) < 1e-10
+    # scipy's natural cubic interpolating spline through values at the same knots (ends and tertiles of x)
+    knots = np.quantile(x, np.linspace(0, 1, 4))
+    spline = CubicSpline(knots, [1.0, -2.0, 0.5, 3.0], bc_type="natural")(x)
+    assert residual(spline) < 1e-9
+    assert residual(np.sin(3 * x)) > 1e-2
+
+
+@pytest.mark.parametrize("trend", [False, True])
+def test_squeeze_var_matches_limmas_formulas(trend):
+    rng = np.random.default_rng(1)
+    G, df = 400, 6
+    cov = rng.uniform(0, 4, G)
+    sigma2 = np.exp(-0.5 * cov) * 3.0 / rng.chisquare(3.0, G) if trend else 2.0 * 5.0 / rng.chisquare(5.0, G)
+    S = np.vstack([sigma2 * rng.chisquare(df, G) / df for _ in range(3)])
+    S[1, :5] = 0.0  # zero variances are offset from zero as limma does
+    post, d0, s0 = squeeze_var(S, df, cov if trend else None)
+    for i in range(3):
+        ref_post, ref_d0 = _reference_squeeze(S[i], df, cov if trend else None)
+        np.testing.assert_allclose(post[i], ref_post, rtol=1e-8)
+        assert d0[i] == pytest.approx(ref_d0, rel=1e-7)
+
+
+def test_squeeze_var_recovers_a_known_prior():
+    """Variances drawn from limma's model (sigma^2 ~ s0^2 d0 / chi^2_d0, s^2 ~ sigma^2 chi^2_d / d): the estimated
+    prior degrees of freedom and scale are within a few standard errors of the truth over 20,000 genes."""
+    rng = np.random.default_rng(2)
+    G, d, d0, s0 = 20_000, 4, 8.0, 0.5
+    sigma2 = s0 * d0 / rng.chisquare(d0, G)
+    s2 = sigma2 * rng.chisquare(d, G) / d
+    post, est_d0, est_s0 = squeeze_var(s2[None, :], d)
+    # limma's moment estimator of d0 has a relative sd of about 10% here (a 4 / 8 df mixture)
+    assert est_d0[0] == pytest.approx(d0, rel=0.25)
+    assert est_s0[0, 0] == pytest.approx(s0, rel=0.08)
+    # the posterior is closer to the true variances than the raw ones
+    assert np.mean((np.log(post[0]) - np.log(sigma2)) ** 2) < 0.6 * np.mean((np.log(s2) - np.log(sigma2)) ** 2)
+
+
+def _ols_t(y, X):
+    """statsmodels OLS: (coefficient of the last column, its residual variance, its t, residual df)."""
+    import statsmodels.api as sm
+
+    fit = sm.OLS(y, X).fit()
+    return fit.params[-1], fit.scale, fit.tvalues[-1], fit.df_resid
+
+
+def test_moderated_t_is_the_ols_t_with_the_squeezed_variance_unpaired():
+    """Two groups of replicate means: ``t_mod = t_ols * sqrt(s2_ols / s2_post)`` on every gene, with statsmodels' OLS
+    of ``~ group`` and limma's posterior from the OLS residual variances; every labelling."""
+    rng = np.random.default_rng(3)
+    R, G = 7, 60
+    M = rng.normal(size=(R, G)) * rng.uniform(0.2, 2.0, G) + rng.uniform(0, 5, G)
+    lab, _ = replicate_labellings(np.arange(R) < 3, paired=False)
+    t, df = moderated_t(M, lab, paired=False)
+    for row in (0, 5, 17):
+        g = lab[row].astype(float)
+        X = np.column_stack([np.ones(R), g])
+        fits = [_ols_t(M[:, j], X) for j in range(G)]
+        s2 = np.array([f[1] for f in fits])
+        assert all(f[3] == R - 2 for f in fits)
+        post, d0, _ = squeeze_var(s2[None, :], R - 2, M.mean(axis=0))
+        expected = np.array([f[2] for f in fits]) * np.sqrt(s2 / post[0])
+        np.testing.assert_allclose(t[row], expected, rtol=1e-9)
+        assert df[row] == pytest.approx(d0[0] + R - 2)
+
+
+def test_moderated_t_paired_is_the_ols_t_of_group_with_replicate_effects():
+    """Paired: ``~ replicate + group`` by statsmodels on the 2R means; its residual variance is half that of the
+    within-replicate differences, and the t (with that variance squeezed) equals the moderated t."""
+    rng = np.random.default_rng(4)
+    R, G = 6, 50
+    M = rng.normal(size=(R, 2, G)) + rng.normal(0, 2, size=(R, 1, G)) + rng.uniform(0, 5, G)
+    lab, _ = replicate_labellings(np.ones(R, bool), paired=True)
+    t, _ = moderated_t(M, lab, paired=True)
+    for row in (0, 9, 40):
+        y = M.copy()
+        y[lab[row]] = y[lab[row]][:, ::-1]  # a swap exchanges the replicate's two samples
+        Y = y.reshape(2 * R, G)
+        X = np.column_stack([np.kron(np.eye(R), np.ones((2, 1))), np.tile([1.0, 0.0], R)])
+        fits = [_ols_t(Y[:, j], X) for j in range(G)]
+        s2_diff = 2 * np.array([f[1] for f in fits])
+        post, _, _ = squeeze_var(s2_diff[None, :], R - 1, M.mean(axis=(0, 1)))
+        expected = np.array([f[2] for f in fits]) * np.sqrt(s2_diff / post[0])
+        np.testing.assert_allclose(t[row], expected, rtol=1e-9)
+
+
+def test_a_labelling_and_its_mirror_give_opposite_t():
+    rng = np.random.default_rng(5)
+    M = rng.normal(size=(6, 30))
+    lab, _ = replicate_labellings(np.arange(6) < 3, paired=False)
+    t, _ = moderated_t(M, lab, paired=False)
+    for i, row in enumerate(lab):
+        j = int(np.flatnonzero((lab == ~row).all(axis=1))[0])
+        np.testing.assert_allclose(t[j], -t[i], rtol=1e-10, atol=1e-12)
+
+
+def test_replicate_means_sparse_equals_dense_and_blocks():
+    rng = np.random.default_rng(6)
+    X = sp.random(90, 12, density=0.3, random_state=7, format="csr")
+    rep = rng.integers(0, 4, 90)
+    rep[:4] = np.arange(4)
+    tgt = rng.random(90) < 0.5
+    tgt[:4], tgt[4:8] = True, False
+    rep[4:8] = np.arange(4)
+    dense = X.toarray()
+    M = replicate_means(X, rep, tgt, 4, paired=True)
+    for r in range(4):
+        np.testing.assert_allclose(M[r, 0], dense[(rep == r) & tgt].mean(axis=0))
+        np.testing.assert_allclose(M[r, 1], dense[(rep == r) & ~tgt].mean(axis=0))
+    np.testing.assert_allclose(replicate_means([X[:50], dense[50:]], rep, tgt, 4, paired=True), M)
+    U = replicate_means(dense, rep, tgt, 4, paired=False)
+    np.testing.assert_allclose(U[2], dense[rep == 2].mean(axis=0))
+    with pytest.raises(ScontrastError, match="has no cell"):
+        replicate_means(dense, rep, tgt, 5, paired=False)
+
+
+def test_min_p_combination_is_uniform_on_its_grid():
+    """Every member's combined p-value within the set: with no ties they are exactly 1/L, 2/L, ..., 1 (uniform on the
+    attainable grid whichever labelling is the observed one); with ties, never below their uniform share."""
+    rng = np.random.default_rng(8)
+    T = rng.normal(size=(70, 3))
+    p = min_p_combination(T)
+    np.testing.assert_allclose(np.sort(p), np.arange(1, 71) / 70)
+    # the member with the most extreme part (smallest within-set p) ranks first; one monotone map per part changes nothing
+    assert np.argmin(p) in np.flatnonzero(set_pvalues(T).min(axis=1) == 1 / 70)
+    np.testing.assert_array_equal(min_p_combination(np.column_stack([np.exp(T[:, 0]), T[:, 1], T[:, 2] ** 3])), p)
+    ties = np.round(rng.normal(size=(60, 2)), 1)
+    q = min_p_combination(ties)
+    for a in np.arange(1, 61) / 60:
+        assert np.mean(q <= a + 1e-12) <= a + 1e-12
+
+
+def test_location_test_finds_a_planted_shift_and_holds_its_level():
+    rng = np.random.default_rng(9)
+    R, G = 12, 200
+    base = rng.uniform(0, 4, G)
+    M = base + rng.normal(0, 0.3, size=(R, G))
+    target = np.arange(R) < 6
+    null = location_test(M, target, paired=False)
+    assert null["exact"] and null["n_labellings"] == math.comb(12, 6) and null["floor"] == pytest.approx(2 / 924)
+    M[target, 17] += 1.0
+    res = location_test(M, target, paired=False)
+    # relabellings keeping 5 of the 6 target replicates still see most of the shift: p is a few times the floor
+    assert res["pvalue"] <= 0.01 and int(np.argmax(np.abs(res["t"]))) == 17
+    assert res["adjusted_pvalue"][17] == res["pvalue"] and np.median(res["adjusted_pvalue"]) > 0.5
+    # location_statistics on the same labelling matrix: the max |t| of every row, observed first
+    lab, _ = replicate_labellings(target, paired=False)
+    stat = location_statistics(M, lab, paired=False)
+    assert stat[0] == pytest.approx(res["statistic"]) and stat.shape == (924,)
+    # type I error over 60 null designs (exact: P(p <= 0.1) <= 0.1; >= 12 rejections has probability < 0.01)
+    rejections = sum(location_test(base + rng.normal(0, 0.3, size=(8, G)), np.arange(8) < 4, paired=False)["pvalue"]
+                     <= 0.1 for _ in range(60))
+    assert rejections < 12
