@@ -217,16 +217,23 @@ def _cross_validate_path(model: QUADRO, X, is_two, path, cv: int, seed: int, gro
 class OutOfFold:
     """What :func:`cross_validated_scores` returns (n samples, k outer folds).
 
-    decision : (n,) decision score ``Q - threshold`` of each sample by a model that
-        did not see it (positive = ``final.classes_[1]``).
-    predicted : (n,) the label that model predicts.
-    fold_lambdas : (k, 2) the ``(lambda1_, lambda2_)`` of each outer model; (0, 2)
-        when not nested.
-    fold_features : list of k arrays, the columns each outer model kept (empty when not nested).
-    final : the estimator fitted on all samples (lambdas, Omega_, delta_, threshold_...; on its
+    Attributes
+    ----------
+    decision : ndarray of shape (n,)
+        Decision score ``Q - threshold`` of each sample by a model that did not see it
+        (positive = ``final.classes_[1]``).
+    predicted : ndarray of shape (n,)
+        The label that model predicts.
+    fold_lambdas : ndarray of shape (k, 2)
+        The ``(lambda1_, lambda2_)`` of each outer model; shape (0, 2) when not nested.
+    fold_features : list of k arrays
+        The columns each outer model kept (empty when not nested).
+    final : QUADRO
+        The estimator fitted on all samples (lambdas, ``Omega_``, ``delta_``, ``threshold_``...; on its
         ``fitted_cells_`` of them with ``max_cells``).
-    fold_fitted : (k,) int, the samples each outer model learned from (fewer than its training
-        fold's with ``max_cells``; empty when not nested).
+    fold_fitted : ndarray of shape (k,), int
+        The samples each outer model learned from (fewer than its training fold's with
+        ``max_cells``; empty when not nested).
     """
 
     decision: np.ndarray

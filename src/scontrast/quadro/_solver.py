@@ -343,7 +343,7 @@ def _fista_nb(S, mu, w, g, d, a, lam, step, start, theta, tol, max_iter):  # pra
 
 def solve_rayleigh(problem: RayleighProblem, lambda1: float, lambda2: float, x0: np.ndarray | None = None,
                    tol: float = 1e-7, max_iter: int = 10000, nu0: float = 0.0) -> RayleighSolution:
-    """Solve ``min f(x) + lambda1 |Omega|_1 + lambda2 |delta|_1 s.t. M_2 - M_1 = 1``.
+    """Solve ``min f(x) + lambda1 |Omega|_1 + lambda2 |delta|_1`` subject to ``M_2 - M_1 = 1``.
 
     Accelerated proximal gradient (FISTA) with gradient-based adaptive restart;
     the proximal step is ``_prox_l1_affine``, so every iterate satisfies the
