@@ -13,7 +13,10 @@ def test_benchmark_core_runs_on_tiny_sizes():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         rows = bench_cpca.speed_rows(dims=(40,), n=150, repeats=1)
-    assert rows and rows[0]["d"] == 40 and rows[0]["ratio"] > 0 and rows[0]["same_alphas"] in (True, False)
+    assert rows and rows[0]["d"] == 40 and rows[0]["ratio"] > 0
+    # the comparison the benchmark prints holds here too: contrastive's alphas, and its subspaces up to rounding
+    # (measured sine 1e-13 on this data: the eigen-gaps are wide, so 1e-8 leaves room for any BLAS)
+    assert rows[0]["same_alphas"] is True and rows[0]["max_sin"] < 1e-8
     sparse = bench_cpca.sparse_row(n_cells=200, n_genes=300)
     assert sparse["seconds"] > 0 and sparse["max_residual"] < 1e-6
     for two_tasks in (False, True):

@@ -67,11 +67,39 @@ def test_reproducible_and_independent_of_n_jobs():
     assert draws(samples, n_jobs=2).index == draws(samples, n_jobs=1).index
 
 
-def test_max_seconds_stops_the_sweetening():
+class _ReadingClock:
+    """A ``time`` stand-in whose ``perf_counter`` advances by ``tick`` at every reading.
+
+    A time budget then becomes a number of readings, the same on any machine; a search that
+    ignored its budget would read it without end, so past ``limit`` readings it fails.
+    """
+
+    def __init__(self, tick: float, limit: int):
+        self.tick, self.limit, self.readings, self.now = tick, limit, 0, 0.0
+
+    def perf_counter(self) -> float:
+        self.readings += 1
+        assert self.readings <= self.limit, "the sweetening went on past its time budget"
+        self.now += self.tick
+        return self.now
+
+
+def test_max_seconds_stops_the_sweetening(monkeypatch):
+    from scontrast.fangs import _search, _sweetening
+
     _, samples = bench_fangs.posterior_like_samples(100, 6, 60, flip=0.1, rng=10)
+    clock = _ReadingClock(tick=1e-3, limit=100_000)
+    monkeypatch.setattr(_search, "time", clock)
+    monkeypatch.setattr(_sweetening, "time", clock)
     f = fangs(samples, n_iter=None, max_seconds=1.0, n_jobs=1, random_state=0)
-    assert f.timings["total"] < 6.0
-    assert f.details["iterations"].min() > 0
+    # the whole search kept to its second of clock readings, give or take the final few
+    assert f.timings["total"] <= 1.0 + 10 * clock.tick
+    assert clock.readings <= 1.0 / clock.tick + 10
+    # every sweetening ran, and only within its share: at most one chunk of 32 proposals per reading
+    iterations = f.details["iterations"]
+    assert iterations.min() > 0 and iterations.sum() <= 32 * clock.readings
+    # the budget, not a cap on the flips, stopped them: n_iter=None has none
+    assert iterations.min() >= 32 * (1.0 / clock.tick / len(iterations) - 10) * 128 / 129
 
 
 def test_edge_cases():
