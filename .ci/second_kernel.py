@@ -1,6 +1,6 @@
 """Print an OpenBLAS core type other than the one numpy's OpenBLAS picks here, that this CPU can run.
 
-CI reruns the numerically sensitive tests under it (issue 14): a test whose answer depends on
+CI reruns the numerically sensitive tests under it: a test whose answer depends on
 the BLAS kernel's rounding fails before it lands, whatever CPU the next machine has. Prints
 nothing when numpy's BLAS is not OpenBLAS or no second kernel fits.
 """

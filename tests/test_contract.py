@@ -1,4 +1,4 @@
-"""Every estimator honours the scikit-learn contract (issue 19).
+"""Every estimator honours the scikit-learn contract.
 
 Parameters stored untouched in ``__init__`` (``clone``, ``get_params``, ``set_params``
 work), validation in ``fit``, ``NotFittedError`` before fit, ``random_state`` as None, an

@@ -1,4 +1,4 @@
-"""Preprocessing at scale (issue 27): the workflow's path holds the input once and never copies X twice.
+"""Preprocessing at scale: the workflow's path holds the input once and never copies X twice.
 
 Same results as ``preprocess``, bitwise; the peak memory (traced) stays within three copies of
 the input's sparse matrix, where it was above six.

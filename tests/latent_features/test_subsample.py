@@ -1,4 +1,4 @@
-"""max_cells: the chains on a stratified subsample, every other cell's features drawn per kept sample (issue 27)."""
+"""max_cells: the chains on a stratified subsample, every other cell's features drawn per kept sample."""
 
 from __future__ import annotations
 

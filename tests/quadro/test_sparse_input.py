@@ -1,4 +1,4 @@
-"""QUADRO on sparse and backed input: the same answer as dense, and only the kept genes ever dense (issue 27)."""
+"""QUADRO on sparse and backed input: the same answer as dense, and only the kept genes ever dense."""
 
 import tracemalloc
 import warnings
@@ -64,7 +64,7 @@ FAST = dict(n_genes=40, outer_cv=3, cv=3, lambda_grid=[1.0, 0.1], lambda2=1.0, r
 
 @pytest.mark.parametrize("sparse", [True, False])
 def test_backed_anndata_gives_the_in_memory_answer(tmp_path, sparse):
-    # issue 26 item 6: a backed AnnData (read_h5ad(path, backed='r')) ended in a raw IndexError
+    # a backed AnnData (read_h5ad(path, backed='r')) gets the answer of the same data in memory
     a = _adata()
     if not sparse:
         a.X = a.X.toarray()

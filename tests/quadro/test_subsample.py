@@ -1,4 +1,4 @@
-"""``max_cells``: each fit learns from a stratified subsample, every sample is still scored held out (issue 27)."""
+"""``max_cells``: each fit learns from a stratified subsample, every sample is still scored held out."""
 
 import numpy as np
 import pytest

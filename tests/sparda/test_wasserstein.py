@@ -168,8 +168,8 @@ def test_permutation_rows_are_numpys_permuted_rows_and_draw_the_same():
         assert a.random() == b.random()  # the generators are left in the same state
 
 
-def _permuted_w2_before(z, n, n_permutations, rng, batch):
-    """The split test's null as it was computed before issue 27 (numpy's ``permuted``)."""
+def _permuted_w2_reference(z, n, n_permutations, rng, batch):
+    """The split test's null computed directly: whole permutations by numpy's ``permuted``, then sorts."""
     N = z.shape[0]
     ia, ib, w = _quantile_grid(n, N - n)
     out = np.empty(n_permutations)
@@ -182,7 +182,7 @@ def _permuted_w2_before(z, n, n_permutations, rng, batch):
 
 
 @pytest.mark.parametrize("n,N", [(40, 95), (50, 100)])
-def test_permuted_w2_is_unchanged_bit_for_bit(n, N):
+def test_permuted_w2_equals_the_direct_computation_bit_for_bit(n, N):
     z = np.round(np.random.default_rng(n).normal(size=N), 1)  # ties
     got = _permuted_w2(z, n, 300, np.random.default_rng(9), batch=64)
-    assert np.array_equal(got, _permuted_w2_before(z, n, 300, np.random.default_rng(9), batch=64))
+    assert np.array_equal(got, _permuted_w2_reference(z, n, 300, np.random.default_rng(9), batch=64))

@@ -1,7 +1,7 @@
 """``BinaryFactorEnsemble``: binary latent features chosen by their stability over resamples of the cells.
 
 An alternative to the IBP posterior (``LinearGaussianIBP``) for real cells, where that posterior
-wants more features the more cells it sees and its chains stop in different modes (issue 29).
+wants more features the more cells it sees and its chains stop in different modes.
 For each K = 1 .. ``max_features``, ``n_members`` fixed-K binary factorisations X ~ 1 b' + Z A
 (``_binary_factor``: least squares over binary Z, exact per-cell enumeration of the 2^K patterns)
 are fitted, each on its own Bayesian-bootstrap reweighting of the cells (Dirichlet(1, ..., 1)

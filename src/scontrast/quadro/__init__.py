@@ -23,7 +23,7 @@ solved here by an accelerated proximal gradient method whose proximal step
 constraint. Means, variances and correlations are estimated robustly
 (Catoni's M-estimator, Kendall's tau) or by the sample moments.
 
-For real data (scontrast issue 16): ``class_weight='balanced'`` gives both
+For real data: ``class_weight='balanced'`` gives both
 classes the weight 1/2 (``pi``, the threshold and the calibration), so that a
 small group is not traded away; :class:`RayleighScreen` keeps the genes whose
 own distribution (:func:`marginal_rayleigh`) or co-expression
