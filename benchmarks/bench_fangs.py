@@ -1,4 +1,4 @@
-"""Benchmarks of the FARO loss, FANGS and the linear-Gaussian IBP sampler (issue 7).
+"""Benchmarks of the FARO loss, FANGS and the linear-Gaussian IBP sampler.
 
 Tables, after Dahl, Johnson and Andros:
 

@@ -1,4 +1,4 @@
-"""Latent features by the resampled ensemble (issue 29): do two seeds agree, is K bounded in N, what do they mean?
+"""Latent features by the resampled ensemble: do two seeds agree, is K bounded in N, what do they mean?
 
 Run (from the repository root):  .venv/bin/python -m benchmarks.bench_latent_ensemble [--part P ...] [--shipped-only]
 Parts: ``agreement``, ``planted``, ``growth`` (all by default). Output is printed; the committed copy of a full
@@ -9,8 +9,8 @@ Everything runs at the library defaults of ``tl.latent_features`` (method ``'ens
 
 - ``agreement``: the contrasts of ``benchmarks.bench_latent_real`` but its timing one (pbmc68k CD14+ Mono vs
   CD19+ B, pbmc68k Dendritic random halves, wu2020 Tumor vs NAT: seeds 0, 1, 2; pbmc3k B vs CD14 Mono and CD4 T
-  random halves when /work/shared/data/pbmc3k_raw.h5ad is present: seeds 0, 1), the 13 contrast-seed runs of
-  issue 29. Each run is repeated with seed + 100 and the two answers compared: the findings (FANGS features
+  random halves when /work/shared/data/pbmc3k_raw.h5ad is present: seeds 0, 1), 13 contrast-seed runs.
+  Each run is repeated with seed + 100 and the two answers compared: the findings (FANGS features
   held at >= 0.8 by both ensemble halves, ``uns['fangs']['feature_supported']``) of each matched in the other
   with Jaccard >= 0.8 (``fangs.feature_support``), and the FARO loss between the two FANGS estimates (a = 1)
   per cell <= 0.05. Per run: chosen K, stability per K, the FANGS features (prevalence in target and

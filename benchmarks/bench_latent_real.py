@@ -1,4 +1,4 @@
-"""Latent features + FANGS on real contrasts (issue 17): gene programmes, enrichment, convergence, time.
+"""Latent features + FANGS on real contrasts: gene programmes, enrichment, convergence, time.
 
 Run (from the repository root):  .venv/bin/python -m benchmarks.bench_latent_real [--quick] [--shipped-only]
 [--planted-only] [--timing-only] [--moves [--moves-variants V ...]] [--coarsen] [--embedding]
@@ -29,14 +29,14 @@ Per contrast, at the library defaults (``tl.latent_features`` then ``tl.fangs``,
 chains x sweeps, split R-hat of the log joint and of K, ESS, the posterior K range against the
 cap, the FANGS K, and per feature its prevalence in target and background, BH q-value and top
 genes; the largest prevalence difference and the number of enriched features (FDR 0.05); wall
-time of each step with the machine load (``os.getloadavg()``). Goals (issue 17): distinct types
+time of each step with the machine load (``os.getloadavg()``). Goals: distinct types
 -> a feature with prevalence difference >= 0.3 and q <= 0.05; random halves -> no feature with
 difference > 0.15 and none significant; K below the cap; R-hat <= 1.1; both steps <= 60 s on
 3,000 cells.
 
 ``--moves [--moves-variants V ...]`` (:func:`moves_benchmark`, committed output benchmarks/results/bench_latent_moves.txt;
-``--moves-variants default session-6``: benchmarks/results/bench_latent_defaults.txt, the defaults against those
-before the noise-scale and death moves):
+``--moves-variants default gibbs-only``: benchmarks/results/bench_latent_defaults.txt, the defaults against the
+sampler without the noise-scale and death moves):
 the split R-hat of every contrast but the timing one over seeds, at the defaults and with the
 optional split-merge / birth-death moves of ``LinearGaussianIBP`` (accepted counts, each chain's
 mean log joint and K, wall and CPU seconds with the load).
@@ -241,7 +241,7 @@ def contrasts(shipped_only: bool):
 
 MOVES = {"default": {}, "split-merge 5": {"split_merge_moves": 5}, "birth-death 1": {"birth_death_moves": 1},
          "both": {"split_merge_moves": 5, "birth_death_moves": 1},
-         "session-6": {"noise_scale_moves": False, "death_moves": 0}}  # the defaults before noise scale / death moves
+         "gibbs-only": {"noise_scale_moves": False, "death_moves": 0}}  # without the noise-scale and death moves
 
 
 def moves_benchmark(shipped_only: bool, seeds=(0, 1, 2), pbmc3k_seeds=(0, 1), variants=tuple(MOVES), **params) -> None:

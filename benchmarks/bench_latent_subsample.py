@@ -1,4 +1,4 @@
-"""What ``latent_features.max_cells`` (the chains on a stratified subsample) changes on real contrasts (issue 27).
+"""What ``latent_features.max_cells`` (the chains on a stratified subsample) changes on real contrasts.
 
 Run (from the repository root):  .venv/bin/python -m benchmarks.bench_latent_subsample [--fraction 0.33]
 Output is printed; the committed copy is benchmarks/results/bench_latent_subsample.txt.

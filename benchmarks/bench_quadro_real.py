@@ -36,7 +36,7 @@ Methods, all scored on the same 5 stratified outer folds (those of
   3 folds), run with ``/work/main/.venv-bench/bin/python`` in a subprocess on the same
   cells and candidate genes; Augur reports only its AUC (its own subsampled CV).
 
-Goals (issue 16): QUADRO's balanced error <= the PC logistic's + 0.02 on each real
+Goals: QUADRO's balanced error <= the PC logistic's + 0.02 on each real
 contrast; AUC <= 0.6 on random halves.
 
 ``--seeds S ...`` repeats QUADRO and the PC logistic over other seeds (outer folds, QUADRO's

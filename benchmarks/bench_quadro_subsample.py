@@ -1,4 +1,4 @@
-"""What ``quadro.max_cells`` (each fit on a stratified subsample) changes, and what it saves (issue 27).
+"""What ``quadro.max_cells`` (each fit on a stratified subsample) changes, and what it saves.
 
 Run (from the repository root), one setting per process so that the peak memory is its own:
     .venv/bin/python -m benchmarks.bench_quadro_subsample H5AD MAX_CELLS [--save DIR] [--compare DIR/None.npz]

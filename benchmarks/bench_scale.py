@@ -1,4 +1,4 @@
-"""Scale benchmark: the whole default workflow on atlas-sized sparse counts (issue 27).
+"""Scale benchmark: the whole default workflow on atlas-sized sparse counts.
 
 Run:  .venv/bin/python benchmarks/bench_scale.py [--cells 50000] [--genes 20000] [--workdir DIR]
           [--reference /work/shared/data/pbmc3k_raw.h5ad] [--median-umis 10000] [--out FILE]
@@ -50,7 +50,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 REFERENCE = Path("/work/shared/data/pbmc3k_raw.h5ad")  # 10x PBMC 3k raw counts (README of the data)
-#: issue 27's goals for 50,000 x 20,000 on 2 cores
+#: the goals for 50,000 x 20,000 on 2 cores
 GOAL_RULE_S, GOAL_FAST_S, GOAL_TOTAL_MIN, GOAL_PEAK_RATIO = 90.0, 15.0, 8.0, 3.0
 FAST_RULES = ("collect", "summary")
 

@@ -57,11 +57,10 @@ STABILITY_RATIOS = (0.06, 0.09)
 STABILITY_B = 30
 
 
-# The SPARDA settings of the committed results (benchmarks/results/bench_sparda.txt): the
-# estimator's defaults before issue 19, which made the workflow's quicker values (49
-# permutations, 5 lambdas, 100 genes, 20 RELAX iterations) the defaults, and before issue 15,
-# which made the 'fraction' lambda rule, the split test, a path from the sparse end with
-# lam_min_ratio 0.02 and 100 RELAX cells the defaults. Every fit here starts from these, so
+# The SPARDA settings of the committed results (benchmarks/results/bench_sparda.txt), which
+# differ from the estimator's defaults (49 permutations, 5 lambdas, 100 genes, 20 RELAX
+# iterations; the 'fraction' lambda rule, the split test, a path from the sparse end with
+# lam_min_ratio 0.02 and 100 RELAX cells). Every fit here starts from these, so
 # the tables keep measuring what they measured (the permutation test re-fits on every
 # permutation, lambda is the CV maximum).  The real-data benchmark (bench_sparda_real.py)
 # measures the library defaults.

@@ -1,4 +1,4 @@
-"""SPARDA on real data (issue 15): sparsity, orientation, p-values, calibration, time.
+"""SPARDA on real data: sparsity, orientation, p-values, calibration, time.
 
 Run (from the repository root):
   .venv/bin/python -m benchmarks.bench_sparda_real [--splits N] [--shipped-only]

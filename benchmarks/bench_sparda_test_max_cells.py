@@ -1,4 +1,4 @@
-"""SPARDA's replicate test on every cell against ``test_max_cells`` subsamples (issue 27).
+"""SPARDA's replicate test on every cell against ``test_max_cells`` subsamples.
 
     PYTHONPATH=src .venv/bin/python -m benchmarks.bench_sparda_test_max_cells [--seeds 4] [--cells 1500]
         [--caps 5000 2500 1000] [--out FILE]

@@ -3,7 +3,7 @@
 Run:  .venv/bin/python -m benchmarks.bench_startup [--repeats 5]
 
 Every rule runs its script in a new Python process, so what the script imports is paid once per
-job, per dataset. The goal (issue 18) is <= 3 s per rule. Printed: the median over ``--repeats``
+job, per dataset. The goal is <= 3 s per rule. Printed: the median over ``--repeats``
 fresh processes per rule, the bare interpreter for reference, and the machine's load average
 (the numbers scale with it on a shared machine).
 """

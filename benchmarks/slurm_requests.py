@@ -1,4 +1,4 @@
-"""The SLURM memory request of every rule at bench_scale's sizes, against the peak each rule takes (issue 27).
+"""The SLURM memory request of every rule at bench_scale's sizes, against the peak each rule takes.
 
 Run (after a bench_scale run left its work directory, every rule's output in it):
     PYTHONPATH=. .venv/bin/python -m benchmarks.slurm_requests --workdir /tmp/scale50k \
