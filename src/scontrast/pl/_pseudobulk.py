@@ -7,7 +7,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from ..core import ScontrastError, check_int
-from ._style import BACKGROUND_COLOUR, TARGET_COLOUR, group_labels, literal, titled
+from ._style import BACKGROUND_COLOUR, TARGET_COLOUR, group_labels, literal, place_labels, titled
 
 
 def pseudobulk(adata: ad.AnnData, *, n_labels: int = 10, figsize=(7.5, 5.2), ax=None) -> plt.Figure:
@@ -41,15 +41,22 @@ def pseudobulk(adata: ad.AnnData, *, n_labels: int = 10, figsize=(7.5, 5.2), ax=
         ax.scatter(lfc[chosen], y[chosen], s=40, facecolors="none", edgecolors="k", linewidths=0.9,
                    label=f"SPARDA's genes ({int(chosen.sum())})")
     order = np.flatnonzero(ok)[np.argsort(p[ok], kind="stable")][:n_labels]
-    for i in order:
-        ax.annotate(literal(adata.var_names[i]), (lfc[i], y[i]), fontsize=7, xytext=(3, 2), textcoords="offset points")
     ax.axvline(0, color="k", lw=0.5)
     ax.set_xlabel("log2 fold change (target over background)")
     ax.set_ylabel("-log10 p (DESeq2 Wald, per replicate)")
     ax.legend(frameon=False, fontsize=7, loc="upper left")
-    ax.set_title(titled(f"pseudobulk DESeq2 {info['design_formula']}: {int(info['n_significant'])} genes at padj < "
-                        f"{alpha:g}\n{info['design']}", adata), fontsize=10)
+    title = (f"pseudobulk DESeq2 {info['design_formula']}: {int(info['n_significant'])} genes at padj < "
+             f"{alpha:g}\n{info['design']}")
+    ax.set_title(titled(title, adata), fontsize=10)
+    if order.size:  # room above the points for their names
+        lo, hi = ax.get_ylim()
+        ax.set_ylim(lo, hi + 0.12 * (hi - lo))
     fig.tight_layout()
+    # the names of the smallest p-values, placed once the layout is final so that none covers another
+    missed = place_labels(ax, lfc[order], y[order], adata.var_names[order].astype(str), fontsize=7)
+    if missed:
+        ax.set_title(titled(f"{title} ({missed} of the {order.size} smallest p not named: no room)", adata),
+                     fontsize=10)
     return fig
 
 

@@ -21,11 +21,20 @@ def _weights_panel(ax, adata: ad.AnnData, n_genes: int) -> None:
         ax.text(0.5, 0.5, "no gene selected", ha="center", va="center", transform=ax.transAxes)
         ax.set_axis_off()
         return
-    y = np.arange(order.size)[::-1]
+    y = (max(order.size, 6) - 1) - np.arange(order.size)  # from the top, the largest weight first
     colours = np.where(w[order] > 0, _TARGET_COLOUR, _BACKGROUND_COLOUR)
-    ax.barh(y, w[order], color=colours)
+    ax.barh(y, w[order], color=colours, height=0.7)
     ax.set_yticks(y)
-    ax.set_yticklabels([literal(g) for g in adata.var_names[order]], fontsize=8 if order.size <= 25 else 6)
+    ax.set_yticklabels([literal(g) for g in adata.var_names[order]],
+                       fontsize=10 if order.size <= 10 else 8 if order.size <= 25 else 6)
+    # a few genes keep the bars' thickness of a longer list (one gene is not a wall of colour)
+    ax.set_ylim(-0.6, max(order.size, 6) - 0.4)
+    if order.size <= 10:  # the weights themselves, beside their bars
+        for yi, wi in zip(y, w[order]):
+            ax.annotate(f"{wi:+.2f}", (wi, yi), xytext=(3 if wi > 0 else -3, 0), textcoords="offset points",
+                        ha="left" if wi > 0 else "right", va="center", fontsize=8)
+        lo, hi = ax.get_xlim()
+        ax.set_xlim(min(lo, -0.35 * max(abs(lo), hi)), max(hi, 0.35 * max(abs(lo), hi)))
     ax.axvline(0, color="k", lw=0.6)
     n_sel = int(adata.var["sparda_selected"].sum())
     ax.set_xlabel("weight (+ = target side)")
@@ -44,6 +53,48 @@ def _density_panel(ax, proj: np.ndarray, is_target: np.ndarray, title: str, labe
     ax.set_ylabel("density")
     ax.set_title(title)
     ax.legend(frameon=False, fontsize=8)
+
+
+def _donor_means(adata: ad.AnnData, key: str) -> dict | None:
+    """Each replicate's mean projection per group when the design declares replicates, else None.
+
+    ``{'word': obs column, 'paired': bool, 'names': (r,), 'target': (r,), 'background': (r,)}``
+    (nan where a replicate has no cell of a group).
+    """
+    from ..design import REPLICATE_KEY
+
+    design = adata.uns.get("scontrast", {}).get("design", {})
+    if not isinstance(design, dict) or str(design.get("unit", "cell")) != "replicate" or REPLICATE_KEY not in adata.obs:
+        return None
+    reps = adata.obs[REPLICATE_KEY].astype(str).to_numpy()
+    proj = np.asarray(adata.obsm["X_sparda"])[:, 0]
+    is_target = adata.obs[key].to_numpy(dtype=bool)
+    names = np.unique(reps[reps != ""])
+    means = {side: np.array([proj[(reps == r) & mask].mean() if ((reps == r) & mask).any() else np.nan
+                             for r in names]) for side, mask in (("target", is_target), ("background", ~is_target))}
+    return {"word": str(design.get("replicate", "replicate")), "paired": bool(design.get("paired", False)),
+            "names": names, **means}
+
+
+def _donor_panel(ax, donors: dict, labels: tuple[str, str]) -> None:
+    """Each donor's mean projection in each group: a line joins a donor's two groups when paired."""
+    rng = np.random.default_rng(0)
+    b, t = donors["background"], donors["target"]
+    if donors["paired"]:
+        for bi, ti in zip(b, t):
+            if np.isfinite(bi) and np.isfinite(ti):
+                ax.plot([0, 1], [bi, ti], color="0.55", lw=0.8, zorder=1)
+        xb, xt = np.zeros(b.size), np.ones(t.size)
+    else:
+        xb, xt = rng.uniform(-0.08, 0.08, b.size), 1 + rng.uniform(-0.08, 0.08, t.size)
+    ax.scatter(xb, b, color=_BACKGROUND_COLOUR, s=28, zorder=2)
+    ax.scatter(xt, t, color=_TARGET_COLOUR, s=28, zorder=2)
+    n_b, n_t = int(np.isfinite(b).sum()), int(np.isfinite(t).sum())
+    ax.set_xticks([0, 1], [literal(f"{labels[1]}\n({n_b})"), literal(f"{labels[0]}\n({n_t})")])
+    ax.set_xlim(-0.5, 1.5)
+    ax.set_ylabel("mean projection")
+    word = donors["word"]
+    ax.set_title(literal(f"each {word}'s mean" + (" (paired)" if donors["paired"] else "")))
 
 
 def sparda(
@@ -78,12 +129,17 @@ def sparda(
         raise ScontrastError(f"key: obs column '{key}' does not exist")
     check_count(n_genes, "n_genes", 1, "sparda", key="plot.n_genes")
     info = adata.uns["sparda"]
+    donors = _donor_means(adata, key)
     if ax is None:
-        fig, axes = plt.subplots(1, 2, figsize=figsize, gridspec_kw={"width_ratios": [1, 1.3]})
+        if donors is None:
+            fig, axes = plt.subplots(1, 2, figsize=figsize, gridspec_kw={"width_ratios": [1, 1.3]})
+        else:  # the test's unit beside the cells: one point per donor and group
+            fig, axes = plt.subplots(1, 3, figsize=(figsize[0] + 3.6, figsize[1]),
+                                     gridspec_kw={"width_ratios": [1, 1.3, 0.75]})
     else:
         axes = list(ax)
-        if len(axes) != 2:
-            raise ScontrastError(f"ax: expected two Axes, got {len(axes)}")
+        if len(axes) not in (2, 3):
+            raise ScontrastError(f"ax: expected two Axes (three to show the donors), got {len(axes)}")
         fig = axes[0].figure
     _weights_panel(axes[0], adata, n_genes)
     proj = np.asarray(adata.obsm["X_sparda"])[:, 0]
@@ -102,6 +158,8 @@ def sparda(
     title = f"W2$^2$ = {float(info['divergence']):.3g}, {ptxt}\n(lambda = {lam:.3g})"
     target_label, background_label = group_labels(adata)
     _density_panel(axes[1], proj, is_target, title, (target_label, background_label))
+    if donors is not None and len(axes) == 3:
+        _donor_panel(axes[2], donors, (target_label, background_label))
     fig.suptitle(titled(f"SPARDA: the sparse direction of largest Wasserstein difference, {target_label} vs "
                         f"{background_label}", adata))
     fig.tight_layout()

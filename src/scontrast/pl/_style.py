@@ -69,3 +69,46 @@ def titled(text: str, adata: ad.AnnData) -> str:
     """
     name = dataset_name(adata)
     return literal(f"{name}: {text}" if name else text)
+
+
+def place_labels(ax, x, y, texts, *, fontsize: float = 7, max_radius: float = 60.0) -> int:
+    """Name points ``(x, y)`` (data coordinates) with ``texts``, no label over another or out of the axes.
+
+    Each label takes the first free place on rings of growing radius (points) around its point,
+    a thin line back to the point when it had to move away; a label with no free place within
+    ``max_radius`` is not drawn. Place labels after the figure's layout is final (a later layout
+    moves the axes and the points under the labels). Returns how many labels were not drawn.
+    """
+    import numpy as np
+
+    fig = ax.figure
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    frame = ax.get_window_extent(renderer)
+    legend = ax.get_legend()
+    taken = [legend.get_window_extent(renderer)] if legend is not None else []  # boxes kept free, in pixels
+    px_per_pt = fig.dpi / 72.0
+    rings = [(0.0, [(3.0, 2.0)])] + [
+        (r, [(r * np.cos(t), r * np.sin(t)) for t in np.linspace(0, 2 * np.pi, 16, endpoint=False)])
+        for r in np.arange(10.0, max_radius + 1e-9, 8.0)]
+    missed = 0
+    for xi, yi, text in zip(x, y, texts):
+        placed = False
+        for radius, offsets in rings:
+            for dx, dy in offsets:
+                ha = "left" if dx >= 0 else "right"
+                va = "bottom" if dy >= 0 else "top"
+                ann = ax.annotate(literal(text), (xi, yi), xytext=(dx, dy), textcoords="offset points",
+                                  fontsize=fontsize, ha=ha, va=va,
+                                  arrowprops=dict(arrowstyle="-", lw=0.4, color="0.4") if radius > 0 else None)
+                box = ann.get_window_extent(renderer).expanded(1.0, 1.0)
+                inside = (box.x0 >= frame.x0 and box.x1 <= frame.x1 and box.y0 >= frame.y0 and box.y1 <= frame.y1)
+                if inside and not any(box.overlaps(b) for b in taken):
+                    taken.append(box.padded(1.0 * px_per_pt))
+                    placed = True
+                    break
+                ann.remove()
+            if placed:
+                break
+        missed += not placed
+    return missed
