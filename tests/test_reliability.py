@@ -18,6 +18,7 @@ docs/reliability.md is the catalogue of both, with the outcome of each.
 from __future__ import annotations
 
 import logging
+import re
 
 import numpy as np
 import pandas as pd
@@ -172,3 +173,90 @@ def test_a_warning_naming_its_method_is_not_prefixed_twice(caplog):
         with result_warnings("latent_features"):
             warnings.warn("latent_features: the chosen K = 8 is max_features", ScontrastWarning, stacklevel=1)
     assert [r.getMessage() for r in caplog.records] == ["latent_features: the chosen K = 8 is max_features"]
+
+
+# ------------------------------------------------------------------------------ messages
+def _pre(a, **kw):
+    return preprocess(a, groupby="condition", target=["disease"], background=["healthy"], counts="raw",
+                      **{**PRE, **kw})
+
+
+def test_an_empty_mito_prefix_is_named_as_the_cause():
+    with pytest.raises(ScontrastError, match=r"^mito_prefix '' marks every gene as mitochondrial, so max_pct_mito=20 "
+                                             r"would remove every cell"):
+        _pre(make_counts(), mito_prefix="")
+    assert _pre(make_counts(), mito_prefix="", max_pct_mito=100).n_obs == 80  # the filter off: every cell kept
+
+
+def test_an_implausibly_small_target_sum_is_warned():
+    warned = list(_pre(make_counts(), target_sum=1e-6).uns["scontrast"]["preprocess"]["warnings"])
+    assert [w for w in warned if w.startswith("target_sum=1e-06 scales every cell to that total, far below the "
+                                              "cells' own (median")]
+    for fine in (1e4, 1e6, None):
+        warned = list(_pre(make_counts(), target_sum=fine).uns["scontrast"]["preprocess"]["warnings"])
+        assert not [w for w in warned if w.startswith("target_sum")], fine
+
+
+def test_cells_without_a_replicate_are_counted_and_warned():
+    a = make_counts(n_cells=240)
+    donor = np.array([f"d{(i // 6) % 4}" for i in range(a.n_obs)], dtype=object)
+    donor[::2] = None
+    a.obs["donor"] = donor
+    out = _pre(a, replicate="donor", paired=True)
+    warned = list(out.uns["scontrast"]["preprocess"]["warnings"])
+    assert warned[0] == ("80 cells have no value in obs column 'donor' (replicate) and were dropped (40 target, "
+                         "40 background): give each cell its donor, or leave those cells out of the file")
+    assert "removed 40 of 80 disease (target) cells (50%): 40 with no replicate value" in warned
+    assert out.uns["scontrast"]["design"]["cells_without_replicate"] == 80
+    assert out.n_obs < 80
+
+
+def test_cpca_components_beyond_the_targets_rank_are_warned():
+    from scontrast import tl
+
+    a = make_counts()
+    rows = np.r_[np.flatnonzero(a.obs["condition"] == "disease")[:2], np.flatnonzero(a.obs["condition"] == "healthy")]
+    p = _pre(a[rows].copy(), min_cells_per_group=2)
+    tl.cpca(p, n_components=2, alpha=1.0, random_state=0)
+    assert list(p.uns["cpca"]["warnings"]) == [
+        "cpca: the target group has 2 cells, so at most 1 direction(s) carry target variance: component 2 has none "
+        "(their contrast is minus alpha times the background's variance)"]
+    assert p.uns["cpca"]["explained_contrast"][0, 1] <= 0  # what the warning says of the second component
+    q = _pre(make_counts())
+    tl.cpca(q, n_components=2, alpha=1.0, random_state=0)
+    assert not [w for w in q.uns["cpca"]["warnings"] if "direction(s) carry" in w]
+
+
+def test_a_samples_file_that_decompresses_far_beyond_its_size_is_refused_unread(tmp_path, monkeypatch):
+    from scontrast import io
+    from scontrast.feature_samples import load_samples, save_samples
+
+    path = tmp_path / "s.npz"
+    save_samples(path, [np.zeros((4000, 50), dtype=np.uint8)] * 4)  # zeros: the file is far smaller than its arrays
+    assert len(load_samples(path).samples) == 4  # under the floor: read
+    monkeypatch.setattr(io, "BOMB_FLOOR_BYTES", 10_000)
+    monkeypatch.setattr(np, "load", lambda *a, **k: pytest.fail("np.load ran before the size check"))
+    with pytest.raises(ScontrastError, match=r"samples file '.*s.npz': its arrays take .* once read but the file is "
+                                             r".* \(more than 100x; largest: Z.npy\); refused as a possible "
+                                             r"decompression bomb"):
+        load_samples(path)
+
+
+def test_labels_reach_the_report_page_as_typed():
+    """workflow.rst's lit(): TeX, backslashes and line breaks in a label give no docutils System Message."""
+    from docutils.core import publish_parts
+    from jinja2 import Environment
+
+    from conftest import REPO
+
+    text = (REPO / "workflow/report/workflow.rst").read_text()
+    start = text.index("{% macro lit(value)")
+    macro = text[start:text.index("{%- endmacro %}", start) + len("{%- endmacro %}")]
+    env = Environment(trim_blocks=True, lstrip_blocks=True)
+    labels = ["$\\alpha$-cells \\beta", "two\nlines", "``quoted``", " ", "a|b*c_"]
+    rst = env.from_string(macro + "\n{% for x in labels %}- {{ lit(x) }}\n{% endfor %}").render(labels=labels)
+    html = publish_parts(rst, writer_name="html", settings_overrides={"report_level": 1})["body"]
+    assert "System Message" not in html and "system-message" not in html
+    shown = re.sub(r"<[^>]+>", "", html)
+    assert "$\\alpha$-cells \\beta" in shown  # the backslashes kept
+    assert "two lines" in shown

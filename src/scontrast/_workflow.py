@@ -332,9 +332,13 @@ def input_sizes(path: str | os.PathLike) -> dict:
     size on disk. A missing file raises FileNotFoundError, which snakemake takes as "not known
     yet" and evaluates again when the job is ready to run.
     """
+    import stat
     import zipfile
 
-    on_disk = os.stat(path).st_size
+    status = os.stat(path)
+    if not stat.S_ISREG(status.st_mode):  # never opened: a FIFO would block the main snakemake process
+        raise ValueError(f"'{path}' {input_file_problem(path)}")
+    on_disk = status.st_size
     whole = {"X": 0, "layers": {}, "total": on_disk, "whole": True}
     if str(path).endswith(".npz"):
         try:

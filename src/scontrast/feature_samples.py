@@ -168,11 +168,38 @@ def save_samples(path, samples, *, cell_names=None, log_joint=None, **traces) ->
         raise
 
 
+def _check_npz_size(path: Path) -> None:
+    """Refuse a .npz whose members decompress beyond the .h5ad inputs' bound, before any is read.
+
+    The members' sizes come from the zip directory (nothing is decompressed); the bound is
+    :data:`scontrast.io.MAX_COMPRESSION_RATIO` times the file's size, above
+    :data:`scontrast.io.BOMB_FLOOR_BYTES`, as for an ``.h5ad``. A file that is not a zip file is
+    left to ``np.load``'s own message.
+    """
+    import zipfile
+
+    from .io import BOMB_FLOOR_BYTES, MAX_COMPRESSION_RATIO, _human
+
+    try:
+        with zipfile.ZipFile(path) as zf:
+            members = [(info.filename, info.file_size) for info in zf.infolist()]
+    except (zipfile.BadZipFile, OSError):
+        return
+    total, on_disk = sum(size for _, size in members), path.stat().st_size
+    if total > BOMB_FLOOR_BYTES and total > MAX_COMPRESSION_RATIO * max(on_disk, 1):
+        largest = max(members, key=lambda m: m[1])[0]
+        raise ScontrastError(
+            f"samples file '{path}': its arrays take {_human(total)} once read but the file is {_human(on_disk)} "
+            f"(more than {MAX_COMPRESSION_RATIO}x; largest: {largest}); refused as a possible decompression bomb"
+        )
+
+
 def load_samples(path) -> FeatureSamples:
     """Read a samples file written by ``save_samples`` (or by hand in that format)."""
     path = Path(path)
     if not path.is_file():
         raise ScontrastError(f"samples file '{path}': does not exist")
+    _check_npz_size(path)
     try:
         data = np.load(path, allow_pickle=False)
     except Exception as exc:  # numpy raises several types for non-npz files

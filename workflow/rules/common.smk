@@ -93,7 +93,8 @@ def made_here(path):
 
 
 for _name in DATASETS:
-    if not made_here(config["datasets"][_name]["path"]):
+    # another dataset's result is checked when it exists already (a FIFO there hung the run); else its rule makes it
+    if not made_here(config["datasets"][_name]["path"]) or os.path.lexists(config["datasets"][_name]["path"]):
         checked_input(config["datasets"][_name]["path"], f"config.datasets.{_name}.path")
     if config["fangs"].get("samples") and "fangs" in config["methods"]:  # rule fangs checks it when asked
         checked_input(config["fangs"]["samples"].replace("{dataset}", _name), "config.fangs.samples")
