@@ -237,6 +237,14 @@ def test_front_end_tests_per_replicate_on_wu2020_paired_by_patient(tmp_path):
     assert "per replicate (6 replicates, paired; all of 32 relabellings, smallest possible p 0.03125)" in \
         rows["p-value (replicate test)"]
     assert not bool(test["subsampled"]) and int(test["n_cells"].sum()) == adata.n_obs
+    # three parts over the same 32 swaps, each p-value a multiple of 1/32; the location part's genes by name, HSPA1B
+    # (pseudobulk's smallest p on these patients) among them; the distributional parts alone were 3/32
+    assert list(test["parts"]) == ["location", "divergence", "shape"]
+    assert all(float(v) * 32 == pytest.approx(round(float(v) * 32)) for v in test["parts"].values())
+    assert adata.uns["sparda"]["pvalue"] == pytest.approx(4 / 32) and test["distribution_pvalue"] == pytest.approx(3 / 32)
+    assert "HSPA1B" in list(test["location_genes"][:3]) and set(test["location_genes"]) <= set(adata.var_names)
+    assert "p-values of the parts (location, divergence, shape)" in rows and "HSPA1B (+" in \
+        rows["location part's genes (moderated t, max-T adjusted p)"]
     # test_max_cells below half the cells: the relabellings use one share of every patient and group, said in
     # uns, the written file and the summary; the fit is the same
     sub = adata.copy()
@@ -244,11 +252,14 @@ def test_front_end_tests_per_replicate_on_wu2020_paired_by_patient(tmp_path):
     t = sub.uns["sparda"]["test"]
     assert bool(t["subsampled"]) and 70 <= int(t["n_cells"].sum()) <= 90 and int(t["n_labellings"]) == 32
     np.testing.assert_array_equal(sub.var["sparda_weight"], adata.var["sparda_weight"])
+    # the location part reads every cell's replicate means whatever the share the other parts relabel
+    np.testing.assert_array_equal(t["location_t"], test["location_t"])
     assert f"each on {int(t['n_cells'][0])} + {int(t['n_cells'][1])} cells, one share of every replicate and group" \
         in dict(summary_rows(sub))["p-value (replicate test)"]
     io.write_h5ad(sub, tmp_path / "sub.h5ad")
     back = ad.read_h5ad(tmp_path / "sub.h5ad").uns["sparda"]["test"]
     assert bool(back["subsampled"]) and list(back["n_cells"]) == list(t["n_cells"])
+    assert dict(back["parts"]) == dict(t["parts"]) and list(back["location_genes"]) == list(t["location_genes"])
 
 
 def test_cv_subsample_is_recorded_in_uns_the_summary_and_the_h5ad(tmp_path):

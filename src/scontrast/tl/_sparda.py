@@ -181,6 +181,9 @@ def _record(adata: ad.AnnData, model: SPARDA, front: dict, random_state, warned:
     d_in = int(mask.sum())
     relax_info, tighten_info = _iterations(model, max(n_target, n_background))
     extra = _path_and_test(model, n_target, n_background)
+    if "location_genes" in extra.get("test", {}):
+        # the location part's genes by name (the model knows their columns in the gene set)
+        extra["test"]["location_genes"] = names[np.asarray(extra["test"]["location_genes"], dtype=int)].astype(str)
     selected = names[model.selected_].astype(str)
     model_params = fitted_params(model)
     record_params(
@@ -296,7 +299,15 @@ def summary_rows(adata: ad.AnnData, n_top: int = 10) -> Iterator[tuple[str, str]
     else:
         p = fmt(s.get("pvalue", float("nan")))
     yield f"p-value ({test['method']} test)" if test is not None else "permutation p-value", p
-    if test is not None and "shape_pvalue" in test:
+    if test is not None and "parts" in test:
+        # the replicate test's parts, combined by min-p over the same relabellings into the p-value above
+        parts = test["parts"]
+        yield f"p-values of the parts ({', '.join(parts)})", ", ".join(fmt(parts[k]) for k in parts)
+        if "location_genes" in test:
+            yield "location part's genes (moderated t, max-T adjusted p)", ", ".join(
+                f"{g} ({t:+.1f}, {fmt(p)})" for g, t, p in zip(test["location_genes"][:5], test["location_t"][:5],
+                                                                test["location_adjusted_pvalue"][:5]))
+    elif test is not None and "shape_pvalue" in test:
         # the permute test's two parts, combined by min-p into the p-value above
         yield "p-values of the parts (divergence, its shape part)", (
             f"{fmt(test['divergence_pvalue'])}, {fmt(test['shape_pvalue'])}")
