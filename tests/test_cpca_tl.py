@@ -145,7 +145,11 @@ def test_figure_has_a_panel_per_alpha(color):
     panels = [a for a in fig.axes if a.get_visible() and a.get_title().startswith("alpha")]
     assert len(panels) == n
     assert panels[0].get_title().startswith("alpha = 0") and "(default)" in panels[1].get_title()
-    assert all(p.get_xlabel() == "cPC 1" for p in panels)
+    # each axis names the alpha's top genes: its largest |loading| first, with its sign
+    for i, p in enumerate(panels):
+        W = adata.varm[f"cPCs_alpha{i}"][:, 0]
+        top = int(np.argmax(np.abs(W)))
+        assert p.get_xlabel().startswith(f"cPC 1 ({adata.var_names[top]}{'+' if W[top] > 0 else '-'}, "), p.get_xlabel()
     if color != "score":
         labels = [t.get_text() for t in fig.legends[0].get_texts()]
         assert any(lab.startswith("background") for lab in labels)

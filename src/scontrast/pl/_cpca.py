@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from ..core import TARGET_KEY, ScontrastError
-from ._style import BACKGROUND_COLOUR, TARGET_COLOUR, group_labels, literal, titled
+from ._style import BACKGROUND_COLOUR, TARGET_COLOUR, group_labels, level_colours, literal, replicate_colour, titled
 
 
 def _coordinates(E, components, rng):
@@ -42,6 +42,7 @@ def cpca(
 
     Reads only ``obs``, ``obsm`` and ``uns`` (no expression matrix).
     """
+    color = replicate_colour(adata, color, key)
     uns, names, alphas, components, k = _checked(adata, color=color, components=components)
     is_target = adata.obs[key].to_numpy(dtype=bool)
     fig, axes = _panels(ax, len(names), panel_size)
@@ -57,8 +58,12 @@ def cpca(
         a = alphas[i] if i < alphas.size else float("nan")
         chosen = " (default)" if int(uns.get("default_index", -1)) == i else ""
         panel.set_title("alpha = 0 (PCA of target)" if a == 0 else f"alpha = {a:.3g}{chosen}")
-        panel.set_xlabel(f"cPC {components[0] + 1 if k > 1 else 1}")
-        panel.set_ylabel(f"cPC {components[1] + 1}" if k > 1 else "jitter")
+        # each axis with its top genes (signed loadings of this alpha): what the direction is made of
+        genes = _axis_genes(adata, f"cPCs_alpha{i}" if f"cPCs_alpha{i}" in adata.varm else None)
+        c0 = components[0] if k > 1 else 0
+        panel.set_xlabel(literal(f"cPC {c0 + 1}" + genes.get(c0, "")), fontsize="small")
+        panel.set_ylabel(literal(f"cPC {components[1] + 1}" + genes.get(components[1], "")) if k > 1 else "jitter",
+                         fontsize="small")
 
     _legend(fig, adata, is_target, colouring, color=color, show_background=show_background)
     if sc is not None:
@@ -66,7 +71,27 @@ def cpca(
     target_label, background_label = group_labels(adata)
     fig.suptitle(titled(f"contrastive PCA of {target_label} ({int(np.sum(is_target))} cells) against "
                         f"{background_label} ({int(np.sum(~is_target))}), {int(uns.get('n_genes', 0))} genes", adata))
+    if ax is None and np.any(alphas > 0) and show_background:
+        # the objective's doing, not biology: said where the eye reads it
+        fig.text(0.01, 0.005, literal(_ALPHA_NOTE.format(background=background_label)), fontsize="small",
+                 ha="left", va="bottom", wrap=True)
+        fig.get_layout_engine().set(h_pad=0.3)
     return fig
+
+
+_ALPHA_NOTE = ("With alpha > 0 the axes are chosen to vary little in {background}: its cells gather near the centre "
+               "by construction, so a wider target cloud there does not show that the target is more heterogeneous.")
+
+
+def _axis_genes(adata: ad.AnnData, slot: str | None, n: int = 3) -> dict[int, str]:
+    """' (A+, B-, C+)' per component: the ``n`` genes of largest |loading| in ``varm[slot]``, with their signs."""
+    if slot is None or slot not in adata.varm:
+        return {}
+    from ..summary import top_loadings
+
+    comps = top_loadings(np.asarray(adata.varm[slot]), adata.var_names, n)
+    return {j: " (" + ", ".join(f"{g}{'+' if w > 0 else '-'}" for g, w in genes) + ")"
+            for j, genes in enumerate(comps) if genes}
 
 
 def _checked(adata: ad.AnnData, *, color: str, components) -> tuple:
@@ -122,8 +147,7 @@ def _colouring(adata: ad.AnnData, *, color: str, key: str, is_target: np.ndarray
     if one_colour:
         colours = {target_label: TARGET_COLOUR}  # the target's colour in every method's figure
     else:
-        cmap = plt.get_cmap("tab10" if len(levels) <= 10 else "tab20")
-        colours = {lev: cmap(i % cmap.N) for i, lev in enumerate(levels)}
+        colours = level_colours(levels)
     return {"categorical": True, "one_colour": one_colour, "codes": codes, "levels": levels, "colours": colours}
 
 

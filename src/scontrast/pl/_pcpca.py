@@ -8,7 +8,8 @@ import numpy as np
 import pandas as pd
 
 from ..core import TARGET_KEY, ScontrastError
-from ._style import BACKGROUND_COLOUR, TARGET_COLOUR, group_labels, literal, titled
+from ._cpca import _axis_genes
+from ._style import BACKGROUND_COLOUR, TARGET_COLOUR, group_labels, level_colours, literal, replicate_colour, titled
 
 
 def _default_color(adata):
@@ -51,7 +52,9 @@ def pcpca(
     """
     if "X_pcpca" not in adata.obsm:
         raise ScontrastError("adata: obsm['X_pcpca'] is missing; run scontrast.tl.pcpca first")
-    color = _default_color(adata) if color is None else color
+    # by default the groups, or the donors when a replicate is declared (the tests' unit)
+    color = replicate_colour(adata, TARGET_KEY, TARGET_KEY) if color is None else color
+    color = _default_color(adata) if color == TARGET_KEY else color
     if color not in adata.obs:
         raise ScontrastError(f"color: obs column '{color}' does not exist (have: {list(adata.obs.columns)[:15]})")
     E = np.asarray(adata.obsm["X_pcpca"])
@@ -78,6 +81,7 @@ def pcpca(
 
     uns = adata.uns.get("pcpca", {})
     target_label, background_label = group_labels(adata)
+    genes = _axis_genes(adata, "PCPCA_W")  # each axis with its top genes (signed loadings)
     for panel, (sel, name) in zip(axes, ((is_target, target_label), (~is_target, background_label))):
         if categorical:
             for lev in levels:
@@ -89,16 +93,26 @@ def pcpca(
             sc = panel.scatter(x[sel], y[sel], s=s, c=vals[sel], cmap="viridis", vmin=vmin, vmax=vmax,
                                linewidths=0, rasterized=True)
         panel.set_title(literal(f"{name} cells (n={int(sel.sum())})"))
-        panel.set_xlabel(f"PCPCA {components[0] + 1 if k > 1 else 1}")
-        panel.set_ylabel(f"PCPCA {components[1] + 1}" if k > 1 else "jitter")
+        c0 = components[0] if k > 1 else 0
+        panel.set_xlabel(literal(f"PCPCA {c0 + 1}" + genes.get(c0, "")), fontsize="small")
+        panel.set_ylabel(literal(f"PCPCA {components[1] + 1}" + genes.get(components[1], "")) if k > 1 else "jitter",
+                         fontsize="small")
     if categorical:
         _legend(fig, codes, levels, colours, title=color)
     else:
         fig.colorbar(sc, ax=list(axes), label=literal(color))
+    if ax is None:  # the objective's doing, not biology: said where the eye reads it
+        fig.text(0.01, 0.005, literal(_NOTE.format(background=background_label)), fontsize="small", ha="left",
+                 va="bottom", wrap=True)
+        fig.get_layout_engine().set(h_pad=0.3)
     if "gamma_prime" in uns:
         fig.suptitle(titled(f"PCPCA: gamma' = {float(uns['gamma_prime']):.3g} (admissible < "
                             f"{float(uns['max_gamma_prime']):.3g}), sigma^2 = {float(uns['sigma2']):.3g}", adata))
     return fig
+
+
+_NOTE = ("The axes favour variation the target has and {background} lacks: {background}'s cells gather near the centre "
+         "by construction, so a wider target cloud does not show that the target is more heterogeneous.")
 
 
 def _level_colours(codes: np.ndarray, is_target: np.ndarray) -> tuple[list, dict]:
@@ -110,8 +124,7 @@ def _level_colours(codes: np.ndarray, is_target: np.ndarray) -> tuple[list, dict
         # the two groups themselves: the target's and the background's colours of every figure
         colours = {lev: TARGET_COLOUR if lev in target_only else BACKGROUND_COLOUR for lev in levels}
     else:
-        cmap = plt.get_cmap("tab10" if len(levels) <= 10 else "tab20")
-        colours = {lev: cmap(i % cmap.N) for i, lev in enumerate(levels)}
+        colours = level_colours(levels)
     return levels, colours
 
 

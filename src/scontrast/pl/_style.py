@@ -112,3 +112,30 @@ def place_labels(ax, x, y, texts, *, fontsize: float = 7, max_radius: float = 60
                 break
         missed += not placed
     return missed
+
+
+def replicate_colour(adata: ad.AnnData, color: str | None, key: str) -> str | None:
+    """The obs column to colour cells by: the declared replicate when ``color`` is the group flag ``key``.
+
+    With a declared replicate the tests are per donor, so the embeddings show the donors (a direction
+    that separates donors, not a shared sub-population, then shows as colours in blocks).
+    """
+    from ..design import REPLICATE_KEY
+
+    design = adata.uns.get("scontrast", {})
+    design = design.get("design", {}) if isinstance(design, Mapping) else {}
+    declared = isinstance(design, Mapping) and str(design.get("unit", "cell")) == "replicate"
+    if color == key and declared:
+        column = str(design.get("replicate", REPLICATE_KEY))  # the user's own column name when it is there
+        return column if column in adata.obs else REPLICATE_KEY if REPLICATE_KEY in adata.obs else color
+    return color
+
+
+def level_colours(levels) -> dict:
+    """A colour per level of a categorical colouring, never the target's red or the background's blue."""
+    import matplotlib.pyplot as plt
+
+    tab10, tab20 = plt.get_cmap("tab10"), plt.get_cmap("tab20")
+    palette = [tab10(i) for i in (1, 2, 4, 5, 6, 7, 8, 9)]  # tab10 without its blue (0) and red (3)
+    palette += [tab20(i) for i in range(20) if i not in (0, 1, 6, 7)] if len(levels) > len(palette) else []
+    return {lev: palette[i % len(palette)] for i, lev in enumerate(levels)}
