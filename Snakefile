@@ -54,6 +54,7 @@ include: "workflow/rules/pseudobulk.smk"
 include: "workflow/rules/collect.smk"
 include: "workflow/rules/genes.smk"
 include: "workflow/rules/summary.smk"
+include: "workflow/rules/study.smk"
 
 
 rule all:
@@ -63,4 +64,5 @@ rule all:
         expand("results/{dataset}/summary.tsv", dataset=DATASETS),
         expand("results/{dataset}/overview.html", dataset=DATASETS),
         figure_outputs(),
+        study_outputs(),
     default_target: True

@@ -112,7 +112,8 @@ def simulate_study(
         mean one (the mean is kept, the spread grows); ``shared=True`` uses one factor per cell
         for all the genes (a co-expression change). ``'substate'``: a ``fraction`` (0.2) of the
         type's target cells carry ``n_genes`` (20) genes times ``fold`` (4). Genes are drawn at
-        random among the ``gene_pool`` (200) most expressed of the type, distinct across effects.
+        random among the ``gene_pool`` (200) most expressed of the type, distinct across effects,
+        never mitochondrial (``MT-``: they would move cells across the QC's filter).
     random_state
         Seed or Generator: the same seed gives the same study.
 
@@ -143,7 +144,7 @@ def simulate_study(
         list(zip(donors.donor, donors.condition))
     factors = {d: np.exp(rng.normal(0.0, donor_sd, n_genes)) for d in donors.donor}
 
-    planted = _plant_genes(counts, types_of_cell, effects, rng, gene_pool)
+    planted = _plant_genes(counts, types_of_cell, effects, rng, gene_pool, adata.var_names)
     rows, obs = [], []
     for ct in types:
         pool = np.flatnonzero(types_of_cell == ct)
@@ -188,9 +189,10 @@ def _share_out(pool: np.ndarray, n_units: int, cells_per_donor: int | None, rng)
     return np.array_split(rng.permutation(pool), n_units)
 
 
-def _plant_genes(counts, types_of_cell, effects, rng, gene_pool: int) -> list[np.ndarray]:
+def _plant_genes(counts, types_of_cell, effects, rng, gene_pool: int, var_names) -> list[np.ndarray]:
     """Each effect's genes: drawn among the ``gene_pool`` most expressed genes of its type, distinct across effects."""
-    used: set[int] = set()
+    # mitochondrial genes are never planted: shifting them would move cells across the QC's mito filter
+    used: set[int] = {i for i, name in enumerate(map(str, var_names)) if name.upper().startswith("MT-")}
     out = []
     for eff in effects:
         mask = types_of_cell == eff["cell_type"]

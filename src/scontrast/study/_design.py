@@ -21,7 +21,7 @@ from ..core import ScontrastError, ScontrastWarning
 
 __all__ = ["check_confounding", "count_labellings", "design_table", "STRONG_ASSOCIATION"]
 
-STRONG_ASSOCIATION = 0.7  # Cramer's V (categorical) or |r| (numeric) over the units that warns
+STRONG_ASSOCIATION = 0.5  # Cramer's V (categorical) or |r| (numeric) over the units that warns (3 of 4 donors alike)
 
 
 def _cramers_v(a: pd.Series, b: pd.Series) -> float:

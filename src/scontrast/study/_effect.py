@@ -1,16 +1,18 @@
 """The effect size of a split: how far apart the groups' donors are, relative to how far apart
 donors of one group are, with a jackknife interval over donors.
 
-With ``d(i, j)`` the squared distance between two units' profiles (per-gene means and standard
-deviations, :func:`scontrast.study._test.donor_features`) minus what their finite cell counts add
-to it (their sampling variances), ``B`` the mean over pairs of units of different groups and
-different donors and ``W`` over pairs of one group and different donors::
+Each feature of the units' profiles (per-gene log-CPM and spread,
+:func:`scontrast.study._test.donor_features`) is put in units of its own spread over all units
+(label-free, its sampling noise removed), so that genes that vary a lot from donor to donor do not
+swamp the others. With ``d(i, j)`` the squared distance between two units minus what their finite
+cell counts add to it (their sampling variances), ``B`` its mean over pairs of units of different
+groups and different donors and ``W`` over pairs of one group and different donors::
 
     effect = (B - W) / W
 
 Its no-effect value is 0 (every pair of distinct donors is alike under no difference, whatever
 the cells per donor). Without the sampling noise removed it would grow with the cells per donor
-under an effect (W shrinks towards the donors' own spread as cells are added); ``W`` is floored
+under an effect (W shrinks towards the donors' own spread as cells are added); ``W`` (and each feature's spread) is floored
 at a quarter of its raw value so that donors that barely differ do not make the ratio explode.
 """
 
@@ -25,20 +27,25 @@ W_FLOOR = 0.25  # the noise-corrected within-group spread is at least this share
 
 
 def group_distance(profiles: np.ndarray, noise: np.ndarray, is_target: np.ndarray, donor: np.ndarray) -> float:
-    """``(B - W) / W`` of the units' profiles (U, F), noise (U,), groups (U,) and donors (U,); NaN
-    when a group has fewer than 2 donors."""
+    """``(B - W) / W`` of units' profiles (U, F), their sampling variances (U, F), groups (U,) and
+    donors (U,), each feature in units of its label-free spread over the units; NaN when a group
+    has fewer than 2 donors."""
     is_target = np.asarray(is_target, dtype=bool)
     donor = np.asarray(donor)
     if min(np.unique(donor[is_target]).size, np.unique(donor[~is_target]).size) < 2:
         return float("nan")
-    sq = (profiles ** 2).sum(axis=1)
-    raw = sq[:, None] + sq[None, :] - 2 * profiles @ profiles.T
-    corrected = raw - noise[:, None] - noise[None, :]
-    distinct = donor[:, None] != donor[None, :]
-    between = distinct & (is_target[:, None] != is_target[None, :])
-    within = distinct & (is_target[:, None] == is_target[None, :])
-    B, W = corrected[between].mean(), corrected[within].mean()
-    W = max(W, W_FLOOR * raw[within].mean())
+    spread = profiles.var(axis=0, ddof=1)
+    scale = np.maximum(spread - noise.mean(axis=0), W_FLOOR * spread)
+    ok = scale > 0  # a feature constant over every unit carries nothing
+    z, zn = profiles[:, ok] / np.sqrt(scale[ok]), noise[:, ok] / scale[ok]
+    i, j = np.triu_indices(z.shape[0], k=1)
+    keep = donor[i] != donor[j]
+    i, j = i[keep], j[keep]
+    raw = ((z[i] - z[j]) ** 2).sum(axis=1)  # (pairs,)
+    corrected = raw - zn[i].sum(axis=1) - zn[j].sum(axis=1)
+    between = is_target[i] != is_target[j]
+    B, W = corrected[between].mean(), corrected[~between].mean()
+    W = max(W, W_FLOOR * raw[~between].mean())
     return float((B - W) / W)
 
 

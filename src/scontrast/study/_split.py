@@ -64,3 +64,21 @@ def split_folders(values: Sequence) -> dict[str, str]:
         taken.add(name.lower())
         out[value] = name
     return out
+
+
+def read_subset(path, subset: Mapping[str, Sequence] | None):
+    """The cells of an ``.h5ad`` that ``subset`` keeps, in memory: only their rows are read.
+
+    The file is opened backed (:func:`scontrast.io.read_h5ad`), the rows chosen from its obs and
+    copied out, and the file closed; a split of a large study never holds the whole matrix.
+    """
+    from ..io import read_h5ad
+
+    mask = subset_mask(read_obs(path), subset)
+    if not mask.any():
+        raise ScontrastError(f"subset {dict(subset or {})}: no cell of '{path}' is kept")
+    adata = read_h5ad(path, backed=True)
+    try:
+        return adata[np.flatnonzero(mask)].to_memory()
+    finally:
+        adata.file.close()

@@ -73,7 +73,7 @@ class _Split:
     target_of_donor: np.ndarray
     units: pd.DataFrame  # unit rows: donor, is_target
     features: np.ndarray  # (U, 2G)
-    noise: np.ndarray  # (U,)
+    noise: np.ndarray  # (U, 2G)
     genes: np.ndarray  # (G,)
 
 
@@ -82,9 +82,7 @@ def _split_data(adata, layer, cells: pd.DataFrame, value: str, folder: str, dono
     """Profiles of one split's units from its rows only."""
     idx = np.sort(cells.index.to_numpy())
     cells = cells.loc[idx]
-    cpm, logn = normalise(_rows(adata, idx, layer))
-    genes = np.sort(np.argsort(-cpm.mean(axis=0), kind="stable")[:n_genes])  # label-free: the most expressed
-    cpm, logn = cpm[:, genes], logn[:, genes]
+    genes, cpm, logn = normalise(_rows(adata, idx, layer), n_genes)  # label-free: the most expressed
     if paired:
         units = pd.DataFrame([(d, t) for d in donors for t in (True, False)], columns=["donor", "is_target"])
     else:

@@ -32,16 +32,24 @@ __all__ = ["donor_features", "study_labellings", "split_statistics", "rank_pvalu
 TOL = 1e-9  # relative: a relabelling's statistic within this of the observed one ties it (mirrors in floating point)
 
 
-def normalise(counts) -> tuple[np.ndarray, np.ndarray]:
-    """Counts per million (CPM) and log1p of counts per 10,000 of each cell (both cells x genes, dense)."""
+def normalise(counts, n_genes: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The ``n_genes`` most expressed genes (by mean CPM, label-free) of cells x genes ``counts``.
+
+    Returns their columns (sorted, (G,)), their counts per million and log1p of their counts per
+    10,000 (each cells x G, dense): only these G columns are made dense, so a split of many
+    cells and genes costs cells x G, not cells x genes.
+    """
     import scipy.sparse as sp
 
-    X = counts.toarray() if sp.issparse(counts) else np.asarray(counts)
-    X = np.asarray(X, dtype=float)
-    total = X.sum(axis=1, keepdims=True)
+    X = sp.csr_matrix(counts, dtype=float) if sp.issparse(counts) else np.asarray(counts, dtype=float)
+    total = np.asarray(X.sum(axis=1)).ravel()
     total[total == 0] = 1.0
-    share = X / total
-    return share * 1e6, np.log1p(share * 1e4)
+    inv = 1.0 / total
+    mean_share = np.asarray(X.T @ inv).ravel() / X.shape[0]
+    genes = np.sort(np.argsort(-mean_share, kind="stable")[:n_genes])
+    cols = X[:, genes]
+    share = (cols.toarray() if sp.issparse(cols) else cols) * inv[:, None]
+    return genes, share * 1e6, np.log1p(share * 1e4)
 
 
 def donor_features(cpm: np.ndarray, logn: np.ndarray, unit: np.ndarray, units: list) -> tuple[np.ndarray, np.ndarray]:
@@ -62,14 +70,14 @@ def donor_features(cpm: np.ndarray, logn: np.ndarray, unit: np.ndarray, units: l
         Per gene, the log of the unit's mean CPM plus one (its pseudobulk log-CPM, where a fold
         change is a difference, not compressed by the zeros of single cells), then the standard
         deviation of its cells' log-normalised expression (spread).
-    noise : ndarray, shape (U,)
-        The sum over the features of their sampling variances (log mean CPM: var/n / (mean + 1)^2;
+    noise : ndarray, shape (U, 2G)
+        The features' sampling variances (log mean CPM: var/n / (mean + 1)^2;
         sd: (m4 - var^2) / (4 var n); the delta method): what the unit's finite cell count adds
         to its distances.
     """
     G = cpm.shape[1]
     feats = np.empty((len(units), 2 * G))
-    noise = np.empty(len(units))
+    noise = np.empty((len(units), 2 * G))
     for i, u in enumerate(units):
         rows = unit == u
         n = int(rows.sum())
@@ -83,7 +91,8 @@ def donor_features(cpm: np.ndarray, logn: np.ndarray, unit: np.ndarray, units: l
         m4 = (centred ** 4).mean(axis=0)
         with np.errstate(divide="ignore", invalid="ignore"):
             sd_var = np.where(var > 0, (m4 - var ** 2) / (4 * var * n), 0.0)
-        noise[i] = float((c.var(axis=0) / n / (mean_c + 1) ** 2).sum() + sd_var.sum())
+        noise[i, :G] = c.var(axis=0) / n / (mean_c + 1) ** 2
+        noise[i, G:] = sd_var
     return feats, noise
 
 

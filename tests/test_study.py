@@ -1,0 +1,165 @@
+"""scontrast.study: labellings, exact p-values, global min-p, design check, effect, the whole study."""
+
+import math
+import warnings
+
+import anndata as ad
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import REPO
+from scontrast.core import ScontrastError, ScontrastWarning
+from scontrast.datasets import simulate_study
+from scontrast.study import (
+    count_labellings,
+    design_table,
+    jackknife_interval,
+    plot_ranking,
+    run_study,
+    split_folders,
+    study_labellings,
+    subset_mask,
+)
+from scontrast.study._test import min_p, rank_pvalues
+
+
+@pytest.fixture(scope="module")
+def cells():
+    return ad.read_h5ad(REPO / "data" / "pbmc3k_celltypes.h5ad")
+
+
+def _study(sim, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ScontrastWarning)
+        return run_study(sim, groupby="condition", target=["case"], background=["control"], replicate="donor",
+                         split_by="cell_type", **kw)
+
+
+def test_block_labellings_keep_each_blocks_target_count_and_are_all_listed():
+    target = np.array([1, 1, 0, 0, 1, 0, 1, 0, 0], bool)
+    blocks = np.array(list("aaaabbbbb"))
+    labs, exact = study_labellings(target, paired=False, blocks=blocks, max_labellings=1000)
+    n, mirror = count_labellings(target, paired=False, blocks=blocks)
+    assert exact and labs.shape == (n, 9) and n == math.comb(4, 2) * math.comb(5, 2)
+    assert not mirror  # block b has 2 of 5 target: no complement keeps it
+    assert np.array_equal(labs[0], target) and len({r.tobytes() for r in labs}) == n
+    assert (labs[:, :4].sum(1) == 2).all() and (labs[:, 4:].sum(1) == 2).all()
+    sampled, exact = study_labellings(target, paired=False, blocks=blocks, max_labellings=20, random_state=0)
+    assert not exact and (sampled[:, :4].sum(1) == 2).all() and (sampled[:, 4:].sum(1) == 2).all()
+
+
+def test_rank_pvalues_and_min_p_against_brute_force():
+    rng = np.random.default_rng(0)
+    stats = np.round(rng.normal(size=(40, 3)), 1)  # ties on purpose
+    P = np.column_stack([rank_pvalues(stats[:, j]) for j in range(3)])
+    brute = np.array([[np.mean(stats[:, j] >= stats[i, j]) for j in range(3)] for i in range(40)])
+    assert np.allclose(P, brute)
+    assert min_p(P) == np.mean(brute.min(1) <= brute[0].min())
+
+
+def test_exact_pvalue_is_uniform_over_relabellings_in_a_null_design():
+    """Every relabelling's p-value, in turn taken as the observed one: their distribution is exactly
+    the discrete uniform one the test promises (P(p <= a) <= a)."""
+    stats = np.random.default_rng(1).normal(size=70)  # C(8, 4) labellings, continuous statistic
+    p = rank_pvalues(stats)
+    for a in (0.05, 0.1, 0.5):
+        assert np.mean(p <= a) <= a + 1e-12
+
+
+def test_split_folders_are_safe_and_distinct():
+    folders = split_folders(["CD14+ Mono", "CD14- Mono", "B/plasma", "b plasma", ""])
+    assert all(f and "/" not in f and " " not in f for f in folders.values())
+    assert len({f.lower() for f in folders.values()}) == 5
+
+
+def test_subset_value_absent_lists_the_values_present():
+    obs = pd.DataFrame({"tissue": ["blood", "lung", "blood"]})
+    assert subset_mask(obs, {"tissue": ["lung"]}).tolist() == [False, True, False]
+    with pytest.raises(ScontrastError, match=r"tissue has no cell with value\(s\) \['liver'\]; values present: "
+                                             r"\['blood', 'lung'\]"):
+        subset_mask(obs, {"tissue": ["liver"]})
+
+
+def _obs(n_donors=8, cells=20, **cols):
+    donors = np.repeat([f"d{i}" for i in range(n_donors)], cells)
+    cond = np.where(np.repeat(np.arange(n_donors) < n_donors // 2, cells), "case", "control")
+    obs = pd.DataFrame({"donor": donors, "condition": cond, "ct": np.tile(["T", "B"], n_donors * cells // 2)})
+    for k, v in cols.items():
+        obs[k] = np.repeat(v, cells)
+    return obs
+
+
+def test_design_check_refuses_a_confounding_covariate_and_warns_on_a_strong_one():
+    kw = dict(groupby="condition", target=["case"], background=["control"], replicate="donor", split_by="ct")
+    with pytest.raises(ScontrastError, match="covariate 'batch' determines the condition"):
+        design_table(_obs(batch=["x"] * 4 + ["y"] * 4), covariates=["batch"], **kw)
+    with pytest.warns(ScontrastWarning, match="covariate 'sex' is strongly associated"):
+        design_table(_obs(sex=list("FFFMMMMF")), covariates=["sex"], **kw)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ScontrastWarning)
+        table = design_table(_obs(sex=list("FMFMFMFM")), covariates=["sex"], **kw)
+    assert table["testable"].all() and (table["n_labellings"] == 70).all()
+    assert np.allclose(table["pvalue_floor"], 2 / 70)
+    assert table["verdict"].str.contains("only together with others").all()  # 2/70 > 0.05 / 2
+
+
+def test_design_check_names_dropped_donors_and_untestable_splits():
+    obs = _obs()
+    obs = obs[~((obs["donor"].isin(["d1", "d2", "d3"])) & (obs["ct"] == "B"))]  # B keeps one target donor
+    obs = obs[~((obs["donor"] == "d5") & (obs["ct"] == "T") & (obs.groupby("donor").cumcount() > 3))]
+    table = design_table(obs, groupby="condition", target=["case"], background=["control"], replicate="donor",
+                         split_by="ct", min_cells_per_replicate=3)
+    b = table[(table["value"] == "B") & (table["group"] == "target")].iloc[0]
+    assert not b["testable"] and b["verdict"] == "not testable: 1 donor(s) in target (2 needed)"
+    t = table[(table["value"] == "T") & (table["group"] == "background")].iloc[0]
+    assert t["donors_dropped"] == "d5 (2 cells in background < 3)" and t["n_donors"] == 3
+
+
+def test_null_effect_interval_covers_zero_and_planted_effect_grows(cells):
+    rng = np.random.default_rng(0)
+    U, F = 12, 40
+    donor, is_target = np.arange(U), np.arange(U) < 6
+    covered = 0
+    for _ in range(50):  # null: every donor alike; the interval covers 0 in >= 90% of them
+        prof = rng.normal(size=(U, F))
+        _, low, high = jackknife_interval(prof, np.zeros((U, F)), is_target, donor)
+        covered += low <= 0 <= high
+    assert covered >= 40  # expected ~47.5: 40 is 2.9 binomial sd below
+    prof = rng.normal(size=(U, F))
+    small = jackknife_interval(prof + 0.5 * is_target[:, None], np.zeros((U, F)), is_target, donor)[0]
+    large = jackknife_interval(prof + 1.0 * is_target[:, None], np.zeros((U, F)), is_target, donor)[0]
+    assert 0 < small < large
+
+
+def test_study_finds_the_planted_type_and_skips_the_untestable(cells):
+    sim = simulate_study(cells, n_target=6, n_background=6, cells_per_donor=60, random_state=3,
+                         effects=[{"cell_type": "CD14 Mono", "kind": "mean", "n_genes": 30, "fold": 3.0}])
+    sim = sim[~((sim.obs["cell_type"] == "Dendritic") & sim.obs["donor"].isin(["D01", "D02", "D03", "D04", "D05"]))]
+    res = _study(sim, subset={"cell_type": ["CD14 Mono", "B", "NK", "Dendritic"]})
+    table = res.table.set_index("value")
+    assert table.loc["CD14 Mono", "rank"] == 1 and table.loc["CD14 Mono", "padj"] < 0.05
+    others = table.loc[["B", "NK"]]
+    assert table.loc["CD14 Mono", "effect"] > others["effect"].max()
+    assert ((others["effect_low"] <= 0) & (others["effect_high"] >= 0)).all()  # no effect: 0 covered
+    assert table.loc["Dendritic", "status"] == "skipped: 1 donor(s) in target (2 needed)"
+    assert list(table.index) == ["CD14 Mono", "B", "NK", "Dendritic"] or table.index[-1] == "Dendritic"
+    assert res.exact and res.n_labellings == 924 and res.global_pvalue <= table.loc["CD14 Mono", "pvalue"] * 3
+    planted = set(sim.uns["simulation"]["effects"]["0"]["genes"])
+    top = [g.removesuffix(" (sd)") for g in table.loc["CD14 Mono", "top_genes"].split(", ")]
+    assert sum(g in planted for g in top) >= 3
+    fig = plot_ranking(res.table, res.global_pvalue)
+    ax = fig.axes[0]
+    ticks = dict(zip([t.get_text().split(" (")[0] for t in ax.get_yticklabels()], ax.get_yticks()))
+    assert ticks["CD14 Mono"] == max(ticks.values())  # rank 1 drawn on top
+    assert [t.get_text().split(" (")[0] for t in fig.axes[0].get_yticklabels()][0] == "CD14 Mono"  # top
+
+
+def test_study_reproduces_with_a_seed(cells):
+    sim = simulate_study(cells, n_target=4, n_background=4, cells_per_donor=20, random_state=1)
+    a = _study(sim, subset={"cell_type": ["B", "NK"]})
+    b = _study(sim, subset={"cell_type": ["B", "NK"]})
+    assert a.table.equals(b.table) and a.global_pvalue == b.global_pvalue
+    # 4 v 4 donors: 70 relabellings, floor 2/70 above 0.05/2: said in plain words
+    assert (a.table["pvalue_floor"] == 2 / 70).all()
+    assert all("only together with other splits" in n or a.table["padj"].min() < 0.05 for n in a.table["note"])
