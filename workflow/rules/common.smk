@@ -100,6 +100,24 @@ for _name in DATASETS:
         checked_input(config["fangs"]["samples"].replace("{dataset}", _name), "config.fangs.samples")
 
 
+# Studies (docs/studies.md): an entry with split_by becomes one contrast per testable value of that
+# column, named <study>/<folder>, its split in its subset; the design check (obs only, before any
+# job) decides which values can be tested, the others are rows of the study table with their reason.
+STUDIES = {}
+for _name in [d for d in DATASETS if config["datasets"][d].get("split_by")]:
+    from scontrast.core import ScontrastError
+    from scontrast.study._workflow import expand_study, study_design
+
+    _entry = config["datasets"][_name]
+    try:
+        _design, _ = study_design(_entry, {**config["preprocess"], **_entry.get("preprocess", {})})
+    except ScontrastError as exc:
+        raise WorkflowError(f"config.datasets.{_name}: {exc}") from None
+    STUDIES[_name] = expand_study(_name, _entry, _design)
+    config["datasets"].update(STUDIES[_name])
+DATASETS = [d for d in DATASETS if d not in STUDIES] + [s for splits in STUDIES.values() for s in splits]
+
+
 wildcard_constraints:
     dataset="|".join(re.escape(d) for d in DATASETS),
 
@@ -138,6 +156,8 @@ def plot_params(method):
 
 def runs(method, dataset):
     """Whether a configured method runs on a dataset: pseudobulk needs a replicate and raw counts."""
+    if method not in (config["datasets"][dataset].get("methods") or config["methods"]):
+        return False  # an entry's own methods list (a study's splits)
     if method == "pseudobulk":
         ds = config["datasets"][dataset]
         return ds.get("replicate") is not None and ds.get("counts", "raw") == "raw"
