@@ -149,8 +149,12 @@ def test_delta_round_trip_and_figure(tmp_path):
     assert annotations.X is None
     fig = plot_quadro(annotations, bins=12)
     assert isinstance(fig, Figure)
-    assert len(fig.axes) == 2
+    assert len(fig.axes) == 3  # scores, ROC, the model's terms
     assert fig.axes[1].get_xlabel().startswith("false positive rate")
+    from scontrast.summary import quadro_terms
+
+    n_terms = sum(len(v) for v in quadro_terms(back.uns["quadro"]).values())
+    assert fig.axes[2].get_title().startswith(f"the model's terms ({n_terms}") or n_terms == 0
     assert len(fig.axes[0].patches) == 2 * 12  # two histograms of `bins` bars
     fig.savefig(tmp_path / "quadro.png")
     with pytest.raises(ScontrastError, match="quadro_score"):

@@ -28,6 +28,31 @@ def _scored_classes(adata: ad.AnnData, key: str, score_key: str):
     return score[used], (col[used] == names[1]).to_numpy(dtype=bool), names
 
 
+def _terms_panel(ax, info, target: str, n_terms: int = 12) -> None:
+    """The final model's largest terms, signed toward ``target``: mean terms, spread terms and gene pairs."""
+    from ..summary import quadro_terms
+
+    terms = quadro_terms(info)
+    rows = [(f"{g} (mean)", w) for g, w in terms["linear"]] + [(f"{g} (spread)", w) for g, w in terms["spread"]] + [
+        (f"{g} (pair)", w) for g, w in terms["pairs"]]
+    rows = sorted(rows, key=lambda r: -abs(r[1]))
+    if not rows:
+        ax.text(0.5, 0.5, "no gene term: the final model\nis the intercept alone", ha="center", va="center",
+                transform=ax.transAxes)
+        ax.set_axis_off()
+        return
+    shown = rows[:n_terms]
+    y = (max(len(shown), 6) - 1) - np.arange(len(shown))  # from the top, as many rows as 6 at least
+    w = np.array([r[1] for r in shown])
+    ax.barh(y, w, color=np.where(w > 0, TARGET_COLOUR, BACKGROUND_COLOUR), height=0.7)
+    ax.set_yticks(y, [literal(r[0]) for r in shown], fontsize=9 if len(shown) <= 12 else 7)
+    ax.set_ylim(-0.6, max(len(shown), 6) - 0.4)
+    ax.axvline(0, color="black", lw=0.6)
+    ax.set_xlabel(literal(f"weight (+ pushes to {target}; standardised genes)"))
+    more = f", {len(rows) - len(shown)} more in the summary" if len(rows) > len(shown) else ""
+    ax.set_title(f"the model's terms ({len(rows)}{more})")
+
+
 def quadro(adata: ad.AnnData, *, key: str = TARGET_KEY, score_key: str = "quadro_score", bins: int = 40,
            ax=None) -> Figure:
     """Histograms of the out-of-fold QUADRO score per group and its ROC curve.
@@ -51,12 +76,12 @@ def quadro(adata: ad.AnnData, *, key: str = TARGET_KEY, score_key: str = "quadro
         raise ScontrastError(f"obs['{score_key}'] is missing: run scontrast.tl.quadro first")
     score, is_target, names = _scored_classes(adata, key, score_key)
     if ax is None:
-        fig = Figure(figsize=(12, 4.8), layout="constrained")
-        axes = fig.subplots(1, 2)
+        fig = Figure(figsize=(16.5, 4.8), layout="constrained")
+        axes = fig.subplots(1, 3, width_ratios=[1.25, 1, 1])
     else:
         axes = list(ax)
-        if len(axes) != 2:
-            raise ScontrastError("ax: expected two Axes (scores, ROC)")
+        if len(axes) not in (2, 3):
+            raise ScontrastError("ax: expected two Axes (scores, ROC) or three (and the terms)")
         fig = axes[0].figure
     info = adata.uns.get("quadro", {})
     first, second = names
@@ -94,5 +119,7 @@ def quadro(adata: ad.AnnData, *, key: str = TARGET_KEY, score_key: str = "quadro
     axes[1].set_ylabel(literal(f"true positive rate ({second} called {second})"))
     axes[1].set_title("ROC of the cross-validated scores")
     axes[1].legend(loc="lower right", frameon=False)
+    if len(axes) == 3:
+        _terms_panel(axes[2], info, second)
     fig.suptitle(titled(f"QUADRO: {second} vs {first}", adata))
     return fig
