@@ -34,9 +34,21 @@ Five parts (issue 30); every number is printed with the machine load.
 5. ``--sim-enrichment N``: FANGS's feature enrichment when donors' prevalences differ and the
    groups do not (4 vs 4, 6 vs 6 and 6 paired donors): replicate-level against cell-level test.
 
+6. ``--compare N_NULL N_POWER [--designs 6v6 4v4 paired] [--scenarios ...]``: SPARDA's replicate
+   test (location, divergence and shape parts, min-p) against its two distributional parts alone,
+   its location part alone, pseudobulk DESeq2 and limma-trend (each at padj < 0.05 and at the
+   smallest-padj threshold matched to 5% of the design's null data sets) and the cell-level E-test,
+   on the same pseudo-donor data sets drawn from the shipped ``data/pbmc3k_cd4_counts.h5ad``
+   (:func:`simulate_design`: 6 vs 6, 4 vs 4 or 6 paired donors of ``--cells`` cells; no effect, a 2x
+   mean shift, a spread change with the mean kept, a sub-state in 10-30% of the target cells, or a
+   mixture of the three); two other combinations of the same parts are printed beside them.
+   ``--sparda-splits``: the replicate test alone on the wu2020 donor splits of 1 (library defaults).
+   ``--timing``: seconds of the replicate test at 6 vs 6 donors, 2,000 genes, 5,000 cells.
+
 Usage (from the repository root): python -m benchmarks.bench_donors [--splits] [--paired]
 [--sim N] [--scenarios none mean spread] [--max-splits K] [--fangs] [--matched N_NULL N_POWER]
-[--quadro] [--sim-enrichment N] [--seed S]
+[--quadro] [--sim-enrichment N] [--compare N_NULL N_POWER] [--designs ...] [--sparda-splits]
+[--timing] [--seed S]
 """
 
 from __future__ import annotations
@@ -58,6 +70,7 @@ import scipy.sparse as sp
 REPO = Path(__file__).resolve().parents[1]
 WU2020 = REPO / "data" / "wu2020_tcells_200.h5ad"
 PBMC3K = Path("/work/shared/data/pbmc3k_raw.h5ad")
+PBMC3K_CD4 = REPO / "data" / "pbmc3k_cd4_counts.h5ad"
 PRE = dict(min_genes=20, n_top_genes=1000)  # the demo config's wu2020 settings
 
 
@@ -364,6 +377,296 @@ def matched_baselines(n_null: int, n_power: int, donors: int, cells: int, seed: 
     say(f"({time.time() - t0:.0f} s, load {os.getloadavg()[0]:.2f})")
 
 
+# --------------------------------------------------------------------------- 6. the combined replicate test
+
+
+DESIGNS = {"6v6": (6, False), "4v4": (4, False), "paired": (6, True)}
+SCENARIOS = ("none", "mean", "spread", "substate", "mixture")
+
+
+def shipped_cd4_pool() -> tuple[np.ndarray, np.ndarray]:
+    """Raw counts of the pbmc3k CD4 T cells on their 300-gene panel, shipped in ``data/pbmc3k_cd4_counts.h5ad``
+    (written by :func:`pbmc3k_cd4_counts`: the pool and panel of ``--sim``), dense, and the genes."""
+    a = ad.read_h5ad(PBMC3K_CD4)
+    return np.asarray(a.X.toarray(), dtype=float), np.asarray(a.var_names)
+
+
+def _plant(lam: np.ndarray, genes: np.ndarray, kind: str, rng: np.random.Generator) -> None:
+    """Plant one effect in a target sample's expected counts (cells x genes), in place."""
+    if kind == "mean":       # 2x counts
+        lam[:, genes] *= 2.0
+    elif kind == "mean_weak":
+        lam[:, genes] *= 1.5
+    elif kind == "spread":   # a per-cell factor common to the genes, its mean 1: spread and co-expression change
+        lam[:, genes] *= np.exp(rng.normal(0, 0.8, size=(lam.shape[0], 1)) - 0.32)
+    elif kind == "spread_weak":
+        lam[:, genes] *= np.exp(rng.normal(0, 0.6, size=(lam.shape[0], 1)) - 0.18)
+    elif kind in ("substate", "substate_weak"):  # a new state: 4x counts in 10-30% (5-15%) of the cells
+        hi = 0.3 if kind == "substate" else 0.15
+        share = rng.uniform(hi / 3, hi)
+        cells = rng.random(lam.shape[0]) < share
+        lam[np.ix_(cells, genes)] *= 4.0
+
+
+def simulate_design(C: np.ndarray, genes: np.ndarray, scenario: str, design: str, cells: int,
+                    rng: np.random.Generator) -> tuple[ad.AnnData, np.ndarray]:
+    """Pseudo-donors of real cells for one design; the planted genes (indices).
+
+    Unpaired: every donor gives ``cells`` cells to one group, its genes scaled by exp(N(0, 0.3^2)).
+    Paired: every donor gives ``cells`` cells to each group, both scaled by the donor's factor and
+    each sample by its own exp(N(0, 0.1^2)). Effects in the target samples, 5 genes each: ``mean``
+    (x2), ``spread`` (as :func:`simulate`), ``substate`` (4x counts of the genes in a share of the
+    cells drawn per donor in [0.1, 0.3]), ``mixture`` (three sets of 5 genes: x1.5, a spread factor
+    of sd 0.6, a sub-state in 5-15% of the cells).
+    """
+    donors, paired = DESIGNS[design]
+    mean = C.mean(axis=0)
+    candidates = np.flatnonzero((mean > 2) & (mean < 30))
+    planted = rng.choice(candidates, 15 if scenario == "mixture" else 5, replace=False)
+    rows, donor, target = [], [], []
+    n_donors = donors if paired else 2 * donors
+    for d in range(n_donors):
+        factor = np.exp(rng.normal(0, 0.3, size=C.shape[1]))
+        for is_t in ((True, False) if paired else (d < donors,)):
+            idx = rng.choice(C.shape[0], cells, replace=False)
+            own = factor * (np.exp(rng.normal(0, 0.1, size=C.shape[1])) if paired else 1.0)
+            lam = C[idx] * own[None, :]
+            if is_t and scenario == "mixture":
+                for part, kind in enumerate(("mean_weak", "spread_weak", "substate_weak")):
+                    _plant(lam, planted[5 * part:5 * part + 5], kind, rng)
+            elif is_t and scenario != "none":
+                _plant(lam, planted, scenario, rng)
+            rows.append(rng.poisson(lam))
+            donor += [f"d{d}"] * cells
+            target += [is_t] * cells
+    obs = pd.DataFrame({"group": np.where(target, "T", "B"), "donor": donor}, index=[f"c{i}" for i in range(len(donor))])
+    adata = ad.AnnData(sp.csr_matrix(np.vstack(rows).astype(np.float32)), obs=obs, var=pd.DataFrame(index=genes))
+    return adata, planted
+
+
+def limma_trend_padj(pp: ad.AnnData) -> np.ndarray:
+    """limma-trend on pseudobulk log-CPM: each gene's BH-adjusted moderated-t p-value, shape (G,).
+
+    The counts of every (donor, group) summed, log2-CPM with a 0.5 offset (limma's ``cpm(log=TRUE)``
+    default prior count), the moderated t of :func:`scontrast.donor_test.moderated_t` at the observed
+    labelling (paired: the within-donor differences, i.e. ``~donor + group``), two-sided p-values on
+    its ``d0 + df`` degrees of freedom, Benjamini-Hochberg.
+    """
+    from scipy.stats import false_discovery_control
+    from scipy.stats import t as student_t
+
+    from scontrast.donor_test import moderated_t, replicate_means
+
+    design = pp.uns["scontrast"]["design"]
+    paired = bool(design["paired"])
+    t_mask = pp.obs["scontrast_target"].to_numpy(dtype=bool)
+    names, index = np.unique(pp.obs["scontrast_replicate"].astype(str).to_numpy(), return_inverse=True)
+    counts = pp.layers["counts"]
+    # summed counts = cells x mean; log-CPM of each pseudo-sample
+    n_cells = np.bincount(2 * index + ~t_mask, minlength=2 * names.size) if paired else np.bincount(index)
+    means = replicate_means(counts, index, t_mask, names.size, paired=paired)
+    summed = means * (n_cells.reshape(means.shape[:-1]) if paired else n_cells)[..., None]
+    lib = summed.sum(axis=-1, keepdims=True)
+    logcpm = np.log2((summed + 0.5) / (lib + 1.0) * 1e6)
+    if paired:
+        lab = np.zeros((1, names.size), dtype=bool)
+    else:
+        lab = np.isin(names, np.unique(pp.obs["scontrast_replicate"].astype(str).to_numpy()[t_mask]))[None, :]
+    t, df = moderated_t(logcpm, lab, paired=paired)
+    p = 2 * student_t.sf(np.abs(t[0]), df[0])
+    return false_discovery_control(p)
+
+
+def _smallest(padj: np.ndarray, pick: np.ndarray) -> float:
+    v = np.nan_to_num(np.asarray(padj, dtype=float)[pick], nan=1.0)
+    return float(v.min()) if v.size else 1.0
+
+
+VARIANTS = ("weighted", "location+shape")
+
+
+def _sparda_model(pp: ad.AnnData, seed: int):
+    """SPARDA as ``tl.sparda(pp, k=5)`` fits it (the same matrices and replicates), the estimator returned."""
+    from scontrast.sparda import SPARDA
+    from scontrast.tl._common import group_matrices
+    from scontrast.tl._sparda import _replicates
+
+    X, Y, _ = group_matrices(pp)
+    return SPARDA(k=5, random_state=seed).fit(X, Y, **_replicates(pp, "scontrast_target"))
+
+
+def _variants(T: np.ndarray) -> dict:
+    """Other combinations of the same three parts over the same relabellings (each exact): min-p with the location
+    part weighted 1/2 and the divergence and shape parts 1/4 each, and the location and shape parts alone."""
+    from scontrast.donor_test import set_pvalues
+
+    L = T.shape[0]
+    P = set_pvalues(T)
+    out = {}
+    for name, w in (("weighted", np.array([0.5, 0.25, 0.25])), ("location+shape", np.array([0.5, 0.0, 0.5]))):
+        with np.errstate(divide="ignore"):
+            key = np.where(w > 0, P / np.where(w > 0, w, 1.0), np.inf).min(axis=1)
+        out[name] = float(np.sum(key <= key[0]) / L)
+    return out
+
+
+def compare_one(adata: ad.AnnData, paired: bool, planted: np.ndarray, genes: np.ndarray, seed: int) -> dict:
+    """Every test on one simulated data set: p-values (SPARDA: combined, distributional parts, location part; the
+    E-test) and the smallest padj of pseudobulk DESeq2 and limma-trend (over every gene, and over the planted ones)."""
+    from scontrast import tl
+    from scontrast.preprocess import preprocess
+
+    pp = preprocess(adata, groupby="group", target=["T"], background=["B"], replicate="donor", paired=paired,
+                    min_genes=0, min_cells=1, max_pct_mito=100, n_top_genes=300, min_cells_per_group=2)
+    out = {}
+    t0 = time.perf_counter()
+    model = _sparda_model(pp, seed)
+    out["sparda_s"] = time.perf_counter() - t0
+    out["combined"] = float(model.pvalue_)
+    out["today"] = float(model.test_["distribution_pvalue"])
+    out["location"] = float(model.test_["parts"]["location"])
+    out.update(_variants(model.part_statistics_))
+    pick = np.isin(pp.var_names, genes[planted])
+    tl.pseudobulk(pp)
+    padj = pp.var["pseudobulk_padj"].to_numpy()
+    out["deseq2_any"], out["deseq2_planted"] = _smallest(padj, slice(None)), _smallest(padj, pick)
+    lt = limma_trend_padj(pp)
+    out["limma_any"], out["limma_planted"] = _smallest(lt, slice(None)), _smallest(lt, pick)
+    out["etest"] = etest(pp, seed=seed)
+    return out
+
+
+def _compare_line(design: str, scenario: str, rows: list[dict], cut: dict, t0: float) -> str:
+    """One design and scenario's rejections (and, for the null, the matched padj cuts it sets in ``cut``)."""
+    n = len(rows)
+    rej = {k: sum(r[k] <= 0.05 for r in rows) for k in ("combined", "today", "location", "etest") + VARIANTS}
+    key = "any" if scenario == "none" else "planted"
+    for m in ("deseq2", "limma"):
+        v = np.array([r[f"{m}_{key}"] for r in rows])
+        rej[m] = int(np.sum(v < 0.05))
+        if scenario == "none":
+            cut[m] = float(np.quantile(v, 0.05))
+        rej[m + "_matched"] = int(np.sum(v < cut[m])) if m in cut else -1
+    band = 0.05 + 2 * np.sqrt(0.05 * 0.95 / n)
+    power = rej["combined"] / n
+
+    def f(k):
+        return "n/a" if rej[k] < 0 else f"{rej[k] / n:.3f}"
+
+    return (f"{design:6s} {scenario:8s} ({n:3d}): combined {f('combined')} | today {f('today')} | location "
+            f"{f('location')} | DESeq2 {f('deseq2')} / {f('deseq2_matched')} | limma-trend {f('limma')} / "
+            f"{f('limma_matched')} | E-test {f('etest')} | variants: weighted min-p {f('weighted')}, location + "
+            f"shape {f('location+shape')}"
+            + (f"; nominal 0.05, 2-sd band <= {band:.3f}" if scenario == "none" else
+               f"; binomial 2-sd of the combined {2 * np.sqrt(power * (1 - power) / n):.3f}")
+            + (f"; matched padj cuts: DESeq2 {cut['deseq2']:.3g}, limma-trend {cut['limma']:.3g}"
+               if scenario == "none" else "")
+            + f"; SPARDA {np.median([r['sparda_s'] for r in rows]):.1f} s median ({time.time() - t0:.0f} s, "
+            f"load {os.getloadavg()[0]:.2f})")
+
+
+def compare_tests(n_null: int, n_power: int, designs: list[str], scenarios: list[str], cells: int, seed: int) -> None:
+    """The combined replicate test against today's, pseudobulk DESeq2, limma-trend and the E-test, same data sets.
+
+    For every design and scenario, ``n_null`` (``none``) or ``n_power`` simulated data sets
+    (:func:`simulate_design`); a rejection is p <= 0.05 for SPARDA's tests and the E-test, and a
+    padj < 0.05 of any gene (``none``) or of a planted gene (effects) for the pseudobulk tests; they
+    are also read at the threshold of the smallest padj matched to 5% of the design's null data sets
+    (the null scenario must run first in the same call). An interim line every 10 data sets.
+    """
+    pool, genes = shipped_cd4_pool()
+    say(f"\n## The combined replicate test: pseudo-donors of {cells} cells of the shipped pbmc3k CD4 T cells "
+        f"({pool.shape[0]} in the pool, {genes.size} genes), donor log-sd 0.3 (load {os.getloadavg()[0]:.2f})")
+    say("rejections at 0.05: SPARDA combined (location + divergence + shape, min-p) | today's replicate test "
+        "(divergence + shape) | its location part alone | DESeq2 padj < 0.05 / at the matched level | limma-trend "
+        "padj < 0.05 / matched | cell-level E-test | other combinations of the same parts")
+    for design in designs:
+        cut = {}
+        for scenario in scenarios:
+            n_sims = n_null if scenario == "none" else n_power
+            if n_sims == 0:
+                continue
+            rng = np.random.default_rng([seed, list(DESIGNS).index(design), SCENARIOS.index(scenario)])
+            rows = []
+            t0 = time.time()
+            for i in range(n_sims):
+                a, planted = simulate_design(pool, genes, scenario, design, cells, rng)
+                rows.append(compare_one(a, DESIGNS[design][1], planted, genes, int(rng.integers(2**31))))
+                if (i + 1) % 10 == 0 and i + 1 < n_sims:
+                    say("  interim " + _compare_line(design, scenario, rows, dict(cut), t0))
+            say(_compare_line(design, scenario, rows, cut, t0))
+
+
+def sparda_splits(sources: list[str], max_splits: int) -> None:
+    """The replicate test alone (library defaults) on the wu2020 donor splits: combined, today's and the location part."""
+    from scontrast import tl
+    from scontrast.preprocess import preprocess
+
+    raw = ad.read_h5ad(WU2020)
+    for source in sources:
+        cells = raw[raw.obs["source"] == source].copy()
+        counts = cells.obs["patient"].astype(str).value_counts()
+        patients = sorted(counts.index[counts >= 4])
+        cells = cells[cells.obs["patient"].astype(str).isin(patients)].copy()
+        splits = patient_splits(patients, max_splits)
+        say(f"\n## SPARDA's replicate test on {source} T cells of {len(patients)} patients ({cells.n_obs} cells): "
+            f"{len(splits)} splits by patient (load {os.getloadavg()[0]:.2f})")
+        say("split (first half) | combined p | today's p (divergence + shape) | location part p")
+        rows = []
+        t0 = time.time()
+        for first in splits:
+            a = cells.copy()
+            a.obs["half"] = np.where(a.obs["patient"].astype(str).isin(first), "A", "B")
+            pp = preprocess(a, groupby="half", target=["A"], background=["B"], replicate="patient", **PRE)
+            tl.sparda(pp, random_state=0)
+            t = pp.uns["sparda"]["test"]
+            rows.append((float(pp.uns["sparda"]["pvalue"]), float(t["distribution_pvalue"]),
+                         float(t["parts"]["location"])))
+            say(f"{'+'.join(first):40s} | {rows[-1][0]:.3f} | {rows[-1][1]:.3f} | {rows[-1][2]:.3f}")
+        v = np.array(rows)
+        n = len(rows)
+        band = 0.05 + 2 * np.sqrt(0.05 * 0.95 / n)
+        say(f"p <= 0.05 in {n} splits: combined {int(np.sum(v[:, 0] <= 0.05))}, today's {int(np.sum(v[:, 1] <= 0.05))}, "
+            f"location part {int(np.sum(v[:, 2] <= 0.05))} (nominal 0.05: {0.05 * n:.1f}; binomial 2-sd band <= "
+            f"{band:.3f}, i.e. {band * n:.1f}) ({time.time() - t0:.0f} s, load {os.getloadavg()[0]:.2f})")
+
+
+def timing(n_cells: int = 5000, n_genes: int = 2000, donors: int = 6, seed: int = 0) -> None:
+    """Seconds of SPARDA's replicate test (and of its location part) at 6 vs 6 donors, 2,000 genes, 5,000 cells."""
+    from scontrast.donor_test import moderated_t, replicate_means
+    from scontrast.sparda import SPARDA
+    from scontrast.sparda._replicate import Replicates, _distinct_labellings
+
+    rng = np.random.default_rng(seed)
+    base = rng.gamma(0.3, 2.0, size=n_genes)
+    donor = np.repeat(np.arange(2 * donors), n_cells // (2 * donors))
+    lam = base[None, :] * np.exp(rng.normal(0, 0.3, size=(2 * donors, n_genes)))[donor]
+    X = sp.csr_matrix(np.log1p(rng.poisson(lam)).astype(np.float32))
+    is_t = donor < donors
+    say(f"\n## Time of the replicate test: {donors} vs {donors} donors, {X.shape[1]} genes, {X.shape[0]} cells "
+        f"(density {X.nnz / np.prod(X.shape):.2f}; load {os.getloadavg()[0]:.2f})")
+    reps_x, reps_y = donor[is_t].astype(str), donor[~is_t].astype(str)
+    for location in (True, False):
+        fit_only = SPARDA(k=5, n_permutations=0, random_state=0)
+        t0 = time.perf_counter()
+        fit_only.fit(X[is_t], X[~is_t], replicates_x=reps_x, replicates_y=reps_y)
+        t_fit = time.perf_counter() - t0
+        model = SPARDA(k=5, test_location=location, random_state=0)
+        t0 = time.perf_counter()
+        model.fit(X[is_t], X[~is_t], replicates_x=reps_x, replicates_y=reps_y)
+        t_all = time.perf_counter() - t0
+        say(f"test_location={location}: fit and test {t_all:.1f} s, fit alone {t_fit:.1f} s: the test {t_all - t_fit:.1f} s "
+            f"({model.test_['n_labellings']} relabellings, p {model.pvalue_:.3g})")
+    reps = Replicates.from_labels(reps_x, reps_y, int(is_t.sum()), int((~is_t).sum()), False)
+    lab = _distinct_labellings(reps, 999, rng)[0]
+    t0 = time.perf_counter()
+    means = replicate_means([X[is_t], X[~is_t]], reps.index, np.arange(X.shape[0]) < is_t.sum(), reps.names.size,
+                            paired=False)
+    moderated_t(means, lab, paired=False)
+    say(f"the location part alone (means of every donor, moderated t of {lab.shape[0]} relabellings x {n_genes} "
+        f"genes): {time.perf_counter() - t0:.2f} s")
+
+
 # --------------------------------------------------------------------------- 4. enrichment under donor effects
 
 
@@ -423,6 +726,11 @@ def main(argv=None):
     parser.add_argument("--sim-enrichment", type=int, default=0, help="simulations per design of the enrichment part")
     parser.add_argument("--sources", nargs="+", default=["NAT", "Tumor"], help="tissues of the donor splits")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--compare", nargs=2, type=int, metavar=("N_NULL", "N_POWER"),
+                        help="the combined replicate test against the others on the same simulated data sets")
+    parser.add_argument("--designs", nargs="+", default=list(DESIGNS), choices=list(DESIGNS))
+    parser.add_argument("--sparda-splits", action="store_true", help="the replicate test alone on the wu2020 splits")
+    parser.add_argument("--timing", action="store_true")
     args = parser.parse_args(argv)
     quiet()
     say(f"# bench_donors {' '.join(sys.argv[1:])}; {time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} cores, "
@@ -437,6 +745,12 @@ def main(argv=None):
         enrichment_simulation(args.sim_enrichment, args.seed)
     if args.sim:
         simulation(args.sim, args.scenarios, args.donors, args.cells, args.seed)
+    if args.timing:
+        timing()
+    if args.sparda_splits:
+        sparda_splits(args.sources, args.max_splits)
+    if args.compare:
+        compare_tests(*args.compare, args.designs, args.scenarios, args.cells, args.seed)
 
 
 if __name__ == "__main__":
