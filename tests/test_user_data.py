@@ -13,7 +13,10 @@ One ``snakemake --keep-going`` run holds every case as a dataset of one config:
   as input, with target and background swapped and the counts read from ``layer: counts``:
   the old method slots are dropped (a log line) and ``scontrast.h5ad`` holds the new results;
 - ``fed_back_x``: the same file without ``layer``: its X is log-normalised, refused with the
-  advice to read ``layer: counts``.
+  advice to read ``layer: counts``;
+- ``pbmc``: pbmc68k as shipped: its ``obsm['X_umap']``, like wu2020's ``var['gene_ids']`` and
+  ``obsm['X_umap_orig']``, reaches ``scontrast.h5ad``, and scanpy draws the SPARDA, cPCA and UMAP
+  embeddings in the report's colours.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import scipy.sparse as sp
 from test_workflow import snakemake, tiny_config
 
 from conftest import REPO
+from scontrast.pl._style import BACKGROUND_COLOUR, TARGET_COLOUR
 
 pytestmark = pytest.mark.workflow
 
@@ -71,8 +75,9 @@ def run(tmp_path_factory):
     small = {"min_genes": 20}
     fed = dict(path="results/no_mito/scontrast.h5ad", groupby="source", target=["NAT"], background=["Tumor"],
                counts="raw", preprocess=small)
-    cfg = tiny_config(methods=["sparda", "quadro"])
+    cfg = tiny_config(methods=["sparda", "quadro", "cpca"])
     cfg["datasets"] = {
+        "pbmc": cfg["datasets"]["pbmc68k"],
         "tpm_raw": {**WU, "path": str(cpm), "preprocess": small},
         "tpm_normalized": {**WU, "path": str(cpm), "counts": "normalized", "preprocess": small},
         "tpm": {**WU, "path": str(cpm), "counts": "tpm", "preprocess": small},
@@ -148,8 +153,11 @@ def test_a_finished_result_fed_back_in_gets_fresh_results(run):
     new = ad.read_h5ad(workdir / "results/fed_back/scontrast.h5ad")
     log = (workdir / "logs/fed_back/preprocess.log").read_text()
     assert ("input slots written by scontrast's own steps are dropped (a finished result fed back in?): "
-            "obs['quadro_pred', 'quadro_score', 'scontrast_target']; var['sparda_marginal_w2', 'sparda_selected', "
-            "'sparda_weight']; obsm['X_sparda']; varm['sparda_directions']; uns['quadro', 'scontrast', 'sparda']") in log
+            "obs['quadro_pred', 'quadro_score', 'scontrast_group', 'scontrast_target']; var['sparda_marginal_w2', "
+            "'sparda_selected', 'sparda_weight']; obsm['X_cpca', 'X_cpca_alpha0', 'X_cpca_alpha1', 'X_cpca_alpha2', "
+            "'X_cpca_alpha3', 'X_sparda']; varm['cPCs', 'cPCs_alpha0', 'cPCs_alpha1', 'cPCs_alpha2', 'cPCs_alpha3', "
+            "'sparda_directions']; uns['cpca', 'quadro', 'scontrast', 'scontrast_group_colors', 'source_colors', "
+            "'sparda']") in log
     # the groups are swapped: the new target is the old background
     assert new.obs_names.equals(old.obs_names)
     np.testing.assert_array_equal(new.obs["scontrast_target"].to_numpy(), ~old.obs["scontrast_target"].to_numpy())
@@ -163,3 +171,54 @@ def test_a_finished_result_fed_back_in_gets_fresh_results(run):
     assert new.uns["scontrast"]["preprocess"]["dataset"] == "fed_back"
     # counts read from the layer the first run kept: the same normalised values
     np.testing.assert_allclose(new.X.toarray(), old[new.obs_names, new.var_names].X.toarray(), rtol=1e-5, atol=1e-6)
+
+
+def test_the_users_annotations_reach_the_results(run):
+    workdir, cfg, _, _ = run
+    for name, ds, kept in (("pbmc", cfg["datasets"]["pbmc"], {"obsm": ["X_umap"], "var": []}),
+                           ("no_mito", cfg["datasets"]["no_mito"], {"obsm": ["X_umap_orig"],
+                                                                    "var": ["gene_ids", "feature_types"]})):
+        src = ad.read_h5ad(ds["path"])
+        for file in ("preprocessed.h5ad", "scontrast.h5ad"):
+            out = ad.read_h5ad(workdir / f"results/{name}/{file}")
+            rows, cols = src.obs_names.get_indexer(out.obs_names), src.var_names.get_indexer(out.var_names)
+            for key in kept["obsm"]:
+                np.testing.assert_array_equal(out.obsm[key], src.obsm[key][rows])
+            for col in kept["var"]:
+                np.testing.assert_array_equal(out.var[col].to_numpy(), src.var[col].to_numpy()[cols])
+            for col in src.obs.columns:  # every obs column, each cell's own value
+                np.testing.assert_array_equal(out.obs[col].astype(str).to_numpy(),
+                                              src.obs[col].astype(str).to_numpy()[rows])
+            # scanpy's colours of the group column are the figures': categories in the column's order
+            groups = list(out.obs[ds["groupby"]].cat.categories)
+            assert sorted(groups) == sorted(ds["target"] + ds["background"])
+            assert list(out.uns[f"{ds['groupby']}_colors"]) == [
+                TARGET_COLOUR if g in ds["target"] else BACKGROUND_COLOUR for g in groups]
+    wu = ad.read_h5ad(workdir / "results/no_mito/scontrast.h5ad")
+    src = ad.read_h5ad(WU["path"])
+    # wu2020's own HVG flags (scanpy's seurat_v3 on all its cells) are kept beside scontrast's
+    np.testing.assert_array_equal(wu.var["highly_variable_input"].to_numpy(),
+                                  src.var.loc[wu.var_names, "highly_variable"].to_numpy())
+    assert dict(wu.uns["hvg"]) == dict(src.uns["hvg"])
+    renamed = wu.uns["scontrast"]["preprocess"]["input_annotations"]["renamed"]
+    assert list(renamed["as"]) == ["highly_variable_input", "means_input"]
+    log = (workdir / "logs/no_mito/preprocess.log").read_text()
+    assert "input var['highly_variable'] is kept as var['highly_variable_input']" in log
+
+
+def test_scanpy_draws_every_embedding_of_the_results_in_the_reports_colours(run):
+    import matplotlib
+    import scanpy as sc
+
+    matplotlib.use("Agg")
+    workdir, cfg, _, _ = run
+    out = ad.read_h5ad(workdir / "results/pbmc/scontrast.h5ad")
+    for key, value in out.obsm.items():  # embeddings only: one float row of >= 2 coordinates per cell
+        assert value.ndim == 2 and value.shape == (out.n_obs, value.shape[1]) and value.shape[1] >= 2, key
+        assert np.issubdtype(value.dtype, np.floating), key
+    for basis in ("sparda", "cpca", "umap"):
+        ax = sc.pl.embedding(out, basis=basis, color="bulk_labels", show=False)
+        legend = {t.get_text(): matplotlib.colors.to_hex(h.get_facecolor()[0], keep_alpha=False)
+                  for t, h in zip(ax.get_legend().get_texts(), ax.get_legend().legend_handles)}
+        assert legend == {"CD14+ Monocyte": TARGET_COLOUR, "Dendritic": BACKGROUND_COLOUR}, basis
+    matplotlib.pyplot.close("all")
