@@ -73,7 +73,9 @@ def entries(spec: dict, prefix: str) -> list[tuple[str, dict]]:
         out.extend(entries(sub, path))
     extra = spec.get("additionalProperties")
     if isinstance(extra, dict) and extra.get("properties"):
-        out.extend(entries(extra, f"{prefix}.<name>" if prefix else "<name>"))
+        path = f"{prefix}.<name>" if prefix else "<name>"
+        out.append((path, extra))  # one entry per name the user chooses (a dataset), then its keys
+        out.extend(entries(extra, path))
     return out
 
 

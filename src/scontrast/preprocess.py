@@ -373,6 +373,21 @@ def preprocess(
     matching no gene, QC removing more than 20% of a group, integers declared tpm) is
     warned (``ScontrastWarning``), logged and kept in
     ``uns['scontrast']['preprocess']['warnings']``.
+
+    Examples
+    --------
+    >>> import numpy as np, pandas as pd, anndata as ad
+    >>> import scontrast as sct
+    >>> rng = np.random.default_rng(0)
+    >>> counts = rng.poisson(2.0, size=(60, 300)).astype(np.float32)
+    >>> obs = pd.DataFrame({"condition": ["disease"] * 30 + ["healthy"] * 30}, index=[f"c{i}" for i in range(60)])
+    >>> adata = ad.AnnData(counts, obs=obs, var=pd.DataFrame(index=[f"g{i}" for i in range(300)]))
+    >>> pre = sct.preprocess(adata, groupby="condition", target=["disease"], background=["healthy"],
+    ...                      counts="raw", min_genes=10, n_top_genes=50)
+    >>> int(pre.obs["scontrast_target"].sum()), int(pre.var["highly_variable"].sum())
+    (30, 50)
+    >>> "counts" in pre.layers                             # the raw counts are kept beside log1p(normalised)
+    True
     """
     return _recorded([adata], False, groupby=groupby, target=target, background=background, counts=counts,
                      layer=layer, min_genes=min_genes, min_cells=min_cells, max_pct_mito=max_pct_mito,

@@ -217,6 +217,19 @@ def fangs(samples, a: float = 1.0, n_init: int = 16, n_sweet: int = 4, n_iter: i
     Returns
     -------
     FangsResult
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scontrast.fangs import fangs
+    >>> rng = np.random.default_rng(0)
+    >>> truth = (rng.random((30, 2)) < 0.5).astype(np.uint8)
+    >>> samples = [truth ^ (rng.random(truth.shape) < 0.05) for _ in range(20)]  # noisy draws around it
+    >>> result = fangs(samples, random_state=0)
+    >>> result.estimate.shape
+    (30, 2)
+    >>> bool((result.estimate == truth).mean() > 0.9)
+    True
     """
     t0 = time.perf_counter()
     a, n_init, n_sweet, n_iter, max_seconds, jobs, rng = _check_params(

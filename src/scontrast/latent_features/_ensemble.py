@@ -142,6 +142,17 @@ class BinaryFactorEnsemble(BaseEstimator):
     converged_ : ndarray (M,) bool
         Whether each chosen member's best start reached a fixed point within ``max_iter``.
     fitted_cells_ : ndarray (S,) int ; scale_ : float ; timings_ : dict
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scontrast.latent_features import BinaryFactorEnsemble
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(200, 12))
+    >>> X[rng.random(200) < 0.4, :4] += 3.0               # one programme of genes 0-3
+    >>> model = BinaryFactorEnsemble(random_state=0).fit(X)
+    >>> model.n_features_
+    1
     """
 
     def __init__(self, max_features: int = 8, n_members: int = 40, stability: float = 0.8, starts: int = 4,

@@ -158,6 +158,21 @@ def fangs(adata: ad.AnnData, *, key: str = TARGET_KEY, ax=None, figsize=(12, 6))
     Reads only ``obsm['fangs_features']`` (absent when K = 0), ``uns['fangs']``, ``uns['latent_features']`` (when
     present) and ``obs[key]`` (no ``X``), so it draws from the preprocessed annotations joined
     with the fangs delta. ``figsize`` (inches) applies without ``ax``.
+
+    Examples
+    --------
+    >>> import numpy as np, pandas as pd, anndata as ad
+    >>> import scontrast as sct
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(200, 12))
+    >>> X[rng.random(200) < 0.4, :4] += 3.0               # a programme of g0-g3 in 40% of the cells
+    >>> adata = ad.AnnData(X, var=pd.DataFrame(index=[f"g{i}" for i in range(12)]))
+    >>> adata.obs["scontrast_target"] = np.arange(200) < 100
+    >>> sct.tl.latent_features(adata, genes="all", random_state=0)
+    >>> sct.tl.fangs(adata, random_state=0)
+    >>> fig = sct.pl.fangs(adata)
+    >>> fig.axes[0].get_images() != []                    # the heatmap of features x cells
+    True
     """
     if "fangs_features" not in adata.obsm and "fangs" not in adata.uns:
         raise ScontrastError("adata: obsm['fangs_features'] is missing; run scontrast.tl.fangs first")

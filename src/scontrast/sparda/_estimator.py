@@ -230,6 +230,21 @@ class SPARDA(_LambdaChoice, _Tests, BaseEstimator):
         Divergence of the unpenalised fit that scales the lambda path (CV only).
     n_relax_cells_ : int
         Cells per group used by RELAX.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> X_target, X_background = rng.normal(size=(60, 10)), rng.normal(size=(60, 10))
+    >>> X_target[:, :2] *= 3.0                            # genes 0 and 1 spread more in the target
+    >>> from scontrast.sparda import SPARDA
+    >>> model = SPARDA(n_permutations=19, random_state=0).fit(X_target, X_background)
+    >>> set(model.selected_.tolist()) <= {0, 1}            # a change of spread, not of mean
+    True
+    >>> bool(model.pvalue_ <= 0.05)
+    True
+    >>> model.components_.shape
+    (1, 10)
     """
 
     def __init__(

@@ -94,6 +94,21 @@ def cpca(
     C_X - alpha C_Y), ``grid_explained_contrast``, ``residuals``, ``solver``,
     ``n_threads`` (the fit's threads: ``n_jobs``, by default the BLAS's setting), the
     group sizes and the number of genes.
+
+    Examples
+    --------
+    >>> import numpy as np, pandas as pd, anndata as ad
+    >>> import scontrast as sct
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(80, 20))
+    >>> X[:40, :3] += 2.0                                 # the target's genes g0-g2 are higher
+    >>> adata = ad.AnnData(X, var=pd.DataFrame(index=[f"g{i}" for i in range(20)]))
+    >>> adata.obs["scontrast_target"] = np.arange(80) < 40  # what sct.preprocess writes
+    >>> sct.tl.cpca(adata, genes="all", random_state=0)
+    >>> adata.obsm["X_cpca"].shape, adata.varm["cPCs"].shape
+    ((80, 2), (20, 2))
+    >>> float(adata.uns["cpca"]["alphas"][0])                # alpha = 0 (PCA of the target) comes first
+    0.0
     """
     model = build_estimator(CPCA, params, random_state=random_state)
     adata = adata.copy() if copy else adata

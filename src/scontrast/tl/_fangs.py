@@ -162,6 +162,22 @@ def fangs(
     estimate (:func:`scontrast.fangs.feature_loadings` with the sampler's posterior
     mean sigma_x, sigma_a), ``loading_names`` (D,) and ``feature_top_genes`` (K,),
     the ``n_top_genes`` largest loadings of each feature, comma-separated.
+
+    Examples
+    --------
+    >>> import numpy as np, pandas as pd, anndata as ad
+    >>> import scontrast as sct
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(200, 12))
+    >>> X[rng.random(200) < 0.4, :4] += 3.0               # a programme of g0-g3 in 40% of the cells
+    >>> adata = ad.AnnData(X, var=pd.DataFrame(index=[f"g{i}" for i in range(12)]))
+    >>> adata.obs["scontrast_target"] = np.arange(200) < 100
+    >>> sct.tl.latent_features(adata, genes="all", random_state=0)
+    >>> sct.tl.fangs(adata, random_state=0)
+    >>> adata.obsm["fangs_features"].shape
+    (200, 1)
+    >>> sorted(adata.uns["fangs"]["feature_top_genes"][0].split(", ")[:4])
+    ['g0', 'g1', 'g2', 'g3']
     """
     front, model_params = _checked_params(params, samples=samples, samples_key=samples_key, draws=draws,
                                           n_top_genes=n_top_genes, fdr=fdr, key=key)

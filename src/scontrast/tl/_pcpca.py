@@ -66,6 +66,19 @@ def pcpca(
     ``varm['PCPCA_W']`` (n_vars x k) loadings, 0 for genes outside the gene set;
     ``uns['pcpca']``: params, versions, seed, gamma, gamma_prime, gamma_requested, clipped,
     sigma2, max_gamma, max_gamma_prime, held-out log-likelihoods, fit diagnostics.
+
+    Examples
+    --------
+    >>> import numpy as np, pandas as pd, anndata as ad
+    >>> import scontrast as sct
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(80, 20))
+    >>> X[:40, :3] += 2.0                                 # the target's genes g0-g2 are higher
+    >>> adata = ad.AnnData(X, var=pd.DataFrame(index=[f"g{i}" for i in range(20)]))
+    >>> adata.obs["scontrast_target"] = np.arange(80) < 40  # what sct.preprocess writes
+    >>> sct.tl.pcpca(adata, genes="all", random_state=0)
+    >>> adata.obsm["X_pcpca"].shape, adata.varm["PCPCA_W"].shape
+    ((80, 2), (20, 2))
     """
     model = build_estimator(PCPCA, params, random_state=random_state)
     adata = adata.copy() if copy else adata

@@ -90,6 +90,21 @@ def sparda(
     method, n_permutations, n_at_least, bound = p is its floor), selected genes,
     lambda (and ``lambda_path`` when chosen by CV: path, held-out scores, sizes, rule,
     chosen index and size, at_edge), screening and iteration diagnostics, warnings.
+
+    Examples
+    --------
+    >>> import numpy as np, pandas as pd, anndata as ad
+    >>> import scontrast as sct
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(80, 20))
+    >>> X[:40, :3] += 2.0                                 # the target's genes g0-g2 are higher
+    >>> adata = ad.AnnData(X, var=pd.DataFrame(index=[f"g{i}" for i in range(20)]))
+    >>> adata.obs["scontrast_target"] = np.arange(80) < 40  # what sct.preprocess writes
+    >>> sct.tl.sparda(adata, genes="all", n_permutations=19, random_state=0)
+    >>> adata.uns["sparda"]["selected_genes"].tolist()
+    ['g0', 'g1', 'g2']
+    >>> bool((adata.var.loc[["g0", "g1", "g2"], "sparda_weight"] > 0).all())  # higher on the target side
+    True
     """
     model = build_estimator(SPARDA, params, random_state=random_state, n_jobs=n_jobs)
     adata = adata.copy() if copy else adata

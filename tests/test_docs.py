@@ -1,0 +1,91 @@
+"""The documentation: docstring examples run, the API page lists every public name, the configuration
+reference covers every key, the README stays a front door."""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+import re
+import sys
+from pathlib import Path
+
+import matplotlib
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "docs" / "_ext"))
+
+from schema_reference import entries, load  # noqa: E402
+
+matplotlib.use("Agg")
+
+# the modules whose public docstrings carry an Examples section
+EXAMPLE_MODULES = [
+    "scontrast.preprocess",
+    "scontrast.tl._sparda", "scontrast.tl._cpca", "scontrast.tl._pcpca", "scontrast.tl._quadro", "scontrast.tl._fangs",
+    "scontrast.pl._fangs",
+    "scontrast.sparda._estimator", "scontrast.latent_features._ensemble", "scontrast.fangs._search",
+]
+# the public modules whose names the API page must list (constants aside)
+API_MODULES = ["scontrast.tl", "scontrast.pl", "scontrast.sparda", "scontrast.cpca", "scontrast.pcpca", "scontrast.quadro",
+               "scontrast.latent_features", "scontrast.fangs", "scontrast.design", "scontrast.pseudobulk"]
+
+
+@pytest.mark.parametrize("name", EXAMPLE_MODULES)
+def test_docstring_examples_run(name):
+    module = importlib.import_module(name)
+    tests = [t for t in doctest.DocTestFinder().find(module, name) if t.examples]
+    assert tests, f"{name}: no docstring example found"
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    for test in tests:
+        runner.run(test)
+    failed, attempted = runner.summarize(verbose=False)
+    assert attempted > 0 and failed == 0, f"{name}: {failed} of {attempted} example lines failed (output above)"
+
+
+def test_the_api_page_lists_every_public_name():
+    page = (REPO / "docs" / "api.md").read_text()
+    listed = set(re.findall(r"^\s+(scontrast\.[\w.]+)$", page, flags=re.M))
+    missing = []
+    for name in API_MODULES:
+        module = importlib.import_module(name)
+        for attr in module.__all__:
+            obj = getattr(module, attr)
+            if callable(obj) and f"{name}.{attr}" not in listed:
+                missing.append(f"{name}.{attr}")
+    assert not missing, f"docs/api.md does not list {missing}"
+    for entry in listed:  # and every listed name exists
+        module, _, attr = entry.rpartition(".")
+        assert hasattr(importlib.import_module(module), attr), entry
+
+
+def _keys(block: dict, prefix: str = "") -> set[str]:
+    """Dotted keys of a config block, with dataset names as <name> and figure settings at their depth."""
+    out = set()
+    for key, value in block.items():
+        path = f"{prefix}.{key}" if prefix else key
+        out.add(path)
+        if isinstance(value, dict) and value:
+            out |= _keys(value, path)
+    return out
+
+
+def test_the_configuration_reference_covers_every_key_of_the_shipped_config():
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    config["datasets"] = {"<name>": next(iter(config["datasets"].values()))}
+    documented = {path for path, _ in entries(load("config.schema.yaml"), "")}
+    for name in ("preprocess", "sparda", "cpca", "pcpca", "quadro", "latent_features", "fangs", "pseudobulk"):
+        documented |= {path for path, _ in entries(load(f"{name}.schema.yaml"), name)}
+    # a dataset's own preprocess overrides are the preprocess block's keys
+    documented |= {f"datasets.<name>.preprocess.{k}" for k in load("preprocess.schema.yaml")["properties"]}
+    missing = sorted(_keys(config) - documented)
+    assert not missing, f"config.yaml keys absent from the configuration reference: {missing}"
+
+
+def test_the_readme_is_a_front_door():
+    readme = (REPO / "README.md").read_text()
+    assert len(readme.encode()) <= 10 * 1024
+    # the docs it links to exist
+    for target in re.findall(r"\]\(((?:docs/|CONTRIBUTING|CHANGELOG)[^)#]+)\)", readme):
+        assert (REPO / target).exists(), target
