@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from ..core import TARGET_KEY, ScontrastError
-from ._style import BACKGROUND_COLOUR, TARGET_COLOUR, group_labels, level_colours, literal, replicate_colour, titled
+from ._style import BACKGROUND_COLOUR, TARGET_COLOUR, group_labels, level_colours, literal, note, replicate_colour, titled
 
 
 def _coordinates(E, components, rng):
@@ -73,9 +73,7 @@ def cpca(
                         f"{background_label} ({int(np.sum(~is_target))}), {int(uns.get('n_genes', 0))} genes", adata))
     if ax is None and np.any(alphas > 0) and show_background:
         # the objective's doing, not biology: said where the eye reads it
-        fig.text(0.01, 0.005, literal(_ALPHA_NOTE.format(background=background_label)), fontsize="small",
-                 ha="left", va="bottom", wrap=True)
-        fig.get_layout_engine().set(h_pad=0.3)
+        note(fig, _ALPHA_NOTE.format(background=background_label))
     return fig
 
 

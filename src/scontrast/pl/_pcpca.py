@@ -9,7 +9,7 @@ import pandas as pd
 
 from ..core import TARGET_KEY, ScontrastError
 from ._cpca import _axis_genes
-from ._style import BACKGROUND_COLOUR, TARGET_COLOUR, group_labels, level_colours, literal, replicate_colour, titled
+from ._style import BACKGROUND_COLOUR, TARGET_COLOUR, group_labels, level_colours, literal, note, replicate_colour, titled
 
 
 def _default_color(adata):
@@ -102,9 +102,7 @@ def pcpca(
     else:
         fig.colorbar(sc, ax=list(axes), label=literal(color))
     if ax is None:  # the objective's doing, not biology: said where the eye reads it
-        fig.text(0.01, 0.005, literal(_NOTE.format(background=background_label)), fontsize="small", ha="left",
-                 va="bottom", wrap=True)
-        fig.get_layout_engine().set(h_pad=0.3)
+        note(fig, _NOTE.format(background=background_label))
     if "gamma_prime" in uns:
         fig.suptitle(titled(f"PCPCA: gamma' = {float(uns['gamma_prime']):.3g} (admissible < "
                             f"{float(uns['max_gamma_prime']):.3g}), sigma^2 = {float(uns['sigma2']):.3g}", adata))

@@ -25,16 +25,11 @@ def _weights_panel(ax, adata: ad.AnnData, n_genes: int) -> None:
     colours = np.where(w[order] > 0, _TARGET_COLOUR, _BACKGROUND_COLOUR)
     ax.barh(y, w[order], color=colours, height=0.7)
     ax.set_yticks(y)
-    ax.set_yticklabels([literal(g) for g in adata.var_names[order]],
-                       fontsize=10 if order.size <= 10 else 8 if order.size <= 25 else 6)
+    # a short list names each weight beside its gene and keeps readable labels
+    names = [f"{g} ({wi:+.2f})" if order.size <= 10 else g for g, wi in zip(adata.var_names[order], w[order])]
+    ax.set_yticklabels([literal(g) for g in names], fontsize=10 if order.size <= 10 else 8 if order.size <= 25 else 6)
     # a few genes keep the bars' thickness of a longer list (one gene is not a wall of colour)
     ax.set_ylim(-0.6, max(order.size, 6) - 0.4)
-    if order.size <= 10:  # the weights themselves, beside their bars
-        for yi, wi in zip(y, w[order]):
-            ax.annotate(f"{wi:+.2f}", (wi, yi), xytext=(3 if wi > 0 else -3, 0), textcoords="offset points",
-                        ha="left" if wi > 0 else "right", va="center", fontsize=8)
-        lo, hi = ax.get_xlim()
-        ax.set_xlim(min(lo, -0.35 * max(abs(lo), hi)), max(hi, 0.35 * max(abs(lo), hi)))
     ax.axvline(0, color="k", lw=0.6)
     n_sel = int(adata.var["sparda_selected"].sum())
     ax.set_xlabel("weight (+ = target side)")

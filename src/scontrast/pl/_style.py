@@ -80,6 +80,7 @@ def place_labels(ax, x, y, texts, *, fontsize: float = 7, max_radius: float = 60
     moves the axes and the points under the labels). Returns how many labels were not drawn.
     """
     import numpy as np
+    from matplotlib.text import Text
 
     fig = ax.figure
     fig.canvas.draw()
@@ -101,7 +102,8 @@ def place_labels(ax, x, y, texts, *, fontsize: float = 7, max_radius: float = 60
                 ann = ax.annotate(literal(text), (xi, yi), xytext=(dx, dy), textcoords="offset points",
                                   fontsize=fontsize, ha=ha, va=va,
                                   arrowprops=dict(arrowstyle="-", lw=0.4, color="0.4") if radius > 0 else None)
-                box = ann.get_window_extent(renderer).expanded(1.0, 1.0)
+                ann.update_positions(renderer)
+                box = Text.get_window_extent(ann, renderer)  # the text's own box, not its leader line's
                 inside = (box.x0 >= frame.x0 and box.x1 <= frame.x1 and box.y0 >= frame.y0 and box.y1 <= frame.y1)
                 if inside and not any(box.overlaps(b) for b in taken):
                     taken.append(box.padded(1.0 * px_per_pt))
@@ -139,3 +141,11 @@ def level_colours(levels) -> dict:
     palette = [tab10(i) for i in (1, 2, 4, 5, 6, 7, 8, 9)]  # tab10 without its blue (0) and red (3)
     palette += [tab20(i) for i in range(20) if i not in (0, 1, 6, 7)] if len(levels) > len(palette) else []
     return {lev: palette[i % len(palette)] for i, lev in enumerate(levels)}
+
+
+def note(fig, text: str, fontsize: float = 9.0) -> None:
+    """A plain sentence under the figure's panels, wrapped to its width, inside the layout (``supxlabel``)."""
+    import textwrap
+
+    width = max(30, int(fig.get_figwidth() * 72 / (0.55 * fontsize)) - 4)
+    fig.supxlabel(literal(textwrap.fill(text, width=width, break_on_hyphens=False)), fontsize=fontsize)
