@@ -83,7 +83,8 @@ def cpca(
     ------
     ``obsm['X_cpca']`` (n_obs x k): every cell projected (centred on the target mean)
     on the components of the default alpha (the first chosen non-zero alpha for
-    ``'auto'``, else the first non-zero given alpha);
+    ``'auto'``, else the first non-zero given alpha); with k >= 2 (the default)
+    ``sc.pl.embedding(adata, basis='cpca')`` draws the first two;
     ``obsm['X_cpca_alpha<i>']``: the same for the i-th fitted alpha
     (``uns['cpca']['alphas'][i]``; for ``'auto'`` i = 0 is alpha = 0);
     ``varm['cPCs']`` (n_vars x k) loadings of the default alpha and
