@@ -260,3 +260,40 @@ def test_labels_reach_the_report_page_as_typed():
     shown = re.sub(r"<[^>]+>", "", html)
     assert "$\\alpha$-cells \\beta" in shown  # the backslashes kept
     assert "two lines" in shown
+
+
+# ------------------------------------------------------------------ an input replaced while it is read
+def test_an_input_replaced_while_read_fails_the_job_and_leaves_no_output(tmp_path, capsys):
+    """``mv`` of a new version onto the input while the job reads it: the job fails in one line, no output."""
+    import os
+
+    from conftest import rule_object
+    from scontrast import io
+    from scontrast._workflow import run_rule
+
+    source = tmp_path / "x.h5ad"
+    make_counts().write_h5ad(source)
+    out = tmp_path / "results" / "preprocessed.h5ad"
+
+    def main(smk):
+        a = io.read_h5ad(smk.input.h5ad)
+        make_counts(seed=1).write_h5ad(tmp_path / "x.h5ad.tmp")
+        os.replace(tmp_path / "x.h5ad.tmp", source)  # the user's cp + mv, while the job holds the old file
+        io.write_h5ad(a, smk.output.h5ad)
+
+    smk = rule_object({"h5ad": str(source)}, {"h5ad": str(out)}, {}, tmp_path / "log.txt", "preprocess")
+    root = logging.getLogger()
+    try:
+        with pytest.raises(SystemExit) as ended:
+            run_rule(smk, main)
+    finally:
+        logging.captureWarnings(False)
+        for handler in list(root.handlers):
+            root.removeHandler(handler)
+            handler.close()
+    assert ended.value.code == 1
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line.startswith(f"scontrast preprocess [dataset=toy]: input '{source}' changed while this job read it "
+                           "(size ")
+    assert "its result could mix two versions and is discarded" in line
+    assert not out.exists()

@@ -145,6 +145,13 @@ def _record_failure(smk: Any, message: str) -> bool:
     return True
 
 
+def _for_terminal(record: logging.LogRecord) -> bool:
+    """Warnings and errors, and the INFO lines marked for the terminal (a long step's progress)."""
+    from .core import TERMINAL
+
+    return record.levelno >= logging.WARNING or bool(getattr(record, TERMINAL, False))
+
+
 def run_rule(smk: Any, main: Callable[[Any], None]) -> None:
     """Run ``main(smk)`` with the rule's logging and error conventions."""
     from .core import StaleJob, check_current_run
@@ -155,8 +162,10 @@ def run_rule(smk: Any, main: Callable[[Any], None]) -> None:
         check_current_run()
     except StaleJob as exc:
         _stale(smk, where, None, exc)
-    # the terminal shows the lines of jobs that run side by side: each names its dataset (the log is the dataset's own)
+    # the terminal shows the lines of jobs that run side by side: each names its dataset (the log is the dataset's
+    # own); of the INFO lines only a long step's progress (core.TERMINAL), the rest is in the log
     terminal = logging.StreamHandler(sys.stderr)
+    terminal.addFilter(_for_terminal)
     terminal.setFormatter(logging.Formatter(f"%(asctime)s %(name)s [{where.replace('%', '%%')}] %(levelname)s "
                                             "%(message)s"))
     handlers: list[logging.Handler] = [terminal]
@@ -176,6 +185,42 @@ def run_rule(smk: Any, main: Callable[[Any], None]) -> None:
             record.unlink(missing_ok=True)
 
 
+def file_identity(path: str | os.PathLike) -> str:
+    """What tells one version of a file from another without reading it: size, mtime (ns) and inode.
+
+    A file replaced by ``mv`` keeps the moved file's mtime, which can be older than a result made
+    from the file it replaced; its inode (or size) still differs. ``os.stat`` only: never opens it.
+    """
+    status = os.stat(path)
+    return f"size {status.st_size}, mtime_ns {status.st_mtime_ns}, inode {status.st_ino}"
+
+
+def _input_identities(smk: Any, log: logging.Logger) -> dict[str, str]:
+    """Each input file's :func:`file_identity` as the job starts (logged): checked again when it ends."""
+    read = {}
+    for path in dict.fromkeys(str(p) for p in smk.input):
+        try:
+            read[path] = file_identity(path)
+        except OSError:
+            continue  # the job's own reading names the problem
+        log.info("input %s: %s", path, read[path])
+    return read
+
+
+def _check_unchanged(read: dict[str, str]) -> None:
+    """Fail the job (its outputs removed) if an input was replaced or rewritten while the job read it."""
+    from .core import ScontrastError
+
+    for path, before in read.items():
+        try:
+            now = file_identity(path)
+        except OSError:
+            now = "gone"
+        if now != before:
+            raise ScontrastError(f"input '{path}' changed while this job read it ({before}; now {now}): its result "
+                                 "could mix two versions and is discarded; rerun once the file is complete")
+
+
 def _run(smk: Any, main: Callable[[Any], None], log: logging.Logger, log_path: Path | None, where: str) -> None:
     from .core import StaleJob, check_current_run
     from .io import remove_orphans
@@ -183,8 +228,10 @@ def _run(smk: Any, main: Callable[[Any], None], log: logging.Logger, log_path: P
     for out in smk.output:
         for orphan in remove_orphans(out):
             log.info("removed %s, left by a killed job", orphan)
+    read = _input_identities(smk, log)
     try:
         main(smk)
+        _check_unchanged(read)
     except Exception as exc:  # every failure becomes one line plus the logged traceback
         if log_path is not None:
             with log_path.open("a") as fh:

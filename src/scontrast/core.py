@@ -336,6 +336,10 @@ def _in_notebook() -> bool:
     return "ipykernel" in sys.modules
 
 
+#: A log record with this attribute set reaches a workflow run's terminal at INFO (the progress of a long
+#: step); every other INFO line goes to the job's log only, warnings and errors to both.
+TERMINAL = "scontrast_terminal"
+
 #: Seconds a loop runs before :func:`progress` logs, and the least time between two of its lines: a
 #: step of a few seconds needs no progress, and a burst of lines with one timestamp says nothing.
 PROGRESS_AFTER = 5.0
@@ -379,7 +383,8 @@ def progress(iterable, *, total: int | None = None, desc: str, logger: str = "sc
                 elapsed = now - start
                 rate = done / elapsed if elapsed > 0 else float("inf")
                 left = (total - done) / rate if total and rate > 0 else 0.0
-                log.info("%s: %d/%d (%.3g/s, about %.0f s left)", desc, done, total, rate, left)
+                log.info("%s: %d/%d (%.3g/s, about %.0f s left)", desc, done, total, rate, left,
+                         extra={TERMINAL: True})
     finally:
         if bar is not None:
             bar.close()

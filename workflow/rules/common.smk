@@ -122,6 +122,17 @@ wildcard_constraints:
     dataset="|".join(re.escape(d) for d in DATASETS),
 
 
+def input_identity(path):
+    """A dataset's input as a parameter of rule preprocess (scontrast._workflow.file_identity: size, mtime,
+    inode; stat only): a file replaced since its result was made (``mv`` keeps an older mtime, which
+    snakemake's mtime check misses) reruns the contrast. Another dataset's result: snakemake's own check."""
+    if made_here(path):
+        return "made by this workflow"
+    from scontrast._workflow import file_identity
+
+    return file_identity(path)
+
+
 def dataset_cfg(wildcards):
     """The config entry of one dataset (one contrast)."""
     return config["datasets"][wildcards.dataset]

@@ -7,6 +7,7 @@ rule preprocess:
     params:
         dataset=lambda w: {k: v for k, v in dataset_cfg(w).items() if k != "preprocess"},
         cfg=lambda w: PREPROCESS[w.dataset],
+        identity=lambda w: input_identity(dataset_cfg(w)["path"]),  # a replaced input reruns (common.smk)
     log:
         "logs/{dataset}/preprocess.log",
     benchmark:
