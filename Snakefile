@@ -1,7 +1,7 @@
 # scontrast: contrast a target and a background population of cells.
 #
 # config.yaml -> rule (workflow/rules/<rule>.smk) -> script (scripts/<rule>.py)
-#   -> library function (src/scontrast/tl/_<method>.py) -> AnnData slot (README, "Outputs").
+#   -> library function (src/scontrast/tl/_<method>.py) -> AnnData slot (docs/guide/results.md).
 # Run:  snakemake --cores 2          (profile: workflow/profiles/default)
 from snakemake.utils import min_version
 

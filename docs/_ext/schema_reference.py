@@ -47,8 +47,6 @@ def bounds_text(spec: dict) -> str:
     for key, sign in (("minimum", ">="), ("exclusiveMinimum", ">"), ("maximum", "<="), ("exclusiveMaximum", "<")):
         if key in spec:
             parts.append(f"{sign} {spec[key]}")
-    if "minItems" in spec:
-        parts.append(f"at least {spec['minItems']} item(s)")
     return ", ".join(parts)
 
 
@@ -93,6 +91,8 @@ def entry_node(path: str, spec: dict) -> nodes.definition_list_item:
     bounds = bounds_text(spec)
     if bounds:
         para += nodes.Text(f"Range {bounds}. ")
+    if "minItems" in spec:
+        para += nodes.Text(f"At least {spec['minItems']} item(s). ")
     para.extend(rich_text(" ".join(str(spec.get("description", "")).split())))
     body += para
     item = nodes.definition_list_item()
