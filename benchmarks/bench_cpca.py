@@ -10,12 +10,17 @@
 3. Sparse 10,000 cells x 20,000 genes (log-normalised simulated counts): time of the
    automatic alpha without densifying and without PCA preprocessing.
 4. Table 1 again with the default BLAS threads for both packages.
+5. Threads (`thread_rows`): scontrast's fit at d = 1,000 under `threadpoolctl.threadpool_limits(t)`
+   for t = 1, 2, 8: the thread count the fit resolved (``n_threads_``), the BLAS's thread setting
+   inside the solver (read with threadpoolctl during the fit), wall and CPU seconds and their
+   ratio (above 1: more than one core at work), on `synthetic` data and on a flat spectrum
+   (`flat_spectrum`: white noise with random gene scales, no shared structure).
 
 Table 1 is followed by the stages of our pipeline and the machine's floor (`floor_times`): the
 dense building blocks any exact covariance-based grid solve needs and the wall time they
 would take with perfect use of two cores. The default-threads table is followed by our fit's
 critical path (`critical_path`): its wall time with two cores to itself, from CPU times, which
-a shared machine's load barely changes. `--idle` runs only d = 1,000 (tables 1 and 4, the
+a shared machine's load barely changes. `--idle` runs only d = 1,000 (tables 1, 4 and 5, the
 stages and the floor), for a run alone on an otherwise idle machine.
 
 Table 1 runs both packages with one BLAS thread; table 4 with the default BLAS threads (all
@@ -85,6 +90,17 @@ def synthetic(n, m, d, seed=0):
     X[:, genes[:10]] += 6 * (labels >= 2)[:, None] * sd[genes[:10]]
     X[:, genes[10:]] += 3 * (labels % 2)[:, None] * sd[genes[10:]]
     return X, Y, labels
+
+
+def flat_spectrum(n, m, d, seed=0):
+    """White noise with random gene scales (sd log-normal) in both groups: no shared factors, so the
+    background's spectrum is flat apart from the scales (the solver's hardest dense case).
+
+    Returns X (n, d), Y (m, d).
+    """
+    rng = np.random.default_rng(seed)
+    sd = np.exp(rng.normal(0, 0.5, d))
+    return rng.normal(size=(n, d)) * sd, rng.normal(size=(m, d)) * sd
 
 
 def sparse_counts(n_target, n_background, n_genes, seed=0, n_programs=3):
@@ -270,6 +286,43 @@ def stage_times(d=1000, n=3000, seed=0, two_tasks=False):
     return out
 
 
+def thread_rows(X, Y, limits=(1, 2, 8), repeats=3):
+    """CPCA(affinity='projection').fit(X, Y) under ``threadpool_limits(t)`` for each t in ``limits``.
+
+    Returns a list of dicts (limit, n_threads: the fit's resolved count, blas_inside: the BLAS's
+    thread setting threadpoolctl reads inside the solver, wall_s and cpu_s: median wall and process
+    CPU seconds of ``repeats`` fits, cpu_per_wall, alphas, solver).
+    """
+    from scontrast.cpca import _solve
+
+    original = _solve._tridiagonal_split_eigh
+    inside = []
+
+    def spy(*args, **kwargs):  # the BLAS's setting where the solver runs (a worker task with two threads)
+        inside.append(min(lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"))
+        return original(*args, **kwargs)
+
+    rows = []
+    _solve._tridiagonal_split_eigh = spy
+    try:
+        for limit in limits:
+            walls, cpus = [], []
+            with threadpool_limits(limit), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                for _ in range(repeats):
+                    inside.clear()
+                    w0, c0 = time.perf_counter(), time.process_time()
+                    model = CPCA(affinity="projection", random_state=0).fit(X, Y)
+                    walls.append(time.perf_counter() - w0)
+                    cpus.append(time.process_time() - c0)
+            wall, cpu = float(np.median(walls)), float(np.median(cpus))
+            rows.append(dict(limit=limit, n_threads=model.n_threads_, blas_inside=list(inside), wall_s=wall,
+                             cpu_s=cpu, cpu_per_wall=cpu / wall, alphas=model.alphas_, solver=model.solver_))
+    finally:
+        _solve._tridiagonal_split_eigh = original
+    return rows
+
+
 def _best_of(fn, repeats=5):
     """Shortest wall time of ``repeats`` calls of fn (the least disturbed by other processes)."""
     best = np.inf
@@ -420,12 +473,27 @@ def main(argv=None):
     say(f"   the machine's floor at d = {dims[-1]} (building blocks, best of five; see floor_times):")
     for name, sec in floor_times(d=dims[-1], n=n).items():
         say(f"     {name:<76} {sec:7.3f} s")
+    def threads_table(number):
+        say(f"{number}. threads: scontrast at d = {dims[-1]}, n = m = {n} under threadpool_limits(t) (median of three fits)")
+        say(f"   {'data':<14} {'t':>3} {'n_threads_':>10} {'BLAS inside':>12} {'wall s':>8} {'CPU s':>8} "
+            f"{'CPU/wall':>9}  alphas")
+        for name, (X, Y) in (("synthetic", synthetic(n, n, dims[-1], seed=dims[-1])[:2]),
+                             ("flat spectrum", flat_spectrum(n, n, dims[-1]))):
+            for row in thread_rows(X, Y):
+                say(f"   {name:<14} {row['limit']:>3} {row['n_threads']:>10} {str(sorted(set(row['blas_inside']))):>12} "
+                    f"{row['wall_s']:>8.3f} {row['cpu_s']:>8.3f} {row['cpu_per_wall']:>9.2f}  "
+                    f"{np.round(row['alphas'], 3).tolist()}")
+        say(f"   ({os.cpu_count()} cores; with t = 2 the solver's tasks run one BLAS thread each, side by side;")
+        say(f"    with t = 1 or t >= 3 one task on a BLAS of t threads; load {os.getloadavg()[0]:.1f})")
+
     if args.idle:
         say("")
         say("2. as 1. with the default BLAS threads for both packages (what a user of either gets)"
             + (f", {args.repeats} times" if args.repeats > 1 else ""))
         speed_table(None, args.repeats)
         critical_path_line()
+        say("")
+        threads_table(3)
         return
     say("")
     say("2. silhouette of the four target groups of the contrastive README example (400 x 30)")
@@ -447,6 +515,8 @@ def main(argv=None):
     say(f"   a user of either gets); load average now {os.getloadavg()[0]:.2f}")
     speed_table(None)
     critical_path_line()
+    say("")
+    threads_table(5)
 
 
 if __name__ == "__main__":

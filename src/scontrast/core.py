@@ -90,6 +90,11 @@ class ScontrastWarning(UserWarning):
     """
 
 
+class ScontrastConvergenceWarning(ScontrastWarning):
+    """An iterative solver stopped at its iteration cap before its tolerance: the result is its
+    last iterate (filter this class to treat non-convergence apart from other findings)."""
+
+
 def package_versions() -> dict[str, str]:
     """Versions of the packages whose numbers a result depends on."""
     out = {}
@@ -285,6 +290,13 @@ def check_real(value, name: str, minimum: float | None = None, maximum: float | 
         what = "a finite number" + (f" {bounds}" if bounds else "") + (" or None" if allow_none else "")
         raise ScontrastError(f"{name}: expected {what}, got {value!r}")
     return float(value)
+
+
+def check_bool(value, name: str) -> bool:
+    """True or False (numpy's bool too; not 0/1)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise ScontrastError(f"{name}: expected True or False, got {value!r}")
+    return bool(value)
 
 
 def check_option(value, name: str, options: Iterable[Any]):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import warnings
 
+import numpy as np
 import pytest
 
 from benchmarks import bench_cpca
@@ -31,3 +32,15 @@ def test_benchmark_core_runs_on_tiny_sizes():
     # the bound: both covariances + the cheapest reduction + half the congruence and products
     assert floor["lower bound on two cores (see docstring)"] == pytest.approx(
         parts[1] + min(parts[2], parts[3], parts[6]) + (parts[4] + parts[5]) / 2)
+
+
+def test_thread_rows_report_the_threads_the_fit_used():
+    """The benchmark's threads table: the resolved count and the BLAS's setting inside the solver
+    follow the limit (one thread per task with two), and every limit gives the same alphas."""
+    X, Y, _ = bench_cpca.synthetic(200, 200, 136)  # the covariance solver (d above the full solver's 128)
+    rows = bench_cpca.thread_rows(X, Y, limits=(1, 2, 3), repeats=1)
+    assert [r["n_threads"] for r in rows] == [1, 2, 3]
+    assert [r["blas_inside"] for r in rows] == [[1], [1], [3]]
+    assert all(r["wall_s"] > 0 and r["cpu_s"] > 0 for r in rows)
+    for r in rows[1:]:
+        np.testing.assert_array_equal(r["alphas"], rows[0]["alphas"])

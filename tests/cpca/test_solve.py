@@ -8,6 +8,7 @@ import scipy.linalg as sla
 import scipy.sparse as sp
 
 from benchmarks import bench_cpca
+from scontrast.core import ScontrastConvergenceWarning
 from scontrast.cpca._alpha import alpha_grid
 from scontrast.cpca._estimator import CPCA
 
@@ -95,7 +96,7 @@ def test_one_component(readme, wide):
 
 def test_unconverged_iteration_warns(wide):
     X, Y, _ = wide
-    with pytest.warns(UserWarning, match="did not converge"):
+    with pytest.warns(ScontrastConvergenceWarning, match="did not converge"):
         CPCA(solver="implicit", max_iter=2, alpha=[1.0]).fit(X, Y)
 
 

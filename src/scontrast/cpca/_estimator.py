@@ -11,8 +11,10 @@ from sklearn.utils.validation import check_is_fitted
 
 from ..bounds import check_count
 from ..core import (
+    ScontrastConvergenceWarning,
     ScontrastError,
     ScontrastWarning,
+    check_bool,
     check_matrix,
     check_option,
     check_pair,
@@ -27,13 +29,6 @@ from ._threads import _resolve_threads
 
 _SOLVERS = ("auto", "full", "covariance", "gram", "implicit")
 _AFFINITIES = ("loadings", "projection")
-
-
-def _check_bool(value, name: str) -> bool:
-    """True or False (numpy's bool too; not 0/1)."""
-    if not isinstance(value, (bool, np.bool_)):
-        raise ScontrastError(f"{name}: expected True or False, got {value!r}")
-    return bool(value)
 
 
 def _store_shared_params(est, n_components, alpha, n_alphas, max_log_alpha, n_alpha_clusters, affinity, standardize,
@@ -177,7 +172,7 @@ class CPCA(BaseEstimator):
         check_option(self.solver, "solver", _SOLVERS)
         check_real(self.tol, "tol", 0, 1, strict_min=True, strict_max=True)
         check_count(self.max_iter, "max_iter", 1, "cpca")
-        _check_bool(self.standardize, "standardize")
+        check_bool(self.standardize, "standardize")
         check_real(self.merge_affinity, "merge_affinity", 0, 1, strict_min=True)
         _resolve_threads(self.n_jobs)
 
@@ -216,7 +211,8 @@ class CPCA(BaseEstimator):
         bad = res > self.tol
         if bad.any():
             warnings.warn(f"cPCA did not converge to tol={self.tol:g} for {int(bad.sum())} alpha(s) within "
-                          f"max_iter={self.max_iter} (largest relative residual {res.max():.2e})", stacklevel=2)
+                          f"max_iter={self.max_iter} (largest relative residual {res.max():.2e})", ScontrastConvergenceWarning,
+                          stacklevel=2)
         affinity = subspace_affinity(U, gram if self.affinity == "projection" else None)
         if mode == "auto":
             chosen, labels = select_alphas(affinity, int(self.n_alpha_clusters), rng)

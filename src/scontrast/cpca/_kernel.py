@@ -10,6 +10,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ..core import (
     ScontrastError,
+    check_bool,
     check_int,
     check_matrix,
     check_option,
@@ -18,7 +19,7 @@ from ..core import (
     check_real,
     dense,
 )
-from ._estimator import CPCA, _check_bool, _store_shared_params
+from ._estimator import CPCA, _store_shared_params
 from ._moments import _column_moments
 
 _KERNELS = ("rbf", "poly", "linear")
@@ -106,7 +107,7 @@ class KernelCPCA(BaseEstimator):
         check_int(self.degree, "degree", 1)
         check_real(self.coef0, "coef0")
         check_real(self.rank_tol, "rank_tol", 0, 1, strict_max=True)
-        _check_bool(self.standardize, "standardize")
+        check_bool(self.standardize, "standardize")
         # cPCA in the kernel's coordinates: its parameters are checked before the kernel is built
         self._inner_cpca(None)._check_params()
 

@@ -231,11 +231,27 @@ def _solve(moments: _Moments, alphas: np.ndarray, k: int, solver: str, tol: floa
     """
     two = _two_tasks(threads) and solver in ("covariance", "gram") and (solver == "gram" or moments.X.shape[1] >= 4)
     with blas_threads(1 if two else threads):
-        return _solve_grid(moments, alphas, k, solver, tol, max_iter, two)
+        return _solve_grid(moments, alphas, k, solver, tol, max_iter, two, grid_tasks=threads >= 3)
 
 
-def _solve_grid(moments: _Moments, alphas: np.ndarray, k: int, solver: str, tol: float, max_iter: int, two: bool):
-    """:func:`_solve` under the BLAS setting it chose; ``two``: pairs of single-threaded tasks."""
+def _grid_solve(B, background, alphas, k, tol, max_iter, tasks: bool):
+    """:func:`_diagonal_basis_solve`; ``tasks``: its grid in two single-threaded tasks side by side.
+
+    With three or more threads the reductions run on a threaded BLAS, but the Davidson's
+    products are small (d x d times a few vectors): a threaded BLAS gains little on them and its
+    spinning threads collapse when the cores are shared (docs/cpca.md), so the grid's two halves
+    run as single-threaded tasks instead.
+    """
+    if not tasks:
+        return _diagonal_basis_solve(B, background, alphas, k, tol, max_iter)
+    with blas_threads(1):
+        return _diagonal_basis_solve(B, background, alphas, k, tol, max_iter, two_tasks=True)
+
+
+def _solve_grid(moments: _Moments, alphas: np.ndarray, k: int, solver: str, tol: float, max_iter: int, two: bool,
+                grid_tasks: bool = False):
+    """:func:`_solve` under the BLAS setting it chose; ``two``: pairs of single-threaded tasks throughout;
+    ``grid_tasks``: the reductions on the threaded BLAS, the grid in two single-threaded tasks."""
     d = moments.X.shape[1]
     n_alpha = alphas.size
     if solver == "full":
@@ -265,13 +281,16 @@ def _solve_grid(moments: _Moments, alphas: np.ndarray, k: int, solver: str, tol:
                 Q = np.hstack([_back_transform(reflectors, _split_block(blocks, first)) for first in (True, False)])
                 B = _congruence(CX, Q, None)  # C_X has no Cholesky factor (R is None)
                 del CX, Q
-            Z, theta, res, its, gram = _diagonal_basis_solve(B, background, alphas, k, tol, max_iter)
+            Z, theta, res, its, gram = _grid_solve(B, background, alphas, k, tol, max_iter, grid_tasks)
             U = _to_genes(reflectors, blocks, Z)
     elif solver == "gram":
         B, lam, to_genes = _cell_space_reduction(moments, two)
         if lam.size < k:
             raise ScontrastError(f"n_components: {k} exceeds the rank of the centred data ({lam.size})")
-        Z, theta, res, its, gram = _diagonal_basis_solve(B, lam, alphas, k, tol, max_iter, two)
+        if two:
+            Z, theta, res, its, gram = _diagonal_basis_solve(B, lam, alphas, k, tol, max_iter, True)
+        else:
+            Z, theta, res, its, gram = _grid_solve(B, lam, alphas, k, tol, max_iter, grid_tasks)
         del B
         U = to_genes(Z)
     else:

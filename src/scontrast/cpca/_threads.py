@@ -10,10 +10,12 @@ positive number = that many). The 'covariance' and 'gram' solvers then run:
   alpha grid in two halves). On two cores this is faster than threading inside each BLAS call:
   the tridiagonal reduction of an eigendecomposition synchronises its threads once per column,
   while independent tasks need no synchronisation at all (docs/cpca.md);
-- three or more: one task with a BLAS of that many threads. Two tasks cannot share more than
-  two cores: a threaded BLAS runs the matrix products of concurrent callers one after the other
-  (OpenBLAS serialises its level-3 calls), while the covariances and the products, most of a
-  fit's flops, scale with the BLAS's threads.
+- three or more: the reductions (covariances or Gram blocks, the background's tridiagonal form,
+  C_X in its basis, the loadings) as one task on a BLAS of that many threads: most of a fit's
+  flops, in large products that scale with the BLAS's threads (two tasks cannot share more than
+  two cores: a threaded BLAS runs the matrix products of concurrent callers one after the other,
+  OpenBLAS serialising its level-3 calls). The alpha grid's Davidson iteration, whose products
+  are small, runs in two single-threaded tasks.
 
 The 'full' and 'implicit' solvers always run one task with the BLAS at the fit's thread count.
 """
