@@ -10,7 +10,7 @@ from pcpca_helpers import correlated, two_groups
 from scipy.stats import multivariate_normal
 from sklearn.exceptions import NotFittedError
 
-from scontrast.core import ScontrastError
+from scontrast.core import ScontrastError, ScontrastWarning
 from scontrast.pcpca._closed_form import max_gamma
 from scontrast.pcpca._estimator import PCPCA
 from scontrast.pcpca._missing import observed_loglik
@@ -173,7 +173,7 @@ def test_fit_reports_the_bound_and_clips_on_request(pair):
                        rf"for these {n} target and {m} background cells: .*; need gamma_prime < "
                        rf"{bound * m / n:.4g} \(gamma < {bound:.6g}\); lower it or set on_inadmissible='clip'$"):
         PCPCA(2, gamma_prime=gp).fit(X, Y)
-    with pytest.warns(UserWarning, match=rf"not admissible \(bound {bound * m / n:.4g}\); clipped to "
+    with pytest.warns(ScontrastWarning, match=rf"not admissible \(bound {bound * m / n:.4g}\); clipped to "
                       rf"{0.8 * bound * m / n:.4g}"):
         clipped = PCPCA(2, gamma_prime=gp, on_inadmissible="clip", clip_fraction=0.8).fit(X, Y)
     assert clipped.clipped_ and clipped.gamma_ == pytest.approx(0.8 * bound, rel=1e-12)

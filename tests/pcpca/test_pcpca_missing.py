@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from scipy.linalg import subspace_angles
 from scipy.stats import multivariate_normal
-from sklearn.exceptions import ConvergenceWarning
 
+from scontrast.core import ScontrastConvergenceWarning
 from scontrast.pcpca._estimator import PCPCA
 from scontrast.pcpca._missing import _loglik_and_grad, _maximise, _stack, observed_loglik
 
@@ -140,13 +140,13 @@ def test_missing_data_fit_approaches_the_complete_data_fit():
 def test_optimiser_reports_why_it_stopped():
     X, Y, _ = planted(200, 200, 10, seed=4)
     Xm = remove(X, 0.2, np.random.default_rng(0))
-    with pytest.warns(ConvergenceWarning, match="L-BFGS stopped without converging"):
+    with pytest.warns(ScontrastConvergenceWarning, match="L-BFGS stopped without converging"):
         model = PCPCA(2, gamma_prime=0.5, max_iter=2).fit(Xm, Y)
     assert not model.converged_ and "ITERATIONS" in model.optimizer_message_.upper()
     assert model.n_iter_ == 2 and len(model.objective_trace_) == 3
     assert np.all(np.diff(model.objective_trace_) >= 0)
     with warnings.catch_warnings():
-        warnings.simplefilter("error", ConvergenceWarning)
+        warnings.simplefilter("error", ScontrastConvergenceWarning)
         assert PCPCA(2, gamma_prime=0.5).fit(Xm, Y).converged_
 
 

@@ -7,8 +7,9 @@ from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import StratifiedKFold
 
 from scontrast.core import ScontrastError, check_random_state, spawn_seed
-from scontrast.quadro._crossval import _inner_folds, _select, cross_validated_scores
+from scontrast.quadro._crossval import _inner_folds, _select
 from scontrast.quadro._estimator import QUADRO
+from scontrast.quadro._outer import cross_validated_scores
 from scontrast.quadro._scores import balanced_error
 from scontrast.quadro._screen import RayleighScreen
 
@@ -128,7 +129,7 @@ def test_inner_and_outer_folds_never_split_a_replicate():
     groups = np.repeat(np.arange(10), 12)
     is_two = groups < 5
     X = rng.standard_normal((groups.size, 4))
-    folds = _inner_folds(QUADRO(n_features=None), X, is_two, 3, 0, groups)
+    folds = _inner_folds(QUADRO(n_features=None)._fold_steps(), X, is_two, 3, 0, groups)
     assert len(folds) == 3
     for fold in folds:
         assert not set(groups[fold.train]) & set(groups[fold.held_out])

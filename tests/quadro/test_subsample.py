@@ -7,8 +7,8 @@ from sklearn.model_selection import StratifiedKFold
 
 from scontrast.core import ScontrastError, ScontrastWarning, check_random_state, spawn_seed
 from scontrast.design import grouped_folds
-from scontrast.quadro._crossval import cross_validated_scores
 from scontrast.quadro._estimator import QUADRO
+from scontrast.quadro._outer import cross_validated_scores
 from scontrast.quadro._utils import _stratified_rows
 
 from ._helpers import _imbalanced, _quadratic_problem

@@ -14,11 +14,19 @@ import numpy as np
 import scipy.sparse as sp
 from scipy import linalg
 from sklearn.base import BaseEstimator
-from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted
 
 from ..bounds import check_count
-from ..core import ScontrastError, check_int, check_option, check_random_state, check_real, dense
+from ..core import (
+    ScontrastConvergenceWarning,
+    ScontrastError,
+    ScontrastWarning,
+    check_int,
+    check_option,
+    check_random_state,
+    check_real,
+    dense,
+)
 from ._checks import (
     _EIGEN_SOLVERS,
     _GAMMA_PRIME_DEFAULT,
@@ -61,7 +69,7 @@ class PCPCA(BaseEstimator):
     on_inadmissible : {'error', 'clip'}, default 'error'
         When the requested gamma is at or above ``max_gamma_``: 'error' raises a
         ``ScontrastError`` stating the bound; 'clip' fits at ``clip_fraction *
-        max_gamma_`` instead and warns (``UserWarning``).
+        max_gamma_`` instead and warns (``ScontrastWarning``).
     clip_fraction : float in (0, 1), default 0.9
         See ``on_inadmissible``.
     random_state : None, int >= 0 or numpy Generator, default None
@@ -196,7 +204,7 @@ class PCPCA(BaseEstimator):
             raise ScontrastError(_inadmissible(given, value, requested, n, m, bound, reason, has_nan))
         gamma = float(self.clip_fraction) * bound
         warnings.warn(f"PCPCA: gamma_prime {requested * m / n:.4g} is not admissible (bound {bound * m / n:.4g}); "
-                      f"clipped to {gamma * m / n:.4g}", UserWarning, stacklevel=4)
+                      f"clipped to {gamma * m / n:.4g}", ScontrastWarning, stacklevel=4)
         return gamma, True
 
     def _set_closed_form(self, W, sigma2, vals, n, m, gamma):
@@ -233,7 +241,7 @@ class PCPCA(BaseEstimator):
         self.optimizer_message_ = str(res.message)
         self.objective_trace_ = trace
         if not res.success:
-            warnings.warn(f"PCPCA: L-BFGS stopped without converging: {res.message}", ConvergenceWarning,
+            warnings.warn(f"PCPCA: L-BFGS stopped without converging: {res.message}", ScontrastConvergenceWarning,
                           stacklevel=4)
 
     def fit_transform(self, X, Y):

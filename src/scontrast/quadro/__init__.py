@@ -47,11 +47,11 @@ Files
 ``_scores``    Q itself, the error threshold, AUC and the logistic calibration
 ``_screen``    ``marginal_rayleigh``, ``coexpression_change`` and the selector ``RayleighScreen``
 ``_estimator`` the classifier ``QUADRO`` (its checks and the steps of ``fit``)
-``_crossval``  the lambda path, the inner folds that choose the lambdas, ``cross_validated_scores``
+``_crossval``  the lambda path and the inner folds that choose the lambdas
+``_outer``     ``cross_validated_scores``: every sample scored by an outer model that did not see it
 ``_utils``     input checks shared by the estimators
 """
 
-from ._crossval import OutOfFold, cross_validated_scores
 from ._estimator import QUADRO
 from ._moments import (
     Moments,
@@ -61,6 +61,7 @@ from ._moments import (
     quadratic_variance,
     rayleigh_quotient,
 )
+from ._outer import OutOfFold, cross_validated_scores
 from ._robust import catoni_mean, kendall_correlation, kendall_tau_matrix, median_of_means_variance, nearest_psd, robust_variance
 from ._scores import balanced_error, error_threshold
 from ._screen import RayleighScreen, coexpression_change, marginal_rayleigh

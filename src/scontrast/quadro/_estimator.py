@@ -21,6 +21,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..bounds import check_count
 from ..core import (
+    ScontrastConvergenceWarning,
     ScontrastError,
     ScontrastWarning,
     blas_threads,
@@ -30,7 +31,7 @@ from ..core import (
     check_real,
     spawn_seed,
 )
-from ._crossval import _cross_validate_path, _lambda_grid, _lambda_path, _select
+from ._crossval import FoldSteps, _cross_validate_path, _lambda_grid, _lambda_path, _select
 from ._moments import estimate_moments, rayleigh_quotient
 from ._scores import _finite_cut, _logistic_1d, _logistic_slope, _quad_scores, error_threshold
 from ._screen import RayleighScreen
@@ -339,6 +340,12 @@ class QUADRO(ClassifierMixin, BaseEstimator):
             x0, nu = sol.x, sol.multiplier
         return problem, ref, sol
 
+    def _fold_steps(self) -> FoldSteps:
+        """What each inner fold of the lambda path does with its samples: this estimator's steps."""
+        return FoldSteps(screen=self._screen, moments=self._moments, threshold=self._threshold_of,
+                         sample_weight=self._sample_weight, scoring=self.cv_scoring,
+                         tol=max(self.tol, self.cv_tol), max_iter=int(self.max_iter), patience=self.patience)
+
     def _threshold_of(self, scores, is_two) -> float:
         """The cut on Q of the calibration ``scores`` (n,), finite."""
         if self.threshold == "error":
@@ -425,7 +432,7 @@ class QUADRO(ClassifierMixin, BaseEstimator):
         if cv is None:
             scores, oof = np.zeros((len(path), 1)), None
         else:
-            scores, oof = _cross_validate_path(self, X, is_two, path, cv, spawn_seed(rng), groups)
+            scores, oof = _cross_validate_path(self._fold_steps(), X, is_two, path, cv, spawn_seed(rng), groups)
         explored = np.flatnonzero(~np.isnan(scores[:, 0]))
         best = int(explored[_select([path[i] for i in explored], scores[explored], self.cv_rule)])
         self.cv_results_ = {
@@ -448,7 +455,7 @@ class QUADRO(ClassifierMixin, BaseEstimator):
         if not sol.converged:
             # stacklevel: this method, _fit, fit, the caller
             warnings.warn(f"QUADRO solver did not converge in max_iter={self.max_iter} iterations "
-                          f"(relative residual {sol.residual:.2e})", RuntimeWarning, stacklevel=4)
+                          f"(relative residual {sol.residual:.2e})", ScontrastConvergenceWarning, stacklevel=4)
         self.constraint_residual_ = float(problem.a @ sol.x - 1.0)
         self.objective_ = sol.objective
         self.rayleigh_quotient_ = rayleigh_quotient(sol.Omega, sol.delta, mom.mu1, mom.Sigma1, mom.mu2,

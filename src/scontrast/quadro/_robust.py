@@ -15,7 +15,7 @@ import numba
 import numpy as np
 from scipy.stats import rankdata
 
-from ..core import ScontrastError, check_option, check_real
+from ..core import ScontrastConvergenceWarning, ScontrastError, check_option, check_real
 from ._utils import _matrix
 
 # --------------------------------------------------------------------------- robust means and variances
@@ -376,5 +376,5 @@ def nearest_psd(S, norm: str = "max", tol: float = 1e-3, max_iter: int = 5000) -
             U *= 2.0
     else:
         warnings.warn(f"nearest_psd(norm='max') stopped after max_iter={max_iter} ADMM iterations with a "
-                      f"relative duality gap of {(upper - lower) / upper:.1e}", RuntimeWarning, stacklevel=2)
+                      f"relative duality gap of {(upper - lower) / upper:.1e}", ScontrastConvergenceWarning, stacklevel=2)
     return best
