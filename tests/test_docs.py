@@ -24,7 +24,9 @@ matplotlib.use("Agg")
 EXAMPLE_MODULES = [
     "scontrast.preprocess",
     "scontrast.tl._sparda", "scontrast.tl._cpca", "scontrast.tl._pcpca", "scontrast.tl._quadro", "scontrast.tl._fangs",
-    "scontrast.pl._fangs",
+    "scontrast.tl._pseudobulk",
+    "scontrast.pl._sparda", "scontrast.pl._cpca", "scontrast.pl._pcpca", "scontrast.pl._quadro", "scontrast.pl._fangs",
+    "scontrast.pl._pseudobulk", "scontrast.pl._preprocess",
     "scontrast.sparda._estimator", "scontrast.latent_features._ensemble", "scontrast.fangs._search",
 ]
 # the public modules whose names the API page must list (constants aside)

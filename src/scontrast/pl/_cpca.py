@@ -41,6 +41,20 @@ def cpca(
     ``panel_size``: inches per panel. ``ax``: a sequence of Axes, one per alpha.
 
     Reads only ``obs``, ``obsm`` and ``uns`` (no expression matrix).
+
+    Examples
+    --------
+    >>> import numpy as np, pandas as pd, anndata as ad
+    >>> import scontrast as sct
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(80, 20))
+    >>> X[:40, :3] += 2.0                                 # the target's genes g0-g2 are higher
+    >>> adata = ad.AnnData(X, var=pd.DataFrame(index=[f"g{i}" for i in range(20)]))
+    >>> adata.obs["scontrast_target"] = np.arange(80) < 40  # what sct.preprocess writes
+    >>> sct.tl.cpca(adata, genes="all", random_state=0)
+    >>> fig = sct.pl.cpca(adata)
+    >>> len(fig.axes) == len(adata.uns["cpca"]["alphas"])  # one panel per alpha
+    True
     """
     color = replicate_colour(adata, color, key)
     uns, names, alphas, components, k = _checked(adata, color=color, components=components)

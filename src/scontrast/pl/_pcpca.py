@@ -49,6 +49,20 @@ def pcpca(
     Needs only annotations: ``obsm['X_pcpca']``, ``obs`` and ``uns`` (no ``X``), so it
     draws from the preprocessed data's annotations and the method's delta. In the workflow
     these keywords are the ``pcpca`` block's ``plot`` entry.
+
+    Examples
+    --------
+    >>> import numpy as np, pandas as pd, anndata as ad
+    >>> import scontrast as sct
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(80, 20))
+    >>> X[:40, :3] += 2.0                                 # the target's genes g0-g2 are higher
+    >>> adata = ad.AnnData(X, var=pd.DataFrame(index=[f"g{i}" for i in range(20)]))
+    >>> adata.obs["scontrast_target"] = np.arange(80) < 40  # what sct.preprocess writes
+    >>> sct.tl.pcpca(adata, genes="all", random_state=0)
+    >>> fig = sct.pl.pcpca(adata, color="scontrast_target")
+    >>> len(fig.axes) >= 2                                 # target and background panels
+    True
     """
     if "X_pcpca" not in adata.obsm:
         raise ScontrastError("adata: obsm['X_pcpca'] is missing; run scontrast.tl.pcpca first")

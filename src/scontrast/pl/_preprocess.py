@@ -40,6 +40,22 @@ def preprocess(adata: ad.AnnData, figsize: tuple[float, float] | None = None) ->
     log-normalised values; no mitochondrial panel for log-normalised input or without
     mitochondrial genes). The last panel is the mean-dispersion plot of the genes with the
     highly variable ones highlighted. The title names the dataset when preprocessing recorded it.
+
+    Examples
+    --------
+    >>> import numpy as np, pandas as pd, anndata as ad
+    >>> import scontrast as sct
+    >>> rng = np.random.default_rng(0)
+    >>> counts = rng.poisson(5.0, size=(120, 200)).astype(np.float32)
+    >>> counts[:60, :5] = rng.poisson(20.0, size=(60, 5))   # genes g0-g4 four times higher in the target
+    >>> obs = pd.DataFrame({"condition": np.repeat(["disease", "healthy"], 60),
+    ...                     "donor": np.tile(np.repeat(["d1", "d2", "d3"], 20), 2)}, index=[f"c{i}" for i in range(120)])
+    >>> adata = ad.AnnData(counts, obs=obs, var=pd.DataFrame(index=[f"g{i}" for i in range(200)]))
+    >>> pre = sct.preprocess(adata, groupby="condition", target=["disease"], background=["healthy"], counts="raw",
+    ...                      replicate="donor", paired=True, min_genes=10, n_top_genes=50)
+    >>> fig = sct.pl.preprocess(pre)                        # QC of the kept and removed cells, the genes' dispersion
+    >>> len(fig.axes) >= 2
+    True
     """
     info = _info(adata)
     params = info.get("params", {}) if isinstance(info.get("params"), Mapping) else {}

@@ -16,6 +16,23 @@ def pseudobulk(adata: ad.AnnData, *, n_labels: int = 10, figsize=(7.5, 5.2), ax=
     Genes at ``padj < alpha`` are coloured by side (red: higher in the target group); SPARDA's
     selected genes (``var['sparda_selected']``, when present) are ringed in black and the
     ``n_labels`` genes of smallest p-value are named. Needs only ``tl.pseudobulk``'s slots.
+
+    Examples
+    --------
+    >>> import numpy as np, pandas as pd, anndata as ad
+    >>> import scontrast as sct
+    >>> rng = np.random.default_rng(0)
+    >>> counts = rng.poisson(5.0, size=(120, 200)).astype(np.float32)
+    >>> counts[:60, :5] = rng.poisson(20.0, size=(60, 5))   # genes g0-g4 four times higher in the target
+    >>> obs = pd.DataFrame({"condition": np.repeat(["disease", "healthy"], 60),
+    ...                     "donor": np.tile(np.repeat(["d1", "d2", "d3"], 20), 2)}, index=[f"c{i}" for i in range(120)])
+    >>> adata = ad.AnnData(counts, obs=obs, var=pd.DataFrame(index=[f"g{i}" for i in range(200)]))
+    >>> pre = sct.preprocess(adata, groupby="condition", target=["disease"], background=["healthy"], counts="raw",
+    ...                      replicate="donor", paired=True, min_genes=10, n_top_genes=50)
+    >>> sct.tl.pseudobulk(pre)
+    >>> fig = sct.pl.pseudobulk(pre)
+    >>> len(fig.axes)
+    1
     """
     for name in ("pseudobulk_log2fc", "pseudobulk_pvalue", "pseudobulk_padj"):
         if name not in adata.var:

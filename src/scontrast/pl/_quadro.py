@@ -70,6 +70,20 @@ def quadro(adata: ad.AnnData, *, key: str = TARGET_KEY, score_key: str = "quadro
     Returns
     -------
     matplotlib Figure.
+
+    Examples
+    --------
+    >>> import numpy as np, pandas as pd, anndata as ad
+    >>> import scontrast as sct
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(80, 20))
+    >>> X[:40, :3] += 2.0                                 # the target's genes g0-g2 are higher
+    >>> adata = ad.AnnData(X, var=pd.DataFrame(index=[f"g{i}" for i in range(20)]))
+    >>> adata.obs["scontrast_target"] = np.arange(80) < 40  # what sct.preprocess writes
+    >>> sct.tl.quadro(adata, genes="all", random_state=0)
+    >>> fig = sct.pl.quadro(adata)                          # held-out scores per group and the ROC curve
+    >>> len(fig.axes) >= 2
+    True
     """
     bins = check_count(bins, "bins", 1, "quadro", key="plot.bins")
     if score_key not in adata.obs:

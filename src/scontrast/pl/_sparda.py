@@ -114,6 +114,20 @@ def sparda(
     Wasserstein divergence and the p-value (``<=`` when it is its permutation floor).  With ``ax`` (a sequence of
     two Axes) the panels are drawn there; ``figsize`` (width, height in inches) is
     used otherwise.
+
+    Examples
+    --------
+    >>> import numpy as np, pandas as pd, anndata as ad
+    >>> import scontrast as sct
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(80, 20))
+    >>> X[:40, :3] += 2.0                                 # the target's genes g0-g2 are higher
+    >>> adata = ad.AnnData(X, var=pd.DataFrame(index=[f"g{i}" for i in range(20)]))
+    >>> adata.obs["scontrast_target"] = np.arange(80) < 40  # what sct.preprocess writes
+    >>> sct.tl.sparda(adata, genes="all", n_permutations=19, random_state=0)
+    >>> fig = sct.pl.sparda(adata, n_genes=5)
+    >>> len(fig.axes)
+    2
     """
     for slot, name in ((adata.var, "sparda_weight"), (adata.var, "sparda_selected"), (adata.obsm, "X_sparda")):
         if name not in slot:

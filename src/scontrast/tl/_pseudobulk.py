@@ -57,6 +57,22 @@ def pseudobulk(
     ------
     CannotRun
         No replicate is declared, or the layer holds no raw counts.
+
+    Examples
+    --------
+    >>> import numpy as np, pandas as pd, anndata as ad
+    >>> import scontrast as sct
+    >>> rng = np.random.default_rng(0)
+    >>> counts = rng.poisson(5.0, size=(120, 200)).astype(np.float32)
+    >>> counts[:60, :5] = rng.poisson(20.0, size=(60, 5))   # genes g0-g4 four times higher in the target
+    >>> obs = pd.DataFrame({"condition": np.repeat(["disease", "healthy"], 60),
+    ...                     "donor": np.tile(np.repeat(["d1", "d2", "d3"], 20), 2)}, index=[f"c{i}" for i in range(120)])
+    >>> adata = ad.AnnData(counts, obs=obs, var=pd.DataFrame(index=[f"g{i}" for i in range(200)]))
+    >>> pre = sct.preprocess(adata, groupby="condition", target=["disease"], background=["healthy"], counts="raw",
+    ...                      replicate="donor", paired=True, min_genes=10, n_top_genes=50)
+    >>> sct.tl.pseudobulk(pre)                              # each donor's counts summed per group, ~donor + group
+    >>> sorted(pre.uns["pseudobulk"]["significant_genes"].tolist())
+    ['g0', 'g1', 'g2', 'g3', 'g4']
     """
     adata = adata.copy() if copy else adata
     design = replicate_design(adata)
