@@ -1,7 +1,7 @@
 """Latent features + FANGS on real contrasts: gene programmes, enrichment, convergence, time.
 
 Run (from the repository root):  .venv/bin/python -m benchmarks.bench_latent_real [--quick] [--shipped-only]
-[--planted-only] [--timing-only] [--moves [--moves-variants V ...]] [--coarsen] [--embedding]
+[--planted-only] [--timing-only] [--moves [--moves-variants V ...]] [--embedding]
 [--growth [--growth-iter N] [--growth-budget CPU_S] [--growth-sizes N ...] [--growth-variants V ...]]
 Output is printed; the committed copy of a full run is benchmarks/results/bench_latent_real.txt.
 
@@ -37,33 +37,24 @@ difference > 0.15 and none significant; K below the cap; R-hat <= 1.1; both step
 ``--moves [--moves-variants V ...]`` (:func:`moves_benchmark`, committed output benchmarks/results/bench_latent_moves.txt;
 ``--moves-variants default gibbs-only``: benchmarks/results/bench_latent_defaults.txt, the defaults against the
 sampler without the noise-scale and death moves):
-the split R-hat of every contrast but the timing one over seeds, at the defaults and with the
-optional split-merge / birth-death moves of ``LinearGaussianIBP`` (accepted counts, each chain's
-mean log joint and K, wall and CPU seconds with the load).
-
-``--coarsen`` (:func:`coarsen_benchmark`, committed output benchmarks/results/bench_latent_coarsen.txt):
-the coarsened posterior (``likelihood_power`` zeta < 1, Miller and Dunson 2019) over a grid of zeta
-and seeds: split R-hat, each chain's mean K, and the biology through ``tl.latent_features`` +
-``tl.fangs`` (FANGS K, largest |prevalence difference|, features with q <= 0.05) on every contrast
-but the timing one, then the planted benchmark's goal per zeta and seed.
+the split R-hat of every contrast but the timing one over seeds, at the defaults and without the
+noise-scale and death moves of ``LinearGaussianIBP`` (accepted death moves, each chain's mean log
+joint and K, wall and CPU seconds with the load).
 
 ``--growth`` (:func:`growth_benchmark`, committed output benchmarks/results/bench_latent_growth.txt):
 does the posterior number of features grow with the number of cells? The timing contrast (pbmc3k
 T cells vs all other cells) and its 50-gene matrix (``gene_matrix`` of the full contrast, so the
 genes and their standardisation are the same at every N); stratified subsamples (both groups in
 the full contrast's proportion, seed = N) of N = 250, 500, 1,000 and all 2,698 cells;
-``LinearGaussianIBP(...).fit`` on the rows of that matrix at the defaults and with the exact moves
-(``split_merge_moves=5, birth_death_moves=1, max_features=80``), 2 chains in 2 threads, seed 0. A
-100-sweep pilot of both variants at the largest N sets n_iter (1,000 when the whole mode fits
+``LinearGaussianIBP(...).fit`` on the rows of that matrix at the defaults, 2 chains in 2 threads,
+seed 0. A 100-sweep pilot at the largest N sets n_iter (1,000 when the whole mode fits
 ``--growth-budget`` CPU seconds, default 2,400, else the largest multiple of 100 that does;
 burn_in = n_iter / 2; ``--growth-iter`` fixes it). Per run: each chain's mean K over the kept
 sweeps, final K and largest K (and whether it touched the cap), K after 10, 25, 50, 75 and 100%
 of the sweeps and the mean K of the second minus the first half of the kept sweeps (is K still
 rising?), mean log joint over the kept
-sweeps, split R-hat of the log joint and of K, accepted split-merge / birth-death counts, wall /
-CPU seconds and the load; then one line per N: mean posterior K (both chains) at the defaults
-and with the moves, and the moves' log-joint gain per cell. ``--growth-sizes`` /
-``--growth-variants`` run a part (e.g. the moves at N = 2,698 for 2,000 sweeps: does K level off?).
+sweeps, split R-hat of the log joint and of K, wall / CPU seconds and the load; then one line per
+N: mean posterior K (both chains). ``--growth-sizes`` runs a part.
 
 ``--embedding`` (:func:`embedding_benchmark`, committed output benchmarks/results/bench_latent_embedding.txt):
 the sampler on a PCA embedding instead of genes (``use_rep``): per contrast but the timing one,
@@ -71,7 +62,8 @@ the sampler on a PCA embedding instead of genes (``use_rep``): per contrast but 
 20 components, random_state 0), each component divided by its standard deviation (so the
 default sigma_a = 1 is in units of one component sd, as it is in gene z-scores), the first 10
 or all 20 columns (``n_dims``) explained at otherwise default settings, seeds 0-2: the same
-numbers per run as ``--coarsen``, plus the top genes of the feature of largest |prevalence
+numbers per run as the contrasts' table (R-hat, chains' K, FANGS K, largest |prevalence difference|,
+features with q <= 0.05), plus the top genes of the feature of largest |prevalence
 difference| through its loadings mapped back to genes (sum over components of loading x
 component sd x PC gene weights). ``--pca-units`` keeps the components in PCA units instead (the
 sampler's own ``scale`` then divides the whole matrix by its overall sd, so PC1 weighs most);
@@ -239,13 +231,11 @@ def contrasts(shipped_only: bool):
     yield "pbmc3k T vs all other cells", contrast(p3, "is_t", ["T"], ["non-T"], "raw"), "timing"
 
 
-MOVES = {"default": {}, "split-merge 5": {"split_merge_moves": 5}, "birth-death 1": {"birth_death_moves": 1},
-         "both": {"split_merge_moves": 5, "birth_death_moves": 1},
-         "gibbs-only": {"noise_scale_moves": False, "death_moves": 0}}  # without the noise-scale and death moves
+MOVES = {"default": {}, "gibbs-only": {"noise_scale_moves": False, "death_moves": 0}}  # without the noise-scale and death moves
 
 
 def moves_benchmark(shipped_only: bool, seeds=(0, 1, 2), pbmc3k_seeds=(0, 1), variants=tuple(MOVES), **params) -> None:
-    """Split R-hat per contrast and seed with and without the split-merge and birth-death moves.
+    """Split R-hat per contrast and seed at the defaults and without the noise-scale and death moves.
 
     LinearGaussianIBP on each contrast's gene matrix (as tl.latent_features builds it), 2 chains in
     2 threads; per run: split R-hat of the log joint / K, each chain's mean log joint and K after
@@ -270,63 +260,10 @@ def moves_benchmark(shipped_only: bool, seeds=(0, 1, 2), pbmc3k_seeds=(0, 1), va
                 ok = m.rhat_log_joint_ <= 1.1 and m.rhat_K_ <= 1.1
                 _print(f"{name:32s} {vname:14s} seed {seed}: R-hat {m.rhat_log_joint_:.2f} / {m.rhat_K_:.2f} "
                        f"{'ok ' if ok else 'BAD'}; chains' log joint {np.round(m.log_joint_[:, kept].mean(1)).astype(int).tolist()}"
-                       f" K {np.round(m.n_features_[:, kept].mean(1), 1).tolist()}; accepted split-merge "
-                       f"{m.split_merge_accepted_.tolist()} birth-death {m.birth_death_accepted_.tolist()} death "
+                       f" K {np.round(m.n_features_[:, kept].mean(1), 1).tolist()}; accepted death "
                        f"{m.death_accepted_.tolist()}; "
                        f"{time.perf_counter() - t0:.1f} s wall {time.process_time() - c0:.1f} s CPU "
                        f"(load {load0:.1f})")
-
-
-COARSEN_ZETAS = (1.0, 0.5, 0.3, 0.15, 0.1)
-
-
-def coarsen_benchmark(shipped_only: bool, zetas=COARSEN_ZETAS, seeds=(0, 1, 2), pbmc3k_seeds=(0, 1),
-                      planted_seeds=(0, 1, 2), **params) -> None:
-    """Split R-hat and the biology per contrast, zeta and seed with the coarsened posterior.
-
-    tl.latent_features (``likelihood_power=zeta``, chains' seed = the seed) + tl.fangs on each
-    contrast (2 threads); per run: split R-hat of the (tempered) log joint / K, each chain's mean K
-    after burn-in, its largest K, FANGS K, the largest |prevalence difference|, the features with
-    q <= 0.05, whether one has |difference| >= 0.3, wall / CPU seconds and the load. Then the
-    planted benchmark (goal met or not) per zeta and seed.
-    """
-    from scontrast import tl
-
-    for name, a, kind in contrasts(shipped_only):
-        if kind == "timing":
-            continue
-        for zeta in zetas:
-            for seed in (pbmc3k_seeds if name.startswith("pbmc3k") else seeds):
-                b = a.copy()
-                load0 = os.getloadavg()[0]
-                c0, t0 = time.process_time(), time.perf_counter()
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    tl.latent_features(b, random_state=seed, n_jobs=2, likelihood_power=zeta, **params)
-                    tl.fangs(b, random_state=seed, n_jobs=2)
-                lf, f = b.uns["latent_features"], b.uns["fangs"]
-                k = np.asarray(lf["K"])[:, lf["params"]["burn_in"]:]
-                diff = np.abs(np.asarray(f.get("feature_difference", []), dtype=float))
-                q = np.asarray(f.get("feature_qvalue", []), dtype=float)
-                ok = lf["rhat_log_joint"] <= 1.1 and lf["rhat_K"] <= 1.1
-                _print(f"{name:32s} {kind:8s} zeta {zeta:<4} seed {seed}: R-hat {lf['rhat_log_joint']:.2f} / "
-                       f"{lf['rhat_K']:.2f} {'ok ' if ok else 'BAD'}; chains' K {np.round(k.mean(1), 1).tolist()} "
-                       f"max {int(k.max())}; FANGS K {int(f['n_features'])}, max |diff| {diff.max(initial=0.0):.2f}, "
-                       f"q <= 0.05: {int(np.sum(q <= 0.05))}, |diff| >= 0.3 and q <= 0.05: "
-                       f"{bool(np.any((diff >= 0.3) & (q <= 0.05)))}; {time.perf_counter() - t0:.1f} s wall "
-                       f"{time.process_time() - c0:.1f} s CPU (load {load0:.1f})")
-    for zeta in zetas:
-        for seed in planted_seeds:
-            adata, sets, enriched = planted_programmes(seed=seed)
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                tl.latent_features(adata, random_state=0, n_jobs=2, n_genes=60, likelihood_power=zeta, **params)
-                tl.fangs(adata, random_state=0, n_jobs=2)
-            lf = adata.uns["latent_features"]
-            rec = programme_recovery(adata, sets, enriched)
-            _print(f"planted (3,000 cells) zeta {zeta:<4} seed {seed}: R-hat {lf['rhat_log_joint']:.3f} / "
-                   f"{lf['rhat_K']:.3f}; FANGS K {int(adata.uns['fangs']['n_features'])}; Jaccard "
-                   f"{np.round(rec['jaccard'], 2).tolist()}; flagged {rec['flagged'].tolist()}; goal met: {rec['exact']}")
 
 
 EMBEDDING_KEY = "X_pca_unit"
@@ -351,8 +288,9 @@ def embedding_benchmark(shipped_only: bool, dims=(10, 20), seeds=(0, 1, 2), unit
     """Split R-hat and the biology per contrast, embedding size and seed with ``use_rep`` (a PCA).
 
     tl.latent_features (``use_rep`` = :func:`pca_embedding`, ``n_dims`` = 10 or 20, chains' seed =
-    the seed) + tl.fangs on each contrast but the timing one (2 threads); per run as
-    :func:`coarsen_benchmark`, plus the top genes of the feature of largest |prevalence difference|.
+    the seed) + tl.fangs on each contrast but the timing one (2 threads); per run: split R-hat,
+    the chains' K, FANGS K, the largest |prevalence difference|, the features with q <= 0.05, and
+    the top genes of the feature of largest |prevalence difference|.
     """
     from scontrast import tl
 
@@ -396,7 +334,7 @@ def embedding_benchmark(shipped_only: bool, dims=(10, 20), seeds=(0, 1, 2), unit
 
 
 GROWTH_SIZES = (250, 500, 1000, 2698)
-GROWTH_VARIANTS = {"default": {}, "moves": {"split_merge_moves": 5, "birth_death_moves": 1, "max_features": 80}}
+GROWTH_VARIANTS = {"default": {}}
 
 
 def stratified_subsample(target: np.ndarray, n: int, seed: int) -> np.ndarray:
@@ -430,19 +368,18 @@ def _growth_fit(X, n_iter: int, burn_in: int, **extra) -> dict:
             "k_marks": (marks, K[:, [s - 1 for s in marks]]),
             "k_drift": half[:, half.shape[1] // 2:].mean(1) - half[:, :half.shape[1] // 2].mean(1),
             "cap": int(m.max_features), "lj_mean": np.asarray(m.log_joint_)[:, kept].mean(1),
-            "rhat_lj": float(m.rhat_log_joint_), "rhat_K": float(m.rhat_K_),
-            "sm": m.split_merge_accepted_, "bd": m.birth_death_accepted_}
+            "rhat_lj": float(m.rhat_log_joint_), "rhat_K": float(m.rhat_K_)}
 
 
 def growth_benchmark(sizes=GROWTH_SIZES, n_iter: int | None = None, budget_cpu: float = 2400.0,
                      variants=tuple(GROWTH_VARIANTS)) -> list[dict]:
-    """Posterior K against the number of cells N, at the defaults and with the exact moves.
+    """Posterior K against the number of cells N, at the defaults.
 
-    See the module docstring (``--growth``). ``n_iter`` None: a 100-sweep pilot of both variants at
-    the largest N gives each variant's CPU seconds per sweep, taken as proportional to N to
+    See the module docstring (``--growth``). ``n_iter`` None: a 100-sweep pilot at the largest N
+    gives the CPU seconds per sweep, taken as proportional to N to
     estimate the whole mode; n_iter = 1,000 if it fits ``budget_cpu`` (pilot included), else the
     largest multiple of 100 that does (at least 200). burn_in = n_iter // 2. ``variants``: the
-    keys of ``GROWTH_VARIANTS`` to run (the final table needs both).
+    keys of ``GROWTH_VARIANTS`` to run.
     """
     from scontrast.latent_features import LinearGaussianIBP
     from scontrast.tl._latent_features import gene_matrix
@@ -474,7 +411,7 @@ def growth_benchmark(sizes=GROWTH_SIZES, n_iter: int | None = None, budget_cpu: 
                f"{'' if n_iter == 1000 else ' (scaled DOWN from the default 1000 to fit the budget)'}")
     burn_in = n_iter // 2
     _print(f"  n_iter {n_iter}, burn_in {burn_in} (kept sweeps {n_iter - burn_in}); cap: default "
-           f"{LinearGaussianIBP().max_features}, moves {GROWTH_VARIANTS['moves']['max_features']}")
+           f"{LinearGaussianIBP().max_features}")
     rows = []
     for n in sizes:
         idx = stratified_subsample(target, n, n)
@@ -488,8 +425,7 @@ def growth_benchmark(sizes=GROWTH_SIZES, n_iter: int | None = None, budget_cpu: 
             _print(f"  N {n:5d} ({row['target']} target) {vname:8s}: chains' mean K {np.round(r['k_mean'], 1).tolist()}"
                    f" final K {r['k_final'].tolist()} max K {r['k_max'].tolist()} touched cap {r['cap']}: {touched}; "
                    f"mean log joint {np.round(r['lj_mean']).astype(int).tolist()}; split R-hat log joint "
-                   f"{r['rhat_lj']:.2f} K {r['rhat_K']:.2f}; accepted split-merge {r['sm'].tolist()} birth-death "
-                   f"{r['bd'].tolist()}; {r['wall']:.1f} s wall {r['cpu']:.1f} s CPU (load {r['load'][0]:.2f} -> "
+                   f"{r['rhat_lj']:.2f} K {r['rhat_K']:.2f}; {r['wall']:.1f} s wall {r['cpu']:.1f} s CPU (load {r['load'][0]:.2f} -> "
                    f"{r['load'][1]:.2f})")
             marks, km = r["k_marks"]
             _print(f"        K after sweep {marks}: " + "; ".join(f"chain {c + 1} {km[c].tolist()}" for c in range(len(km)))
@@ -498,15 +434,12 @@ def growth_benchmark(sizes=GROWTH_SIZES, n_iter: int | None = None, budget_cpu: 
     if set(variants) != set(GROWTH_VARIANTS):
         return rows
     _print(f"\n== posterior K against N ({n_iter} sweeps, burn-in {burn_in}; mean over both chains' kept sweeps; "
-           f"gain = (mean log joint with moves - at the defaults) / N, both chains averaged; drift = mean K in the 2nd - "
-           f"1st half of the kept sweeps with moves, both chains averaged; {spent:.0f} s CPU in all)")
-    _print(f"  {'N':>5s}  {'K default':>9s}  {'K moves':>7s}  {'max K moves':>11s}  {'drift':>5s}  {'gain / cell':>11s}  "
-           f"{'R-hat lj def/moves':>18s}")
+           f"{spent:.0f} s CPU in all)")
+    _print(f"  {'N':>5s}  {'K':>5s}  {'max K':>5s}  {'drift':>5s}  {'R-hat lj':>8s}")
     for row in rows:
-        d, m = row["default"], row["moves"]
-        gain = (m["lj_mean"].mean() - d["lj_mean"].mean()) / row["N"]
-        _print(f"  {row['N']:5d}  {d['k_mean'].mean():9.1f}  {m['k_mean'].mean():7.1f}  {int(m['k_max'].max()):11d}  "
-               f"{m['k_drift'].mean():5.1f}  {gain:11.3f}  {d['rhat_lj']:8.2f} / {m['rhat_lj']:.2f}")
+        d = row["default"]
+        _print(f"  {row['N']:5d}  {d['k_mean'].mean():5.1f}  {int(d['k_max'].max()):5d}  {d['k_drift'].mean():5.1f}  "
+               f"{d['rhat_lj']:8.2f}")
     return rows
 
 
@@ -520,8 +453,6 @@ def main(argv=None):
                     help="only the split-merge / birth-death comparison of R-hat over seeds (moves_benchmark)")
     ap.add_argument("--moves-variants", nargs="+", choices=list(MOVES), default=list(MOVES),
                     help="with --moves: the sampler settings to compare (default all)")
-    ap.add_argument("--coarsen", action="store_true",
-                    help="only the coarsened-posterior grid over likelihood_power (coarsen_benchmark)")
     ap.add_argument("--embedding", action="store_true",
                     help="only the sampler on a 10- / 20-component PCA embedding (embedding_benchmark)")
     ap.add_argument("--growth", action="store_true",
@@ -531,7 +462,7 @@ def main(argv=None):
     ap.add_argument("--growth-sizes", type=int, nargs="+", default=list(GROWTH_SIZES),
                     help="with --growth: the numbers of cells (default 250 500 1000 2698)")
     ap.add_argument("--growth-variants", nargs="+", choices=list(GROWTH_VARIANTS), default=list(GROWTH_VARIANTS),
-                    help="with --growth: the sampler settings to run (default both; the final table needs both)")
+                    help="with --growth: the sampler settings to run")
     ap.add_argument("--growth-budget", type=float, default=2400.0,
                     help="with --growth: CPU seconds the whole mode may take (default 2400)")
     ap.add_argument("--pca-units", action="store_true", help="with --embedding: components not scaled to unit sd")
@@ -548,9 +479,6 @@ def main(argv=None):
         return
     if args.moves:
         moves_benchmark(args.shipped_only, variants=args.moves_variants, **params)
-        return
-    if args.coarsen:
-        coarsen_benchmark(args.shipped_only, **params)
         return
     if args.embedding:
         extra = {} if args.noise is None else {"noise": args.noise}

@@ -457,6 +457,9 @@ CONFIG_CASES = [
     # Gibbs settings beside method ensemble would be silently unused: they belong in the ibp block
     (lambda c: c["latent_features"].update(n_iter=200),
      "config.latent_features: Additional properties are not allowed ('n_iter' was unexpected)"),
+    # a sampler move the package no longer has: a config that still sets it is refused by name
+    (lambda c: c["latent_features"].setdefault("ibp", {}).update(split_merge_moves=0),
+     "config.latent_features.ibp: Additional properties are not allowed ('split_merge_moves' was unexpected)"),
     (lambda c: c["datasets"].update({2020: c["datasets"].pop("wu2020")}),
      "config.datasets: dataset name 2020 is not a string (YAML reads it as int); quote it: '2020':"),
     # a folder name holds at most 255 bytes: a 300-character name failed with OSError at its first job

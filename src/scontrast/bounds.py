@@ -89,9 +89,6 @@ MAXIMUM: dict[str, dict[str, int]] = {
         "ibp.init_features": 1_000,  # at most max_features
         "ibp.block_moves": 1_000,  # moves per sweep, each a pass over the cells
         "ibp.death_moves": 1_000,
-        "ibp.split_merge_moves": 1_000,
-        "ibp.birth_death_moves": 1_000,
-        "ibp.move_scans": 1_000,
         # method 'ensemble': members per K, each a fit of cells x 2^K patterns per alternation
         "ensemble.max_features": 12,  # each cell's 2^K patterns are enumerated
         "ensemble.n_members": 1_000,

@@ -36,7 +36,7 @@ def _normalised(logp: dict) -> dict:
     return dict(zip(keys, np.exp(v - logsumexp(v))))
 
 
-def exact_posterior(X, sigma_a, k_max, alpha_prior=(1.0, 1.0), s2x_prior=(1.0, 1.0), intercept=False, zeta=1.0):
+def exact_posterior(X, sigma_a, k_max, alpha_prior=(1.0, 1.0), s2x_prior=(1.0, 1.0), intercept=False):
     """P([Z] | X) over every left-ordered class with at most k_max features.
 
     alpha ~ Gamma(alpha_prior) is integrated out analytically, sigma_x^2 ~
@@ -44,9 +44,6 @@ def exact_posterior(X, sigma_a, k_max, alpha_prior=(1.0, 1.0), s2x_prior=(1.0, 1
     ``intercept`` the model has a baseline b ~ N(0, sigma_a^2) shared by all cells
     (each column of X is then N(0, sigma_a^2 (Z Z' + 1 1') + sigma_x^2 I)) and the IBP
     is conditioned on no feature held by every cell (P(none | alpha) = exp(-alpha / n)).
-    ``zeta`` < 1: the coarsened posterior, the Gaussian likelihood raised to zeta (priors
-    untouched): N(x | m, v)^zeta = N(x | m, v / zeta) (2 pi v)^((1 - zeta) / 2) zeta^(-1/2), so
-    each column of X is N(0, sigma_a^2 Z Z' + sigma_x^2 / zeta I) times that factor per entry.
     """
     n, d = X.shape
     a0, b0 = alpha_prior
@@ -66,10 +63,9 @@ def exact_posterior(X, sigma_a, k_max, alpha_prior=(1.0, 1.0), s2x_prior=(1.0, 1
             # each column of X is N(0, sigma_a^2 Z Z' + sigma_x^2 I) once A is integrated out
             lam, V = np.linalg.eigh(sigma_a**2 * ((Z @ Z.T).astype(float) + float(intercept)))
             proj = (V.T @ X) ** 2  # (n, d)
-            var = lam[:, None] + s2[None, :] / zeta  # (n, grid)
+            var = lam[:, None] + s2[None, :]  # (n, grid)
             ll = -0.5 * d * np.log(2 * np.pi * var).sum(axis=0) - 0.5 * (proj.sum(axis=1)[:, None] / var).sum(axis=0)
-            ll = ll + 0.5 * (1.0 - zeta) * n * d * np.log(2 * np.pi * s2)
-            if k == 2 and not intercept and zeta == 1.0:
+            if k == 2 and not intercept:
                 assert ll[200] == pytest.approx(collapsed_log_likelihood(X, Z, math.sqrt(s2[200]), sigma_a))
             logp[lof_key(Z)] = _log_ibp_alpha_integrated(Z, a0, b0, rate, harmonic) + logsumexp(ll + log_w)
     return _normalised(logp)
@@ -132,15 +128,14 @@ def _moves_from_exact(kernel, intercept, alpha_used, n_draws=30000, n_moves=10, 
     return p, after / n_draws, accepted / n_draws, np.array([len(k) for k in keys])
 
 
-def _exact_tempered_t(X, s2x, sa, nu, zeta, k_max, alpha_prior=(1.0, 1.0), s2x_prior=None):
-    """P([Z] | X) of the coarsened posterior with the baseline and Student-t noise, 2 cells.
+def _exact_student_t(X, s2x, sa, nu, k_max, alpha_prior=(1.0, 1.0), s2x_prior=None):
+    """P([Z] | X) with the baseline and Student-t noise, 2 cells.
 
     sigma_a fixed, alpha ~ Gamma(alpha_prior) integrated analytically, the cells' weights
     w_i ~ Gamma(nu / 2, nu / 2) by quadrature on a 2-D log grid; sigma_x^2 fixed at ``s2x``, or
     with ``s2x_prior`` = (shape, rate) integrated against that inverse gamma on a 1-D log grid.
-    The Gaussian likelihood (noise variance s2x / w_i) is raised to zeta: each column of X is
-    N(0, sa^2 (Z Z' + 1 1') + diag(s2x / (zeta w))) times (2 pi s2x / w_i)^((1 - zeta) / 2)
-    zeta^(-1/2) per entry.
+    Given the weights (noise variance s2x / w_i), each column of X is
+    N(0, sa^2 (Z Z' + 1 1') + diag(s2x / w)).
     """
     n, d = X.shape
     assert n == 2
@@ -167,11 +162,10 @@ def _exact_tempered_t(X, s2x, sa, nu, zeta, k_max, alpha_prior=(1.0, 1.0), s2x_p
             C = sa**2 * ((Z @ Z.T).astype(float) + 1.0)
             parts = []
             for s2, lp in zip(s2_grid, log_prior_s2):
-                e1, e2 = s2 / (zeta * w1), s2 / (zeta * w2)
+                e1, e2 = s2 / w1, s2 / w2
                 c00, c11, c01 = C[0, 0] + e1, C[1, 1] + e2, C[0, 1]
                 det = c00 * c11 - c01**2
-                ll = lp + log_prior_w + sum(d * (0.5 * (1 - zeta) * np.log(2 * np.pi * s2 / w) - 0.5 * np.log(zeta))
-                                            for w in (w1, w2))
+                ll = lp + log_prior_w
                 for j in range(d):
                     x0, x1 = X[0, j], X[1, j]
                     quad = (x0 * x0 * c11 - 2 * x0 * x1 * c01 + x1 * x1 * c00) / det

@@ -12,10 +12,8 @@ Files
 ``_estimator``     ``LinearGaussianIBP`` (parameters, checks, the chains run and pooled; the model)
 ``_chain``         one chain: its frozen settings (``_ChainSettings``), ICA start and sweep steps
 ``_row_sweep``     the compiled row sweep (rank-one posterior updates, Gibbs and joint flips, new features)
-``_split_merge``   compiled split-merge moves
-``_moves``         restricted-Gibbs birth-death (compiled), death / random birth, complement, noise scale
-``_column_state``  the moving columns' Schur-complement state shared by the compiled whole-feature moves
-``_likelihood``    the collapsed likelihood (``collapsed_log_likelihood`` and its compiled forms) and the
+``_moves``         death / random birth, complement, noise scale
+``_likelihood``    the collapsed likelihood (``collapsed_log_likelihood``) and the
                    IBP prior terms (``ibp_log_prob``)
 ``_diagnostics``   split R-hat, effective sample size, the convergence warnings
 ``_simulate``      ``sample_ibp``, ``simulate_linear_gaussian``

@@ -15,9 +15,8 @@ import numpy as np
 from ..core import progress, silenced_warnings, spawn_seed
 from ._extend import extend
 from ._likelihood import _log_gamma_pdf, _log_inv_gamma, collapsed_log_likelihood, ibp_log_prob
-from ._moves import _complement_moves, _death_or_random_birth, _noise_scale_draw, _restricted_gibbs_birth_death
+from ._moves import _complement_moves, _death_or_random_birth, _noise_scale_draw
 from ._row_sweep import _seed_numba, _sweep_rows
-from ._split_merge import _split_merge
 
 _LOGGER = "scontrast.latent_features"
 #: Gibbs scans drawing the features of a cell outside the chains' subsample per kept sample (``_extend``;
@@ -37,9 +36,6 @@ class _ChainSettings:
     max_new: int
     block_moves: int
     init_features: int
-    split_merge_moves: int
-    birth_death_moves: int
-    move_scans: int
     complement_moves: bool
     noise_scale_moves: bool
     death_moves: int
@@ -53,17 +49,12 @@ class _ChainSettings:
     alpha_prior: tuple[float, float]
     sigma_x_prior: tuple[float, float]
     sigma_a_prior: tuple[float, float]
-    likelihood_power: float
 
 
 def _warm_up() -> None:
     """Compile (or load from numba's cache) the compiled kernels before the clock and the seed."""
     _sweep_rows(np.zeros((2, 1)), np.zeros((2, 1), np.uint8), np.zeros(1, np.int64), 0, 1.0, 1.0, 1.0, 1, 1, 1,
                 np.zeros((1, 1)), np.zeros((1, 1)), np.zeros((1, 1)), 0, np.ones(2))
-    _split_merge(np.zeros((2, 1)), np.zeros((2, 2), np.uint8), np.zeros(2, np.int64), 0, np.ones(2), 1.0, 1.0, 1.0,
-                 0, 2, 1, 1)
-    _restricted_gibbs_birth_death(np.zeros((2, 1)), np.zeros((2, 2), np.uint8), np.zeros(2, np.int64), 0,
-                                  np.ones(2), 1.0, 1.0, 1.0, 0, 2, 1, 1)
 
 
 def _inv_gamma(rng, shape, rate):
@@ -165,14 +156,7 @@ class _Chain:
         self.sum_s2x = np.zeros(d)
         self.samples, self.sweeps = [], []
         self.w = np.ones(n)
-        # Coarsened posterior (likelihood^zeta, Miller and Dunson 2019): given sigma_x and w, the
-        # Gaussian likelihood^zeta is, up to a factor free of Z and A, the Gaussian with the cells'
-        # weights zeta * w, so every Z and A step runs on w_eff = zeta * w (w itself when zeta = 1).
-        # zeta < 1 is reached by a ramp, zeta_target^(t / ramp) over the first half of the burn-in: started
-        # at the target, the features of the start were judged against the data's whole variance taken as
-        # noise (divided by zeta) and died, and the chains sat in the mode without features.
-        self.ramp = p.burn_in // 2
-        self.accepted = {"split_merge": 0, "birth_death": 0, "death": 0}
+        self.accepted = {"death": 0}
 
     def _start(self) -> None:
         """Z with the baseline column (if any) and the ICA start features; A at zero."""
@@ -193,50 +177,39 @@ class _Chain:
 
     def sweep(self, it: int) -> None:
         """One sweep: Z, A, the noise, sigma_a^2 and alpha in turn; then the log joint and the traces."""
-        zeta_target = self.p.likelihood_power
-        zeta = zeta_target if zeta_target == 1.0 or it >= self.ramp else zeta_target ** (it / self.ramp)
-        w_eff = self.w if zeta == 1.0 else zeta * self.w
         if self.per_gene:
             Y = np.ascontiguousarray(self.Xs / np.sqrt(self.s2x))
             v_x = 1.0
         else:
             Y = self.Xs
             v_x = float(self.s2x[0])
-        self._z_moves(it, Y, v_x, w_eff)
+        self._z_moves(it, Y, v_x, self.w)
         Zk = self.Z[:, :self.K].astype(np.float64)
-        R = self._draw_loadings(Y, v_x, Zk, w_eff)
-        w_eff = self._draw_noise(R, zeta, w_eff)
+        R = self._draw_loadings(Y, v_x, Zk, self.w)
+        self._draw_noise(R)
         self._draw_scales()
-        self._record(it, self._log_joint(Zk, zeta, w_eff))
+        self._record(it, self._log_joint(Zk))
 
-    def _z_moves(self, it, Y, v_x, w_eff) -> None:
+    def _z_moves(self, it, Y, v_x, w) -> None:
         """The row sweep, then the whole-feature moves that are switched on."""
         p, Z, m, kcap, n_fixed = self.p, self.Z, self.m, self.kcap, self.n_fixed
         s2a, alpha = float(self.s2a), float(self.alpha)
         K = int(_sweep_rows(Y, Z, m, self.K, v_x, s2a, alpha, kcap, p.max_new, p.block_moves, *self.work,
-                            n_fixed, w_eff))
-        if p.split_merge_moves:
-            K, acc = _split_merge(Y, Z, m, K, w_eff, v_x, s2a, alpha, n_fixed, kcap, p.split_merge_moves,
-                                  p.move_scans)
-            self.accepted["split_merge"] += acc
-        if p.birth_death_moves:
-            K, acc = _restricted_gibbs_birth_death(Y, Z, m, K, w_eff, v_x, s2a, alpha, n_fixed, kcap,
-                                                   p.birth_death_moves, p.move_scans)
-            self.accepted["birth_death"] += acc
+                            n_fixed, w))
         if n_fixed and p.complement_moves:
-            _complement_moves(Y, Z, m, K, w_eff, v_x, s2a, alpha, self.rng)
+            _complement_moves(Y, Z, m, K, w, v_x, s2a, alpha, self.rng)
         # from a fifth of the burn-in on: in the first sweeps sigma_x is still near the data's variance
         # (the start), every feature looks weak, and a real one could go (docs/latent_features.md)
         if p.death_moves and it >= p.burn_in // 5:
-            K, acc = _death_or_random_birth(Y, Z, m, K, w_eff, v_x, s2a, alpha, n_fixed, kcap, p.death_moves,
+            K, acc = _death_or_random_birth(Y, Z, m, K, w, v_x, s2a, alpha, n_fixed, kcap, p.death_moves,
                                             self.rng)
             self.accepted["death"] += acc
         self.K = K
 
-    def _draw_loadings(self, Y, v_x, Zk, w_eff):
+    def _draw_loadings(self, Y, v_x, Zk, w):
         """A | Z, X; returns the residual Y - Z A."""
         K, A = self.K, self.A
-        Zw = Zk * w_eff[:, None]
+        Zw = Zk * w[:, None]
         if K:
             # A | Z, X: each column N(mean, prec^-1), prec = Z'WZ / v_x + I / s2a (whitened units if per gene).
             prec = Zw.T @ Zk / v_x + np.eye(K) / self.s2a
@@ -245,35 +218,30 @@ class _Chain:
             A[:K] = mean + np.linalg.solve(L.T, self.rng.standard_normal((K, self.d)))
         return Y - Zk @ A[:K]
 
-    def _draw_noise(self, R, zeta, w_eff):
-        """sigma_x^2 (per gene or shared) and the cells' Student-t weights; returns the new w_eff."""
+    def _draw_noise(self, R) -> None:
+        """sigma_x^2 (per gene or shared) and the cells' Student-t weights."""
         p, rng, K, n, d = self.p, self.rng, self.K, self.n, self.d
         ax, bx = p.sigma_x_prior
         if self.per_gene:
             s2x = self.s2x
             # s2x[d] | A, Z, X: inverse gamma; the loadings' prior N(0, s2a s2x[d]) adds K terms
-            rss_w = w_eff @ (R * R) + np.sum(self.A[:K] ** 2, axis=0) / self.s2a  # in whitened units
-            # (coarsened: the n cells count zeta * n, the K loadings' prior is not tempered)
-            new = 1.0 / rng.gamma(ax + 0.5 * (zeta * n + K), 1.0 / (bx + 0.5 * rss_w * s2x))
+            rss_w = self.w @ (R * R) + np.sum(self.A[:K] ** 2, axis=0) / self.s2a  # in whitened units
+            new = 1.0 / rng.gamma(ax + 0.5 * (n + K), 1.0 / (bx + 0.5 * rss_w * s2x))
             ratio = np.sqrt(s2x / new)
             self.A[:K] *= ratio  # the same loadings, whitened by the new noise (for s2a | A)
             R *= ratio
             self.s2x = new
         elif self.fixed_x is None:
-            # coarsened: likelihood^zeta is an InvGamma kernel of shape zeta n d / 2, rate zeta RSS_w / 2
-            self.s2x[:] = _inv_gamma(rng, ax + 0.5 * zeta * n * d, bx + 0.5 * float(w_eff @ np.sum(R * R, axis=1)))
+            self.s2x[:] = _inv_gamma(rng, ax + 0.5 * n * d, bx + 0.5 * float(self.w @ np.sum(R * R, axis=1)))
         nu = p.noise_df
         if nu is not None:
             # Student-t noise as a scale mixture: w[i] | rest ~ Gamma((nu + D) / 2, (nu + r_i / v) / 2)
-            # (coarsened: Gamma((nu + zeta D) / 2, (nu + zeta r_i / v) / 2), the prior of w not tempered)
             r = np.sum(R * R, axis=1) / (1.0 if self.per_gene else float(self.s2x[0]))
-            self.w = rng.gamma(0.5 * (nu + zeta * d), 1.0 / (0.5 * (nu + zeta * r)))
+            self.w = rng.gamma(0.5 * (nu + d), 1.0 / (0.5 * (nu + r)))
             if p.noise_scale_moves and self.fixed_x is None and not self.per_gene:
                 c = _noise_scale_draw(rng, self.w, float(self.s2x[0]), nu, ax, bx)
                 self.w *= c
                 self.s2x *= c
-            w_eff = self.w if zeta == 1.0 else zeta * self.w
-        return w_eff
 
     def _draw_scales(self) -> None:
         """sigma_a^2 and alpha from their conjugate posteriors, when sampled."""
@@ -286,8 +254,8 @@ class _Chain:
             a_alpha, b_alpha = p.alpha_prior
             self.alpha = self.rng.gamma(a_alpha + K - self.n_fixed, 1.0 / (b_alpha + self.harmonic_eff))
 
-    def _log_joint(self, Zk, zeta, w_eff) -> float:
-        """log p(X, [Z], hyperparameters) (tempered with zeta < 1), A integrated out.
+    def _log_joint(self, Zk) -> float:
+        """log p(X, [Z], hyperparameters), A integrated out.
 
         So that values are comparable across K; the cells' weights w enter as rows scaled by
         sqrt(w) (and the Jacobian D/2 sum log w).
@@ -295,7 +263,7 @@ class _Chain:
         p, n, d, s2x, s2a, alpha, w = self.p, self.n, self.d, self.s2x, self.s2a, self.alpha, self.w
         ax, bx = p.sigma_x_prior
         nu = p.noise_df
-        sw = np.sqrt(w_eff)[:, None]
+        sw = np.sqrt(w)[:, None]
         if self.per_gene:
             sx = np.sqrt(s2x)
             lj = (collapsed_log_likelihood(self.Xs / sx * sw, Zk * sw, 1.0, math.sqrt(s2a))
@@ -305,11 +273,6 @@ class _Chain:
             lj = collapsed_log_likelihood(self.Xs * sw, Zk * sw, math.sqrt(s2x[0]), math.sqrt(s2a))
             if self.fixed_x is None:
                 lj += _log_inv_gamma(float(s2x[0]), ax, bx)
-        if zeta != 1.0:
-            # coarsened: log of prod_(i,d) N(x | m, v)^zeta / N(x | m, v / zeta), v = s2x[d] / w_i (free of Z
-            # and A); the Jacobian of the rows scaled by sqrt(zeta w) cancels its -N D / 2 log zeta
-            lj += 0.5 * (1.0 - zeta) * (n * d * math.log(2.0 * math.pi) + n * float(np.sum(np.log(s2x)))
-                                        - d * float(np.sum(np.log(w))))
         if nu is not None:
             lj += 0.5 * d * float(np.sum(np.log(w))) + float(np.sum(
                 0.5 * nu * math.log(0.5 * nu) - math.lgamma(0.5 * nu) + (0.5 * nu - 1.0) * np.log(w) - 0.5 * nu * w))
@@ -331,10 +294,10 @@ class _Chain:
         if it >= p.burn_in:
             self.sum_s2x += self.s2x
             if (it - p.burn_in) % p.thin == 0:
-                self.samples.append(self._all_rows(it))
+                self.samples.append(self._all_rows())
                 self.sweeps.append(it)
 
-    def _all_rows(self, it: int) -> np.ndarray:
+    def _all_rows(self) -> np.ndarray:
         """The current features of every cell (N, K) uint8: the chain's own, and without a subsample that is all.
 
         The cells outside the subsample (``others``) get theirs drawn given the current loadings
@@ -344,8 +307,7 @@ class _Chain:
         if self.others is None:
             return own
         Xs_out, rows, rows_out = self.others
-        p, target = self.p, self.p.likelihood_power
-        zeta = target if target == 1.0 or it >= self.ramp else target ** (it / self.ramp)
+        p = self.p
         Y, v = (Xs_out / np.sqrt(self.s2x), 1.0) if self.per_gene else (Xs_out, float(self.s2x[0]))
         full = np.empty((rows.size + rows_out.size, own.shape[1]), dtype=np.uint8)
         full[rows] = own
@@ -354,7 +316,7 @@ class _Chain:
             scans = OTHER_FIRST_SCANS
         else:
             scans = OTHER_SCANS
-        full[rows_out] = extend(Y, self.A, self.K, self.n_fixed, self.m, self.n, v, p.noise_df, zeta, scans,
+        full[rows_out] = extend(Y, self.A, self.K, self.n_fixed, self.m, self.n, v, p.noise_df, scans,
                                 self.others_state, p.block_moves)
         return full
 
@@ -368,7 +330,6 @@ class _Chain:
                 "log_joint": self.log_joint, "K": self.trace_k, "alpha": self.trace_alpha,
                 "sigma_x": self.trace_sx, "sigma_a": self.trace_sa,
                 "sigma_x_genes": np.sqrt(self.sum_s2x / max(p.n_iter - p.burn_in, 1)) * scale,
-                "Z": self._all_rows(p.n_iter - 1), "A": A_out[n_fixed:].copy(),
-                "split_merge_accepted": self.accepted["split_merge"],
-                "birth_death_accepted": self.accepted["birth_death"], "death_accepted": self.accepted["death"],
+                "Z": self._all_rows(), "A": A_out[n_fixed:].copy(),
+                "death_accepted": self.accepted["death"],
                 "intercept": A_out[0].copy() if n_fixed else np.zeros(self.d)}

@@ -48,22 +48,9 @@ the O(N K^2) of recomputing the marginal likelihood (``_row_sweep``):
   in the likelihood goes in a few sweeps, where the row sweep would shed its cells by
   drift alone (``docs/latent_features.md``, "Death moves").
 
-Optional Metropolis-Hastings moves on whole features (off by default; exact, tested
-against the enumerated posterior): split-merge (``split_merge_moves``, Meeds et al.
-2007 with the restricted Gibbs proposals of Jain and Neal 2004) and birth-death
-(``birth_death_moves``), both with the loadings integrated out (``_split_merge``,
-``_moves._restricted_gibbs_birth_death``). On real contrasts they are rarely accepted
-(``docs/latent_features.md``, "Whole-feature moves"): the chains' modes differ by
-re-partitions of several features at once, which neither move reaches in one step.
-
 The row sweep is compiled with numba; its random numbers come from numba's
 generator, seeded with an int drawn from ``random_state`` (``core.spawn_seed``)
 at the start of ``fit``, so a fit is reproducible for a given seed.
-
-Optional coarsened posterior (``likelihood_power`` = zeta < 1, Miller and Dunson 2019): the
-Gaussian likelihood raised to zeta, which amounts to the cells' weights zeta * w in every Z and A
-step plus tempered conjugate updates of sigma_x^2 and w (see the class). Off by default
-(``docs/latent_features.md``, "Coarsened posterior").
 
 Posterior samples are written in the format of :mod:`scontrast.feature_samples`.
 """
@@ -81,6 +68,7 @@ from sklearn.utils.validation import check_is_fitted
 from ..bounds import check_count, check_memory
 from ..core import (
     ScontrastError,
+    check_bool,
     check_int,
     check_matrix,
     check_random_state,
@@ -131,11 +119,6 @@ def _subsample(n: int, max_cells, strata, rng) -> np.ndarray:
     if labels.shape != (n,):
         raise ScontrastError(f"strata: expected one label per cell ({n}), got shape {np.shape(strata)}")
     return stratified_subsample(n, max_cells, labels, rng)
-
-
-def _check_bool(value, name: str) -> None:
-    if not isinstance(value, (bool, np.bool_)):
-        raise ScontrastError(f"{name}: expected True or False, got {value!r}")
 
 
 class LinearGaussianIBP(BaseEstimator):
@@ -215,20 +198,6 @@ class LinearGaussianIBP(BaseEstimator):
         start of noise, or a feature left neutral) is removed in a few sweeps, where the row
         sweep sheds its cells one by one by drift alone (hundreds of sweeps, at a different
         time in each chain); random births are almost never accepted. Exact.
-    split_merge_moves : int
-        Split-merge Metropolis-Hastings proposals per sweep (0 = none; see
-        ``_split_merge._split_merge``): split a feature into two (its cells re-allocated by
-        restricted Gibbs scans under the collapsed likelihood) or merge two into
-        their union. Exact (tested against the enumerated posterior) but off by
-        default: on real contrasts they are rarely accepted and did not bring the
-        chains' modes together (``docs/latent_features.md``, "Whole-feature moves").
-    birth_death_moves : int
-        Proposals per sweep to add a whole new feature (drawn by restricted Gibbs
-        scans over all cells) or remove one (see ``_moves._restricted_gibbs_birth_death``);
-        exact, off by default for the same reason.
-    move_scans : int
-        Restricted Gibbs scans from a random launch state before the scan that
-        makes a split or birth proposal (Jain and Neal 2004).
     max_cells : int >= 2 or None
         The chains run on at most this many cells (None = all): with more, on a subsample of
         ``max_cells`` cells drawn without replacement within each stratum (``fit``'s ``strata``:
@@ -240,24 +209,6 @@ class LinearGaussianIBP(BaseEstimator):
         The chains, their diagnostics and the loadings are the subsample's; a feature held by
         too few cells to show in the subsample is not found (``docs/latent_features.md``,
         "Subsample"). Below ``max_cells`` cells nothing changes.
-    likelihood_power : float in (0, 1]
-        zeta of the coarsened posterior (Miller and Dunson 2019, "Robust Bayesian
-        inference via coarsening"): p(Z, A, ...) p(X | Z, A, ...)^zeta, the Gaussian
-        likelihood of X given every latent variable (the cells' Z and Student-t weights
-        are per-cell latent variables of the prior, not tempered) raised to zeta; 1 = the
-        exact model. Given sigma_x and w, N(x | m, v)^zeta is N(x | m, v / zeta) up to a
-        factor free of Z and A, so every Z move (row sweep, new features, block flips,
-        complement, split-merge, birth-death) and the draw of A run with the weights
-        zeta * w; the conjugate updates are tempered: sigma_x^2 ~ InvGamma(a + zeta N D / 2,
-        b + zeta sum_i w_i |r_i|^2 / 2) (per gene: a + (zeta N + K) / 2), w_i ~
-        Gamma((nu + zeta D) / 2, (nu + zeta |r_i|^2 / sigma_x^2) / 2); ``log_joint_`` is the
-        tempered log joint. zeta < 1 is reached by a ramp zeta^(t / ramp) over the first half
-        of the burn-in (from the target at once, the start's features die against the data's
-        whole variance taken as noise). Off by default: no zeta both lets the chains agree on
-        real contrasts and keeps planted programmes (``docs/latent_features.md``, "Coarsened
-        posterior").
-        ``fangs.feature_loadings`` (the loadings reported per feature) stays the standard,
-        untempered conditional mean of A given the estimate.
     alpha_prior, sigma_x_prior, sigma_a_prior : (shape, rate)
         Gamma prior of alpha, inverse-gamma priors of the variances.
     n_jobs : int or None
@@ -276,8 +227,7 @@ class LinearGaussianIBP(BaseEstimator):
     log_joint_ : ndarray (n_chains, n_iter)
         log p(X, [Z], hyperparameters) after each sweep, the loadings A
         integrated out (``collapsed_log_likelihood`` + ``ibp_log_prob`` +
-        the log priors of the sampled hyperparameters; X in scaled units); with
-        ``likelihood_power`` < 1 the tempered one, log of prior x likelihood^zeta.
+        the log priors of the sampled hyperparameters; X in scaled units).
     n_features_, alpha_, sigma_x_, sigma_a_ : ndarray (n_chains, n_iter)
         Traces (standard deviations in the units of X).
     rhat_log_joint_, rhat_K_ : float
@@ -292,10 +242,8 @@ class LinearGaussianIBP(BaseEstimator):
         Posterior mean noise standard deviation of each column after burn-in
         (root of the mean variance, all chains; equal across columns with
         ``noise='shared'``).
-    split_merge_accepted_ : ndarray (n_chains,)
-        Split-merge proposals accepted by each chain (of ``n_iter * split_merge_moves``).
-    birth_death_accepted_, death_accepted_ : ndarray (n_chains,)
-        Accepted proposals of ``birth_death_moves`` and of ``death_moves``, per chain.
+    death_accepted_ : ndarray (n_chains,)
+        Accepted proposals of ``death_moves``, per chain.
     scale_ : float
     fitted_cells_ : ndarray (S,) int
         The cells (rows of X) the chains ran on: all N, or the subsample of ``max_cells``.
@@ -311,8 +259,7 @@ class LinearGaussianIBP(BaseEstimator):
                  max_features: int = 30, max_new: int = 3, block_moves: int = 4, scale: bool = True,
                  intercept: bool = True, noise: str = "shared", noise_df: float | None = 4.0, init_features: int = 5,
                  complement_moves: bool = True, noise_scale_moves: bool = True, death_moves: int = 5,
-                 split_merge_moves: int = 0, birth_death_moves: int = 0,
-                 move_scans: int = 3, likelihood_power: float = 1.0, max_cells: int | None = 5000,
+                 max_cells: int | None = 5000,
                  alpha_prior=(1.0, 1.0), sigma_x_prior=(1.0, 1.0), sigma_a_prior=(1.0, 1.0), n_jobs: int | None = 1,
                  random_state=None):
         self.n_iter = n_iter
@@ -333,10 +280,6 @@ class LinearGaussianIBP(BaseEstimator):
         self.complement_moves = complement_moves
         self.noise_scale_moves = noise_scale_moves
         self.death_moves = death_moves
-        self.split_merge_moves = split_merge_moves
-        self.birth_death_moves = birth_death_moves
-        self.move_scans = move_scans
-        self.likelihood_power = likelihood_power
         self.max_cells = max_cells
         self.alpha_prior = alpha_prior
         self.sigma_x_prior = sigma_x_prior
@@ -356,23 +299,19 @@ class LinearGaussianIBP(BaseEstimator):
         check_count(self.max_new, "max_new", 1, "latent_features", key="ibp.max_new")
         check_count(self.block_moves, "block_moves", 0, "latent_features", key="ibp.block_moves")
         check_count(self.init_features, "init_features", 0, "latent_features", key="ibp.init_features")
-        check_count(self.split_merge_moves, "split_merge_moves", 0, "latent_features", key="ibp.split_merge_moves")
-        check_count(self.birth_death_moves, "birth_death_moves", 0, "latent_features", key="ibp.birth_death_moves")
-        check_count(self.move_scans, "move_scans", 0, "latent_features", key="ibp.move_scans")
-        _check_bool(self.complement_moves, "complement_moves")
-        _check_bool(self.noise_scale_moves, "noise_scale_moves")
+        check_bool(self.complement_moves, "complement_moves")
+        check_bool(self.noise_scale_moves, "noise_scale_moves")
         check_count(self.death_moves, "death_moves", 0, "latent_features", key="ibp.death_moves")
         if not (self.n_jobs is None or self.n_jobs == -1):
             check_int(self.n_jobs, "n_jobs", 1)
         for name in ("alpha", "sigma_x", "sigma_a", "noise_df"):
             check_real(getattr(self, name), name, 0.0, strict_min=True, allow_none=True)
         for name in ("scale", "intercept"):
-            _check_bool(getattr(self, name), name)
+            check_bool(getattr(self, name), name)
         if self.noise not in ("gene", "shared"):
             raise ScontrastError(f"noise: expected 'gene' or 'shared', got {self.noise!r}")
         for name in ("alpha_prior", "sigma_x_prior", "sigma_a_prior"):
             _check_prior(getattr(self, name), name)
-        check_real(self.likelihood_power, "likelihood_power", 0.0, 1.0, strict_min=True)
         check_count(self.max_cells, "max_cells", 2, "latent_features", key="ibp.max_cells", allow_none=True)
 
     def _settings(self) -> _ChainSettings:
@@ -383,8 +322,7 @@ class LinearGaussianIBP(BaseEstimator):
         return _ChainSettings(
             n_iter=int(self.n_iter), burn_in=int(self.burn_in), thin=int(self.thin), n_chains=int(self.n_chains),
             max_features=int(self.max_features), max_new=int(self.max_new), block_moves=int(self.block_moves),
-            init_features=int(self.init_features), split_merge_moves=int(self.split_merge_moves),
-            birth_death_moves=int(self.birth_death_moves), move_scans=int(self.move_scans),
+            init_features=int(self.init_features),
             complement_moves=bool(self.complement_moves), noise_scale_moves=bool(self.noise_scale_moves),
             death_moves=int(self.death_moves),
             n_jobs=(os.cpu_count() or 1) if self.n_jobs is None or self.n_jobs == -1 else int(self.n_jobs),
@@ -392,8 +330,7 @@ class LinearGaussianIBP(BaseEstimator):
             noise_df=real(self.noise_df), intercept=bool(self.intercept), noise=self.noise,
             alpha_prior=_check_prior(self.alpha_prior, "alpha_prior"),
             sigma_x_prior=_check_prior(self.sigma_x_prior, "sigma_x_prior"),
-            sigma_a_prior=_check_prior(self.sigma_a_prior, "sigma_a_prior"),
-            likelihood_power=float(self.likelihood_power))
+            sigma_a_prior=_check_prior(self.sigma_a_prior, "sigma_a_prior"))
 
     @one_blas_thread  # the K x K algebra is tiny: BLAS threads only cost time (a lot on busy cores)
     def fit(self, X, y=None, strata=None):
@@ -454,8 +391,6 @@ class LinearGaussianIBP(BaseEstimator):
         self.A_ = chains[0]["A"]
         self.intercept_ = chains[0]["intercept"]
         self.sigma_x_genes_ = np.mean([c["sigma_x_genes"] for c in chains], axis=0)
-        self.split_merge_accepted_ = np.array([c["split_merge_accepted"] for c in chains], dtype=np.int64)
-        self.birth_death_accepted_ = np.array([c["birth_death_accepted"] for c in chains], dtype=np.int64)
         self.death_accepted_ = np.array([c["death_accepted"] for c in chains], dtype=np.int64)
 
     def _diagnose(self, p: _ChainSettings) -> None:

@@ -21,14 +21,14 @@ import numpy as np
 
 
 @numba.njit(cache=True, nogil=True)
-def _extend_rows(Y, A, K, n_fixed, log_odds, v, nu, zeta, scans, block_moves, Z, w):  # pragma: no cover - compiled
+def _extend_rows(Y, A, K, n_fixed, log_odds, v, nu, scans, block_moves, Z, w):  # pragma: no cover - compiled
     """Gibbs scans of the features of the rows of Y (n, D) given the loadings ``A[:K]`` (rows < n_fixed: baseline).
 
     ``Z`` (n, >= K) uint8 and ``w`` (n,) hold each row's state (its features in columns
     n_fixed..K-1, its Student-t weight) and are updated in place: a row starts where the last
     draw left it. ``log_odds`` (K,) the prior log odds of each feature for one more cell, ``v``
-    the noise variance (in Y's units), ``nu`` Student-t degrees of freedom (<= 0: Gaussian),
-    ``zeta`` the likelihood power; after each single-site scan, ``block_moves`` Metropolis
+    the noise variance (in Y's units), ``nu`` Student-t degrees of freedom (<= 0: Gaussian);
+    after each single-site scan, ``block_moves`` Metropolis
     proposals flipping two features at once (exact: symmetric proposal), which move a row
     between representations single flips cannot connect. numba's per-thread generator draws.
     """
@@ -49,7 +49,7 @@ def _extend_rows(Y, A, K, n_fixed, log_odds, v, nu, zeta, scans, block_moves, Z,
                     acc -= A[k, j]
             r[j] = acc
         for _ in range(scans):
-            prec = zeta * w[i] / v
+            prec = w[i] / v
             for k in range(n_fixed, K):
                 dot = 0.0
                 for j in range(d):
@@ -83,11 +83,11 @@ def _extend_rows(Y, A, K, n_fixed, log_odds, v, nu, zeta, scans, block_moves, Z,
                 rss = 0.0
                 for j in range(d):
                     rss += r[j] * r[j]
-                w[i] = np.random.gamma(0.5 * (nu + zeta * d), 1.0 / (0.5 * (nu + zeta * rss / v)))  # noqa: NPY002
+                w[i] = np.random.gamma(0.5 * (nu + d), 1.0 / (0.5 * (nu + rss / v)))  # noqa: NPY002
 
 
 def extend(Y: np.ndarray, A: np.ndarray, K: int, n_fixed: int, m: np.ndarray, n_fitted: int, v: float,
-           nu: float | None, zeta: float, scans: int, state: tuple[np.ndarray, np.ndarray], block_moves: int = 4
+           nu: float | None, scans: int, state: tuple[np.ndarray, np.ndarray], block_moves: int = 4
            ) -> np.ndarray:
     """The features (n, K - n_fixed) uint8 of the rows of Y given one state of a chain on ``n_fitted`` cells.
 
@@ -101,5 +101,5 @@ def extend(Y: np.ndarray, A: np.ndarray, K: int, n_fixed: int, m: np.ndarray, n_
     pi = m[:K].astype(np.float64) / (n_fitted + 1.0)
     log_odds = np.log(pi) - np.log1p(-pi)
     _extend_rows(Y, np.ascontiguousarray(A[:K]), K, n_fixed, log_odds, float(v), -1.0 if nu is None else float(nu),
-                 float(zeta), int(scans), int(block_moves), Z, w)
+                 int(scans), int(block_moves), Z, w)
     return Z[:, n_fixed:K].copy()

@@ -1,13 +1,8 @@
 """The collapsed likelihood (loadings integrated out) and the prior terms of the sampler.
 
-Two forms of one quantity, log p(Y | Z) with A ~ N(0, s2a) integrated out:
-
-* from the Gram matrices G = Z'WZ and H = Z'WY, by a Cholesky factor of G + (v_x / s2a) I
-  (``_cholesky_terms``): ``collapsed_log_likelihood`` and the numpy moves (death / random
-  birth, complement) use it;
-* inside the compiled moves, the gain of one or two moving columns over the other columns, from
-  the scalars of their Schur complement (``_column_gain``, ``_pair_gain``, state layout below),
-  updated in O(K (K + D)) as cells join or leave a column.
+log p(Y | Z) with A ~ N(0, s2a) integrated out, from the Gram matrices G = Z'WZ and H = Z'WY by a
+Cholesky factor of G + (v_x / s2a) I (``_cholesky_terms``): ``collapsed_log_likelihood`` and the
+moves (death / random birth, complement) use it.
 
 The row sweep's predictive ratio (``_row_sweep``) is the same likelihood seen one cell at a
 time (Sherman-Morrison), not a third copy.
@@ -18,13 +13,8 @@ from __future__ import annotations
 import math
 from collections import Counter
 
-import numba
 import numpy as np
 from scipy.special import gammaln
-
-# The state of the moving columns a, b given the other columns o (split-merge, birth-death): the
-# scalars of their Schur complement, indices into the array ``st`` (see ``_split_merge``).
-_NA, _NB, _NAB, _TAA, _TBB, _TAB, _QAA, _QBB, _QAB = range(9)
 
 
 def _cholesky_terms(G, H, ridge: float) -> tuple[float, float]:
@@ -59,32 +49,6 @@ def collapsed_log_likelihood(X, Z, sigma_x: float, sigma_a: float) -> float:
         out -= d * log_diag
         quad -= explained
     return out - quad / (2 * sigma_x**2)
-
-
-@numba.njit(cache=True, nogil=True)
-def _column_gain(n, t, q, c_ratio, v_x, D):
-    """log p(Y | c, o) - log p(Y | o) (collapsed) of one column c given the others o (its K term included).
-
-    n, t, q: the column's weighted count, its part explained by the others and its residual
-    product (``st[_NA], st[_TAA], st[_QAA]`` or the b entries); c_ratio = v_x / s2a.
-    """
-    s = n + c_ratio - t
-    return 0.5 * D * math.log(c_ratio) - 0.5 * D * math.log(s) + q / (2.0 * v_x * s)
-
-
-@numba.njit(cache=True, nogil=True)
-def _pair_gain(st, c_ratio, v_x, D):
-    """log p(Y | a, b, o) - log p(Y | o) (collapsed), the two columns' part (each with its K term).
-
-    The 2 x 2 Schur complement of ``_column_gain``: its determinant does not factor into the
-    one-column form, so it is written out.
-    """
-    saa = st[_NA] + c_ratio - st[_TAA]
-    sbb = st[_NB] + c_ratio - st[_TBB]
-    sab = st[_NAB] - st[_TAB]
-    det = saa * sbb - sab * sab
-    return D * math.log(c_ratio) - 0.5 * D * math.log(det) + (
-        sbb * st[_QAA] - 2.0 * sab * st[_QAB] + saa * st[_QBB]) / (2.0 * v_x * det)
 
 
 # --------------------------------------------------------------------------- prior terms

@@ -1,159 +1,21 @@
 """Moves on whole features and on the noise scale, run after each row sweep.
 
-* ``_restricted_gibbs_birth_death`` (``birth_death_moves``, compiled): add a feature drawn by
-  restricted Gibbs scans over all cells, or remove one;
 * ``_death_or_random_birth`` (``death_moves``): remove a feature, or add one on a uniformly random
   set of cells, a proposal that matches the IBP prior's count of cell sets;
 * ``_complement_moves`` (``complement_moves``): replace a feature by its complement;
 * ``_noise_scale_draw`` (``noise_scale_moves``): rescale the cells' weights and sigma_x^2 together.
 
-Split-merge is in ``_split_merge``. Every move is exact (tested against the enumerated posterior).
+Every move is exact (tested against the enumerated posterior).
 """
 
 from __future__ import annotations
 
 import math
 
-import numba
 import numpy as np
 from scipy.stats import geninvgauss
 
-from ._column_state import (
-    _gram,
-    _move_last_column,
-    _move_workspace,
-    _other_columns,
-    _others_posterior,
-    _reset_state,
-    _shuffle,
-    _sm_apply,
-    _sm_cache,
-    _sm_dots,
-    _sm_scalars,
-)
-from ._likelihood import _NB, _QBB, _TBB, _column_gain, _gram_log_likelihood, _ordered_log_prob
-
-
-@numba.njit(cache=True, nogil=True)
-def _b_gain(st, c_ratio, v_x, D):
-    """The collapsed likelihood gain of the moving column b (``_column_gain`` of its scalars)."""
-    return _column_gain(st[_NB], st[_TBB], st[_QBB], c_ratio, v_x, D)
-
-
-@numba.njit(cache=True, nogil=True)
-def _bd_launch(Z, w, cells, kd, birth, ko, Gi, st, ua, ub, Ra, Rb, ca, cb, fb, ZO, E, BE, EP, dots):
-    """The launch state: every cell in b or not at random; for a death, fb = the cells' column kd.
-    Returns the number of cells in b."""
-    N = Z.shape[0]
-    _reset_state(st, ua, ub, Ra, Rb, ko)
-    mb = 0
-    for t in range(N):
-        r = cells[t]
-        ca[t] = 0
-        cb[t] = 1 if np.random.random() < 0.5 else 0  # noqa: NPY002
-        if not birth:
-            fb[t] = Z[r, kd]
-        if cb[t]:
-            mb += 1
-            _sm_dots(ua, ub, Ra, Rb, ZO[t], E[t], ko, dots)
-            _sm_apply(st, ua, ub, Ra, Rb, Gi, ZO[t], E[t], ko, False, True, w[r], dots, BE[t], EP[t])
-    return mb
-
-
-@numba.njit(cache=True, nogil=True)
-def _in_out_log_probs(dl):
-    """(log P(in), log P(out)) with P(in) = 1 / (1 + exp(-dl)), computed stably."""
-    if dl > 0:
-        return -math.log1p(math.exp(-dl)), -dl - math.log1p(math.exp(-dl))
-    return dl - math.log1p(math.exp(dl)), -math.log1p(math.exp(dl))
-
-
-@numba.njit(cache=True, nogil=True)
-def _restricted_gibbs_birth_death(Y, Z, m, K, w, v_x, s2a, alpha, n_fixed, kcap, n_moves, n_scans):
-    """Birth-death Metropolis-Hastings moves of whole features (in place); returns (new K, accepted).
-
-    With probability 1/2 propose a new feature b: every cell starts (the launch) in b or not at
-    random, then ``n_scans`` restricted Gibbs scans over all cells (in a random order, each cell in
-    or out of b from the collapsed likelihood given the others) and a last scan, which is the
-    proposal (Jain and Neal 2004); else pick one of the K features uniformly and propose to remove
-    it (the reverse: the probability that the last scan from an independent launch gives it).
-    On the multisets of columns the multiplicities of identical columns cancel, so a birth is
-    accepted with probability min(1, alpha (N - m_b)! (m_b - 1)! / N! x p(Y | Z, b) / p(Y | Z)
-    / ((K + 1) q(last scan))), a death with the inverse (K + 1 the number of features with b).
-    A b held by no cell, or by every cell with the baseline, is rejected. The collapsed
-    likelihood of b given the other columns is the Schur complement of ``_split_merge``.
-    """
-    N, D = Y.shape
-    c_ratio = v_x / s2a
-    acc_count = 0
-    (others, cells, ca, cb, _fa, fb, Ra, Rb, ua, ub, st, new, dots, ZO, E, BE, EP, Gf, Hf) = _move_workspace(N, D, kcap)
-    _gram(Y, Z, K, w, Gf, Hf)
-    for _ in range(n_moves):
-        birth = np.random.random() < 0.5  # noqa: NPY002
-        kf = K - n_fixed  # IBP features now
-        if birth:
-            if K >= kcap:
-                continue
-            kd = -1
-        else:
-            if kf == 0:
-                continue
-            kd = n_fixed + np.random.randint(kf)  # noqa: NPY002
-        ko = _other_columns(K, kd, kd, others)
-        Gi, P = _others_posterior(Gf, Hf, others, ko, c_ratio)
-        for r in range(N):
-            cells[r] = r
-        _shuffle(cells, N)
-        _sm_cache(Y, Z, cells, N, others, ko, Gi, P, ZO, E, BE, EP)
-        mb = _bd_launch(Z, w, cells, kd, birth, ko, Gi, st, ua, ub, Ra, Rb, ca, cb, fb, ZO, E, BE, EP, dots)
-        # n_scans restricted Gibbs scans of every cell in or out of b, then the last one, which is the
-        # proposal (for a death: forced to fb, the probability of getting it is the reverse proposal's)
-        log_q = 0.0
-        for scan in range(n_scans + 1):
-            last = scan == n_scans
-            for t in range(N):
-                wr = w[cells[t]]
-                zo = ZO[t]
-                e = E[t]
-                beta = BE[t]
-                eps = EP[t]
-                if cb[t]:
-                    _sm_dots(ua, ub, Ra, Rb, zo, e, ko, dots)
-                    _sm_apply(st, ua, ub, Ra, Rb, Gi, zo, e, ko, False, True, -wr, dots, beta, eps)
-                    mb -= 1
-                _sm_dots(ua, ub, Ra, Rb, zo, e, ko, dots)
-                l_out = _b_gain(st, c_ratio, v_x, D)
-                _sm_scalars(st, new, False, True, wr, dots, beta, eps)
-                l_in = _b_gain(new, c_ratio, v_x, D)
-                lp_in, lp_out = _in_out_log_probs(l_in - l_out)
-                if last and not birth:
-                    take = fb[t] == 1
-                else:
-                    take = np.random.random() < math.exp(lp_in)  # noqa: NPY002
-                if last:
-                    log_q += lp_in if take else lp_out
-                cb[t] = 1 if take else 0
-                if take:
-                    mb += 1
-                    _sm_apply(st, ua, ub, Ra, Rb, Gi, zo, e, ko, False, True, wr, dots, beta, eps)
-        if mb == 0 or (n_fixed and mb == N):
-            continue  # an empty feature, or one held by every cell (excluded with the baseline)
-        lr = (math.log(alpha) + math.lgamma(N - mb + 1.0) + math.lgamma(mb) - math.lgamma(N + 1.0)
-              + _b_gain(st, c_ratio, v_x, D) - math.log(kf + 1.0 if birth else kf) - log_q)
-        if not birth:
-            lr = -lr
-        if lr >= 0.0 or np.random.random() < math.exp(lr):  # noqa: NPY002
-            acc_count += 1
-            if birth:
-                for t in range(N):
-                    Z[cells[t], K] = cb[t]
-                m[K] = mb
-                K += 1
-            else:
-                _move_last_column(Z, m, kd, K)
-                K -= 1
-            _gram(Y, Z, K, w, Gf, Hf)
-    return K, acc_count
+from ._likelihood import _gram_log_likelihood, _ordered_log_prob
 
 
 def _death_or_random_birth(Y, Z, m, K, w, v_x, s2a, alpha, n_fixed, kcap, n_moves, rng) -> tuple[int, int]:

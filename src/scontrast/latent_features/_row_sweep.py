@@ -17,14 +17,23 @@ import math
 import numba
 import numpy as np
 
-from ._column_state import _move_last_column
-
 
 # numba's compiled code has only the legacy ``np.random`` functions (one generator per
 # thread, seeded here with ``core.spawn_seed(rng)``): hence the NPY002 exemptions below.
 @numba.njit(cache=True, nogil=True)
 def _seed_numba(seed):
     np.random.seed(seed)  # noqa: NPY002
+
+
+@numba.njit(cache=True, nogil=True)
+def _move_last_column(Z, m, k, K):
+    """Overwrite column k of Z and m with the last active one (K - 1), which is cleared."""
+    last = K - 1
+    for r in range(Z.shape[0]):
+        Z[r, k] = Z[r, last]
+        Z[r, last] = 0
+    m[k] = m[last]
+    m[last] = 0
 
 
 @numba.njit(cache=True, nogil=True)

@@ -119,9 +119,8 @@ def latent_features(
         ``min_cells``, ``max_cells``, ``scale``. ``'ibp'``: ``n_iter``, ``burn_in``, ``thin``, ``n_chains``,
         ``alpha``, ``sigma_x``, ``sigma_a``, ``max_features``, ``max_new``,
         ``block_moves``, ``scale``, ``intercept``, ``noise``, ``noise_df``,
-        ``init_features``, ``complement_moves``, ``noise_scale_moves``, ``death_moves``, ``split_merge_moves``,
-        ``birth_death_moves``,
-        ``move_scans``, ``likelihood_power`` (coarsened posterior, 1 = exact) and the hyperpriors.
+        ``init_features``, ``complement_moves``, ``noise_scale_moves``, ``death_moves``, ``max_cells`` and
+        the hyperpriors.
 
     Writes
     ------
