@@ -31,7 +31,8 @@ EXAMPLE_MODULES = [
 ]
 # the public modules whose names the API page must list (constants aside)
 API_MODULES = ["scontrast.tl", "scontrast.pl", "scontrast.sparda", "scontrast.cpca", "scontrast.pcpca", "scontrast.quadro",
-               "scontrast.latent_features", "scontrast.fangs", "scontrast.design", "scontrast.pseudobulk"]
+               "scontrast.latent_features", "scontrast.fangs", "scontrast.design", "scontrast.pseudobulk", "scontrast.study",
+               "scontrast.datasets"]
 
 
 @pytest.mark.parametrize("name", EXAMPLE_MODULES)
