@@ -227,3 +227,44 @@ def test_an_input_replaced_by_an_older_file_reruns_the_contrast(tmp_path):
     assert kept <= now_target and len(kept) >= 0.9 * len(now_target)  # the current file's target (QC kept most)
     third = _run(tmp_path, cfg, target)  # and nothing more while it stays as it is
     assert "Nothing to be done" in third.stdout + third.stderr
+
+
+def test_the_report_is_built_from_what_exists(designs):
+    """The designs run made scontrast.h5ad and summary.tsv only (no figures, no overview): the report is built
+    from them, and what it leaves out is named, instead of stopping on the first result that does not exist."""
+    workdir, _ = designs
+    proc = _run(workdir, yaml.safe_load((workdir / "config.yaml").read_text()), "--report", "report.html")
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, output[-3000:]
+    assert "marked for report but does not exist" not in output
+    assert "are left out of the report: results/nan_donor, results/nan_donor/figures" in output
+    assert (workdir / "report.html").stat().st_size > 10_000
+
+
+def test_a_failed_contrast_leaves_no_earlier_answer_and_a_truncated_result_says_what_to_do(tmp_path):
+    """Two contrasts run; then one's config gets a label typo and the other's preprocessed.h5ad is truncated.
+    Each failing job removes its contrast's earlier answer (scontrast.h5ad, summary.tsv...), which answered
+    another input or configuration, and the truncated result is named with what to do."""
+    for name in ("a", "b"):
+        make_counts().write_h5ad(tmp_path / f"{name}.h5ad")
+    cfg = {"datasets": {name: {"path": str(tmp_path / f"{name}.h5ad"), **GROUPS, "preprocess": dict(PRE)}
+                        for name in ("a", "b")}, **FAST, "methods": ["cpca"]}
+    targets = ["results/a/summary.tsv", "results/b/summary.tsv"]
+    first = _run(tmp_path, cfg, *targets)
+    assert first.returncode == 0, first.stderr[-2000:]
+    cfg["datasets"]["a"]["target"] = ["diseased"]
+    made = tmp_path / "results/b/preprocessed.h5ad"
+    made.write_bytes(made.read_bytes()[: made.stat().st_size // 2])
+    second = _run(tmp_path, cfg, "--keep-going", *targets)
+    output = second.stdout + second.stderr
+    assert second.returncode != 0
+    for name in ("a", "b"):
+        for answer in ("scontrast.h5ad", "summary.tsv", "summary.html"):
+            assert not (tmp_path / f"results/{name}/{answer}").exists(), (name, answer)
+    line = next(ln for ln in output.splitlines() if ln.startswith("scontrast cpca [dataset=b]: "))
+    assert line.startswith("scontrast cpca [dataset=b]: input 'results/b/preprocessed.h5ad' cannot be read (")
+    assert "truncated file" in line
+    assert "it is a result of an earlier job: delete it (or rerun with --forcerun results/b/preprocessed.h5ad)" in line
+    assert "(the earlier scontrast.h5ad, summary.tsv, summary.html of this dataset were removed" in line
+    assert any(ln.startswith("scontrast preprocess [dataset=a]: target label(s) ['diseased'] not found")
+               and "the earlier scontrast.h5ad" in ln for ln in output.splitlines())

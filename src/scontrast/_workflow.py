@@ -145,6 +145,50 @@ def _record_failure(smk: Any, message: str) -> bool:
     return True
 
 
+#: The files a reader takes as a contrast's answer (``results/<dataset>/``), downstream of every job of
+#: :data:`ANSWERED_BY`: such a job runs because its inputs or parameters changed, so when it fails they
+#: answer another input or configuration than the current one, and are removed with its outputs.
+ANSWER_FILES = ("scontrast.h5ad", "summary.tsv", "summary.html", "genes.tsv", "overview.html")
+ANSWERED_BY = ("preprocess", "latent_features", "collect", *METHOD_RULES)
+
+
+def _remove_stale_answer(smk: Any) -> list[str]:
+    """Remove the dataset's :data:`ANSWER_FILES` after a failed job of :data:`ANSWERED_BY`; the names removed."""
+    if smk.rule not in ANSWERED_BY or not len(smk.output):
+        return []
+    folder = Path(smk.output[0]).parent  # results/<dataset> (a study's split: results/<study>/<split>)
+    gone = []
+    for name in ANSWER_FILES:
+        if (folder / name).is_file():
+            (folder / name).unlink()
+            gone.append(name)
+    return gone
+
+
+def _made_here_hint(smk: Any, text: str) -> str:
+    """``text``, and what to do when it names an input that an earlier job of the workflow made (a truncated
+    result: every rerun would fail on it until it is made again)."""
+    made = [p for p in dict.fromkeys(str(p) for p in smk.input) if Path(p).parts[:1] == ("results",)]
+    for path in made:
+        if path in text:
+            return f"{text}; '{path}' is a result of an earlier job: delete it (or rerun with --forcerun {path})"
+    for path in made:  # a reader's error that names no file (h5py's "truncated file: eof = ..."): which one
+        if path.endswith(".h5ad") and not _opens_as_hdf5(path):
+            return (f"input '{path}' cannot be read ({text}); it is a result of an earlier job: delete it (or rerun "
+                    f"with --forcerun {path})")
+    return text
+
+
+def _opens_as_hdf5(path: str) -> bool:
+    import h5py
+
+    try:
+        with h5py.File(path, "r"):
+            return True
+    except Exception:  # h5py raises OSError, and others on a damaged file
+        return False
+
+
 def _for_terminal(record: logging.LogRecord) -> bool:
     """Warnings and errors, and the INFO lines marked for the terminal (a long step's progress)."""
     from .core import TERMINAL
@@ -242,13 +286,16 @@ def _run(smk: Any, main: Callable[[Any], None], log: logging.Logger, log_path: P
             _stale(smk, where, log_path, stale)
         _remove_outputs(smk)
         recorded = _recordable(smk, exc) and _record_failure(smk, _one_line(exc))
-        if not recorded:
-            _remove_empty_folders(smk)
         if recorded:
             message = (f"scontrast {smk.rule} [{where}]: did not run: {_one_line(exc)} (recorded in "
                        f"{smk.output.h5ad}; collect keeps the other methods' results)")
         else:
-            message = f"scontrast {smk.rule} [{where}]: {_one_line(exc)}"
+            gone = _remove_stale_answer(smk)
+            _remove_empty_folders(smk)
+            message = f"scontrast {smk.rule} [{where}]: {_made_here_hint(smk, _one_line(exc))}"
+            if gone:
+                message += f" (the earlier {', '.join(gone)} of this dataset were removed: they answer another input " \
+                           "or configuration)"
         print(message, file=sys.stderr)
         if log_path is not None:
             with log_path.open("a") as fh:

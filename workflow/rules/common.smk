@@ -4,6 +4,7 @@ import copy
 import os
 import re
 import socket
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 import yaml
 
 from snakemake.exceptions import WorkflowError
+from snakemake.logging import logger
 from snakemake.utils import validate
 
 from scontrast._workflow import dataset_name_problem, input_file_problem
@@ -131,6 +133,24 @@ def input_identity(path):
     from scontrast._workflow import file_identity
 
     return file_identity(path)
+
+
+def reported(*groups):
+    """The inputs of rule all, flattened; in ``snakemake --report`` only those that exist.
+
+    The report takes every result of the jobs it is asked for, and one that does not exist (a dataset
+    whose run failed) stopped the whole report. It is built from what exists, and what is left out is
+    named on the terminal (its dataset's log says why).
+    """
+    paths = [p for group in groups for p in ([group] if isinstance(group, str) else group)]
+    if "--report" not in sys.argv:
+        return paths
+    missing = [p for p in paths if not os.path.exists(p)]
+    if missing:
+        folders = sorted({str(Path(p).parent) for p in missing})
+        logger.warning(f"scontrast report: {len(missing)} result(s) do not exist (a failed or unfinished run) and are "
+                       f"left out of the report: {', '.join(folders)}; see logs/ for why")
+    return [p for p in paths if os.path.exists(p)]
 
 
 def dataset_cfg(wildcards):
