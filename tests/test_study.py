@@ -163,3 +163,42 @@ def test_study_reproduces_with_a_seed(cells):
     # 4 v 4 donors: 70 relabellings, floor 2/70 above 0.05/2: said in plain words
     assert (a.table["pvalue_floor"] == 2 / 70).all()
     assert all("only together with other splits" in n or a.table["padj"].min() < 0.05 for n in a.table["note"])
+
+
+def _pseudobulk_data(paired=False):
+    """8 donors, gene g0 4x in the target, gene g1 4x in males; 3 of 4 target donors male, 1 of 4 background."""
+    rng = np.random.default_rng(0)
+    donors = [f"d{i}" for i in range(8)]
+    sex = dict(zip(donors, list("MMMFMFFF")))
+    rows, obs = [], []
+    for i, d in enumerate(donors):
+        for grp in (["case", "control"] if paired else ["case" if i < 4 else "control"]):
+            mu = np.full(50, 20.0) * np.exp(rng.normal(0, 0.1, 50))
+            mu[0] *= 4.0 if grp == "case" else 1.0
+            mu[1] *= 4.0 if sex[d] == "M" else 1.0
+            rows.append(rng.poisson(mu, size=(30, 50)))
+            obs += [(d, grp, sex[d])] * 30
+    obs = pd.DataFrame(obs, columns=["donor", "condition", "sex"])
+    return np.vstack(rows).astype(float), obs
+
+
+def test_pseudobulk_covariate_takes_a_confounded_gene_out_of_the_group_effect():
+    from scontrast.pseudobulk import deseq2, pseudobulk_counts, sample_covariates
+
+    counts, obs = _pseudobulk_data()
+    is_target = (obs["condition"] == "case").to_numpy()
+    summed, samples = pseudobulk_counts(counts, is_target, obs["donor"], [f"g{i}" for i in range(50)])
+    plain, f0 = deseq2(summed, samples, paired=False)
+    cov = sample_covariates(obs, ["sex"], is_target, obs["donor"], samples)
+    adjusted, f1 = deseq2(summed, samples, paired=False, covariates=cov)
+    assert f0 == "~group" and f1 == "~sex + group"
+    assert plain.loc["g0", "padj"] < 0.05 and adjusted.loc["g0", "padj"] < 0.05
+    # g1 follows sex: unadjusted its group fold is log2(3.25 / 1.75) = 0.89 (3 of 4 target donors male); adjusted ~0
+    assert abs(plain.loc["g1", "log2FoldChange"] - 0.89) < 0.3 and abs(adjusted.loc["g1", "log2FoldChange"]) < 0.3
+    assert abs(adjusted.loc["g0", "log2FoldChange"] - 2.0) < 0.3  # log2(4): the condition's own gene is kept
+    # paired: sex is a donor-level covariate, absorbed by the replicate term
+    counts, obs = _pseudobulk_data(paired=True)
+    is_target = (obs["condition"] == "case").to_numpy()
+    summed, samples = pseudobulk_counts(counts, is_target, obs["donor"], [f"g{i}" for i in range(50)])
+    cov = sample_covariates(obs, ["sex"], is_target, obs["donor"], samples)
+    assert deseq2(summed, samples, paired=True, covariates=cov)[1] == "~replicate + group"

@@ -17,7 +17,7 @@ import scipy.sparse as sp
 from .bounds import check_count
 from .core import ScontrastError, check_int, check_real, silenced_warnings
 
-__all__ = ["pseudobulk_counts", "deseq2"]
+__all__ = ["pseudobulk_counts", "deseq2", "sample_covariates"]
 
 
 def pseudobulk_counts(counts, is_target, replicates, gene_names=None, block: int = 8192) -> tuple[pd.DataFrame,
@@ -70,8 +70,32 @@ def pseudobulk_counts(counts, is_target, replicates, gene_names=None, block: int
     return summed, samples
 
 
+def sample_covariates(obs: pd.DataFrame, columns, is_target, replicates, samples: pd.DataFrame) -> pd.DataFrame:
+    """The value of each covariate in each pseudo-sample (S, len(columns)), from the cells' ``obs``.
+
+    A covariate must be constant within a pseudo-sample (a donor-level covariate: sex, age,
+    batch); one that is not is a one-line error naming it. Numeric columns with more than two
+    values stay numeric (a slope in the design), others become categories.
+    """
+    group = np.where(np.asarray(is_target, dtype=bool), "target", "background")
+    keys = pd.Series([f"{r}|{g}" for r, g in zip(np.asarray(replicates).astype(str), group)], index=obs.index)
+    out = pd.DataFrame(index=samples.index)
+    for col in columns:
+        if col not in obs:
+            raise ScontrastError(f"covariate '{col}' is not an obs column; have {list(obs.columns)[:20]}")
+        values = obs[col]
+        per = values.groupby(keys.to_numpy()).nunique(dropna=False)
+        if (per > 1).any():
+            raise ScontrastError(f"covariate '{col}' varies within pseudo-sample {per.index[per > 1][0]}: a pseudobulk "
+                                 "covariate must be one value per replicate and group")
+        first = values.groupby(keys.to_numpy()).first().reindex(samples.index)
+        numeric = pd.api.types.is_numeric_dtype(values) and values.nunique() > 2
+        out[col] = first.astype(float) if numeric else first.astype(str)
+    return out
+
+
 def deseq2(summed: pd.DataFrame, samples: pd.DataFrame, *, paired: bool, min_total_count: int = 10,
-           alpha: float = 0.05, n_jobs: int = 1) -> tuple[pd.DataFrame, str]:
+           alpha: float = 0.05, n_jobs: int = 1, covariates: pd.DataFrame | None = None) -> tuple[pd.DataFrame, str]:
     """PyDESeq2's Wald test of target vs background on pseudobulk counts.
 
     Parameters
@@ -87,6 +111,11 @@ def deseq2(summed: pd.DataFrame, samples: pd.DataFrame, *, paired: bool, min_tot
     n_jobs : int
         Worker processes of PyDESeq2's per-gene fits (its ``n_cpus``; the genes are fitted
         independently, so the results do not depend on it).
+    covariates : DataFrame (S, C), optional
+        Per pseudo-sample covariates (:func:`sample_covariates`): the design becomes
+        ``~covariates (+ replicate when paired) + group``. A covariate that takes one value, or
+        (paired) that the replicate determines, adds nothing to the design and is left out.
+        None (default): ``~group`` or ``~replicate + group`` as without covariates.
 
     Returns
     -------
@@ -112,6 +141,14 @@ def deseq2(summed: pd.DataFrame, samples: pd.DataFrame, *, paired: bool, min_tot
         raise ScontrastError(f"pseudobulk: no gene has min_total_count={min_total_count} counts over the pseudo-samples")
     design = "~replicate + group" if paired else "~group"
     metadata = samples[["replicate", "group"]].astype(str)
+    if covariates is not None and covariates.shape[1]:
+        used = [c for c in covariates.columns if _adds_to_design(covariates[c], samples["replicate"], paired)]
+        if used:
+            clash = [c for c in used if c in ("replicate", "group")]
+            if clash:
+                raise ScontrastError(f"covariate '{clash[0]}' has the name of a design term; rename the obs column")
+            metadata = pd.concat([metadata, covariates[used]], axis=1)
+            design = "~" + " + ".join([*used, *(["replicate"] if paired else []), "group"])
     inference = DefaultInference(n_cpus=int(n_jobs))
     with silenced_warnings():
         # poscounts size factors: with sparse single-cell genes every gene may have a zero sample,
@@ -123,3 +160,10 @@ def deseq2(summed: pd.DataFrame, samples: pd.DataFrame, *, paired: bool, min_tot
         stats.summary()
     res = stats.results_df.reindex(summed.columns)
     return res[["baseMean", "log2FoldChange", "lfcSE", "stat", "pvalue", "padj"]], design
+
+
+def _adds_to_design(values: pd.Series, replicate: pd.Series, paired: bool) -> bool:
+    """Whether a covariate is estimable beside the other terms: it varies, and (paired) not only between replicates."""
+    if values.nunique() < 2:
+        return False
+    return not (paired and (values.groupby(replicate.to_numpy()).nunique() == 1).all())

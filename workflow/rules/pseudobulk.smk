@@ -6,6 +6,10 @@ rule pseudobulk:
         h5ad="results/{dataset}/pseudobulk.h5ad",
     params:
         cfg=model_params("pseudobulk"),
+        # a study's covariates and block enter the design (docs/studies.md); absent, nothing is passed
+        design=lambda w: {"covariates": [*(dataset_cfg(w).get("covariates") or []),
+                                         *([dataset_cfg(w)["block"]] if dataset_cfg(w).get("block") else [])]}
+        if dataset_cfg(w).get("covariates") or dataset_cfg(w).get("block") else {},
     log:
         "logs/{dataset}/pseudobulk.log",
     benchmark:

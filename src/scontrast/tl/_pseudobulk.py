@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import anndata as ad
 import numpy as np
 
 from ..core import CannotRun
-from ..pseudobulk import deseq2, pseudobulk_counts
+from ..pseudobulk import deseq2, pseudobulk_counts, sample_covariates
 from ._common import TARGET_KEY, expression, fmt, record_params, replicate_design, result_warnings, target_mask
 
 log = logging.getLogger(__name__)
@@ -25,6 +25,7 @@ def pseudobulk(
     min_total_count: int = 10,
     alpha: float = 0.05,
     n_jobs: int = 1,
+    covariates: Sequence[str] = (),
     copy: bool = False,
 ):
     """DESeq2 on counts summed per replicate and group: the donor-level mean test beside SPARDA.
@@ -44,6 +45,10 @@ def pseudobulk(
         FDR level of DESeq2's independent filtering and of the genes counted as significant.
     n_jobs
         Worker processes of PyDESeq2's per-gene fits (the results do not depend on it).
+    covariates
+        Donor-level obs columns (sex, age, batch, a block) in the design:
+        ``~covariates (+ replicate when paired) + group`` (one the replicate determines is left
+        out of a paired design). Empty (default): ``~group`` or ``~replicate + group``.
     copy
         Return a copy instead of writing into ``adata``.
 
@@ -83,8 +88,12 @@ def pseudobulk(
     is_target = target_mask(adata, key)
     with result_warnings("pseudobulk") as warned:
         summed, samples = pseudobulk_counts(expression(adata, layer), is_target, design["replicates"], adata.var_names)
+        extra = {}
+        if covariates:  # absent, the call is exactly the one without covariates
+            extra["covariates"] = sample_covariates(adata.obs, list(covariates), is_target, design["replicates"],
+                                                    samples)
         res, formula = deseq2(summed, samples, paired=design["paired"], min_total_count=min_total_count, alpha=alpha,
-                              n_jobs=n_jobs)
+                              n_jobs=n_jobs, **extra)
         n_sig = int((res["padj"] < alpha).sum())
         if n_sig == 0:
             log.info("pseudobulk: no gene at padj < %g over %s", alpha, design["summary"])
@@ -95,7 +104,8 @@ def pseudobulk(
     order = np.lexsort((-np.abs(res["stat"].fillna(0.0).to_numpy()), res["pvalue"].fillna(np.inf).to_numpy()))
     significant = [str(adata.var_names[i]) for i in order if res["padj"].iloc[i] < alpha]
     record_params(
-        adata, "pseudobulk", dict(layer=layer, key=key, min_total_count=min_total_count, alpha=alpha), None,
+        adata, "pseudobulk", dict(layer=layer, key=key, min_total_count=min_total_count, alpha=alpha,
+                                  **({"covariates": list(covariates)} if covariates else {})), None,
         warnings=warned, design_formula=formula, unit="replicate", design=design["summary"],
         pseudo_samples=np.asarray(samples.index, dtype=str), cells_per_sample=samples["n_cells"].to_numpy(),
         n_tested=int(res["pvalue"].notna().sum()), n_significant=n_sig,
