@@ -27,7 +27,10 @@ EXAMPLE_MODULES = [
     "scontrast.tl._pseudobulk",
     "scontrast.pl._sparda", "scontrast.pl._cpca", "scontrast.pl._pcpca", "scontrast.pl._quadro", "scontrast.pl._fangs",
     "scontrast.pl._pseudobulk", "scontrast.pl._preprocess",
-    "scontrast.sparda._estimator", "scontrast.latent_features._ensemble", "scontrast.fangs._search",
+    "scontrast.tl._latent_features",
+    "scontrast.sparda._estimator", "scontrast.cpca._estimator", "scontrast.cpca._kernel", "scontrast.pcpca._estimator",
+    "scontrast.quadro._estimator", "scontrast.latent_features._ensemble", "scontrast.latent_features._estimator",
+    "scontrast.fangs._search",
 ]
 # the public modules whose names the API page must list (constants aside)
 API_MODULES = ["scontrast.tl", "scontrast.pl", "scontrast.sparda", "scontrast.cpca", "scontrast.pcpca", "scontrast.quadro",

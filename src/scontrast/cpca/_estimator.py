@@ -147,6 +147,19 @@ class CPCA(BaseEstimator):
         Target centring and scaling (scale is ones unless standardize).
     background_mean_, background_scale_ : ndarray (n_features,)
     n_features_in_ : int
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> X_target, X_background = rng.normal(size=(60, 10)), rng.normal(size=(60, 10))
+    >>> X_target[:, :2] *= 3.0                            # genes 0 and 1 spread more in the target
+    >>> from scontrast.cpca import CPCA
+    >>> model = CPCA(n_components=2, random_state=0).fit(X_target, X_background)
+    >>> float(model.alphas_[0]), len(model.alphas_)          # alpha = 0 (PCA of the target), then the chosen alphas
+    (0.0, 4)
+    >>> model.transform(X_target).shape
+    (60, 2)
     """
 
     def __init__(self, n_components=2, alpha="auto", n_alphas=40, max_log_alpha=3, n_alpha_clusters=4,

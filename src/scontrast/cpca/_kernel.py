@@ -72,6 +72,17 @@ class KernelCPCA(BaseEstimator):
         Coefficients ``a`` of each component over the training cells (target rows first).
     rank_ : int
         Numerical rank of the centred kernel.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> X_target, X_background = rng.normal(size=(60, 10)), rng.normal(size=(60, 10))
+    >>> X_target[:, :2] *= 3.0                            # genes 0 and 1 spread more in the target
+    >>> from scontrast.cpca import KernelCPCA
+    >>> model = KernelCPCA(n_components=2, alpha=1.0).fit(X_target, X_background)
+    >>> model.transform(X_target).shape
+    (60, 2)
     """
 
     def __init__(self, kernel="rbf", alpha="auto", n_components=2, gamma=None, degree=3, coef0=1.0,

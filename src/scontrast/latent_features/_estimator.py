@@ -252,6 +252,17 @@ class LinearGaussianIBP(BaseEstimator):
 
     A split R-hat above 1.1 or a retained sample whose K reaches
     ``max_features`` is a ``ScontrastWarning`` from ``fit``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scontrast.latent_features import LinearGaussianIBP
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(60, 8))
+    >>> X[rng.random(60) < 0.5, :3] += 3.0                  # one programme of features 0-2
+    >>> model = LinearGaussianIBP(n_iter=60, burn_in=30, random_state=0).fit(X)
+    >>> model.Z_.shape[0]                                   # one row of binary features per cell
+    60
     """
 
     def __init__(self, n_iter: int = 1000, burn_in: int = 500, thin: int = 5, n_chains: int = 2,

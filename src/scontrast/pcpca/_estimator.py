@@ -94,6 +94,17 @@ class PCPCA(BaseEstimator):
     optimizer_message_ : str
     objective_trace_ : (n_iter_ + 1,) objective at each L-BFGS iterate (missing data only)
     n_features_in_ : int, D
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> X_target, X_background = rng.normal(size=(60, 10)), rng.normal(size=(60, 10))
+    >>> X_target[:, :2] *= 3.0                            # genes 0 and 1 spread more in the target
+    >>> from scontrast.pcpca import PCPCA
+    >>> model = PCPCA(n_components=2, gamma_prime=0.5).fit(X_target, X_background)
+    >>> model.transform(X_target).shape
+    (60, 2)
     """
 
     def __init__(self, n_components=2, gamma=None, gamma_prime=_GAMMA_PRIME_DEFAULT, *, solver="auto",

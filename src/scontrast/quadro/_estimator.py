@@ -185,6 +185,19 @@ class QUADRO(ClassifierMixin, BaseEstimator):
         or the stratified subsample of ``max_cells``
     calibration_ : (2,) slope ``b`` and intercept ``-b threshold_`` of
         ``P(classes_[1] | x) = sigmoid(b Q + intercept)``
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> X_target, X_background = rng.normal(size=(60, 10)), rng.normal(size=(60, 10))
+    >>> X_target[:, :2] *= 3.0                            # genes 0 and 1 spread more in the target
+    >>> from scontrast.quadro import QUADRO
+    >>> X = np.vstack([X_target, X_background])
+    >>> y = np.repeat([1, 0], 60)
+    >>> model = QUADRO(random_state=0).fit(X, y)
+    >>> bool(model.score(X, y) > 0.7)                       # a quadratic rule sees the change of spread
+    True
     """
 
     def __init__(self, lambda1=None, lambda2=None, estimator="robust", gamma=None, cv=5, random_state=None,

@@ -141,6 +141,19 @@ def latent_features(
     ``obs['scontrast_target']`` is present, ``n_target`` and ``n_background``; ``subsample``
     (``n_cells``, ``of``...) when the chains ran on a subsample of the cells (``max_cells``,
     stratified by group and replicate; the other cells' features drawn per kept sample).
+
+    Examples
+    --------
+    >>> import numpy as np, pandas as pd, anndata as ad
+    >>> import scontrast as sct
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(200, 12))
+    >>> X[rng.random(200) < 0.4, :4] += 3.0               # a programme of g0-g3 in 40% of the cells
+    >>> adata = ad.AnnData(X, var=pd.DataFrame(index=[f"g{i}" for i in range(12)]))
+    >>> adata.obs["scontrast_target"] = np.arange(200) < 100
+    >>> sct.tl.latent_features(adata, genes="all", random_state=0)
+    >>> int(adata.uns["latent_features"]["n_features_chosen"])   # the one programme, stable over 40 resamples
+    1
     """
     if method not in METHODS:
         raise ScontrastError(f"method: expected one of {list(METHODS)}, got {method!r}")
