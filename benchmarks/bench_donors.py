@@ -1,6 +1,6 @@
 """Donors and samples: do p-values, errors and enrichments hold at the level of the replicate?
 
-Five parts (issue 30); every number is printed with the machine load.
+Five parts; every number is printed with the machine load.
 
 1. ``--splits``: donor-split nulls on the shipped wu2020 T cells. The T cells of one tissue (NAT,
    then Tumor) of the patients with >= 4 such cells are split into two sets of patients (every
