@@ -440,12 +440,16 @@ def overview_html(name: str, table: pd.DataFrame, genes: pd.DataFrame | None = N
                      f'<table style="border-collapse:collapse;font-size:12px"><tr>'
                      + "".join(f'<th style="{cell};background:#f0f0f0">{html.escape(c)}</th>' for c in cols)
                      + f"</tr>{rows}</table>")
-    for path, legend in figures:
+    shown = []
+    for path, legend in figures:  # side by side: the page stays short enough to reach every contrast
         with open(path, "rb") as fh:
             data = base64.b64encode(fh.read()).decode()
-        parts.append(f'<figure style="margin:10px 0"><img src="data:image/png;base64,{data}" style="max-width:100%" '
-                     f'alt="{html.escape(legend)}"><figcaption style="font-size:12px;color:#444">'
+        shown.append(f'<figure style="margin:0;flex:1 1 0;min-width:0"><img src="data:image/png;base64,{data}" '
+                     f'style="width:100%" alt="{html.escape(legend)}"><figcaption style="font-size:12px;color:#444">'
                      f"{html.escape(legend)}</figcaption></figure>")
+    if shown:
+        parts.append('<div style="display:flex;gap:12px;align-items:flex-start;margin:10px 0">' + "".join(shown)
+                     + "</div>")
     rest = table[~table["item"].isin(("verdict", *ATTENTION))]
     parts.append('<details><summary style="cursor:pointer">the summary table</summary>'
                  '<table style="border-collapse:collapse;font-size:12px">'
