@@ -133,7 +133,10 @@ def test_a_text_group_column_becomes_categorical_and_a_numeric_one_gets_no_colou
 
 def test_a_finished_result_fed_back_keeps_the_users_entries_and_drops_scontrasts(tmp_path):
     first = _preprocessed(_annotated())
+    first.var["pseudobulk_padj"] = 0.5  # a method's results of the earlier run
+    first.uns["pseudobulk"] = {"design": "~ condition"}
     again = _preprocessed(first, layer="counts", target=["healthy"], background=["disease"])
+    assert "pseudobulk" not in again.uns and not [c for c in again.var.columns if c.startswith("pseudobulk")]
     assert list(again.uns["condition_colors"]) == [BACKGROUND_COLOUR, TARGET_COLOUR]  # fresh, for the new roles
     assert "condition_colors_input2" not in again.uns and "scontrast_group_colors_input" not in again.uns
     assert list(again.uns["condition_colors_input"]) == list(USER_COLOURS[:2])  # the user's, still carried

@@ -233,10 +233,11 @@ def _validate_tpm(X, name: str = "X") -> None:
 # fed back in) must not carry them into the new results. Exact names, or prefixes ending in '*'.
 METHOD_SLOTS = {
     "obs": ("quadro_score", "quadro_pred", TARGET_KEY, REPLICATE_KEY, "scontrast_group"),
-    "var": ("sparda_*",),
+    "var": ("sparda_*", "pseudobulk_*"),
     "obsm": ("X_sparda", "X_cpca*", "X_pcpca", "fangs_features", "latent_features_samples", "latent_features_input"),
     "varm": ("sparda_directions", "cPCs*", "PCPCA_W"),
-    "uns": ("sparda", "cpca", "pcpca", "quadro", "latent_features", "fangs", "scontrast", "scontrast_group_colors"),
+    "uns": ("sparda", "cpca", "pcpca", "quadro", "latent_features", "fangs", "pseudobulk", "scontrast",
+            "scontrast_group_colors"),
 }
 
 #: the categorical obs column of the split for scanpy's plots (``TARGET_KEY`` is its boolean)
