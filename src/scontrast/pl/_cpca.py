@@ -91,8 +91,8 @@ def cpca(
     return fig
 
 
-_ALPHA_NOTE = ("With alpha > 0 the axes are chosen to vary little in {background}: its cells gather near the centre "
-               "by construction, so a wider target cloud there does not show that the target is more heterogeneous.")
+_ALPHA_NOTE = ("With alpha > 0 the axes are chosen so that {background} varies little along them: its narrow cloud is "
+               "built in, so a wider target cloud there does not show that the target is more heterogeneous.")
 
 
 def _axis_genes(adata: ad.AnnData, slot: str | None, n: int = 3) -> dict[int, str]:

@@ -123,8 +123,8 @@ def pcpca(
     return fig
 
 
-_NOTE = ("The axes favour variation the target has and {background} lacks: {background}'s cells gather near the centre "
-         "by construction, so a wider target cloud does not show that the target is more heterogeneous.")
+_NOTE = ("The axes favour variation the target has and {background} lacks: {background}'s narrow cloud is built in, "
+         "so a wider target cloud does not show that the target is more heterogeneous.")
 
 
 def _level_colours(codes: np.ndarray, is_target: np.ndarray) -> tuple[list, dict]:
