@@ -1,6 +1,6 @@
 """Benchmark of scontrast.cpca against the reference package `contrastive` 1.2.0.
 
-    .venv/bin/python -m benchmarks.bench_cpca [--quick | --idle [--repeats N]] [--out FILE]   (from the repository root)
+    .venv/bin/python -m benchmarks.bench_cpca [--quick | --idle [--repeats N] | --threads] [--out FILE]   (from the repository root)
 
 1. Automatic alpha at d = 500 and 1,000 genes, n = m = 3,000 cells: wall time of
    `contrastive` (fit + transform(alpha_selection='auto')) and of CPCA(affinity='projection')
@@ -21,7 +21,7 @@ dense building blocks any exact covariance-based grid solve needs and the wall t
 would take with perfect use of two cores. The default-threads table is followed by our fit's
 critical path (`critical_path`): its wall time with two cores to itself, from CPU times, which
 a shared machine's load barely changes. `--idle` runs only d = 1,000 (tables 1, 4 and 5, the
-stages and the floor), for a run alone on an otherwise idle machine.
+stages and the floor), for a run alone on an otherwise idle machine; `--threads` only table 5.
 
 Table 1 runs both packages with one BLAS thread; table 4 with the default BLAS threads (all
 cores: what a user of either package gets, contrastive ~45 s at d = 1,000 on an idle 2-core
@@ -226,13 +226,8 @@ def stage_times(d=1000, n=3000, seed=0, two_tasks=False):
     threads (pairs of single-threaded tasks side by side).
     """
     from scontrast.cpca._alpha import alpha_grid, select_alphas, subspace_affinity
-    from scontrast.cpca._eigen import (
-        _cholesky,
-        _diagonal_basis_solve,
-        _gram_in_basis,
-        _norm_estimate,
-        _tridiagonal_split_eigh,
-    )
+    from scontrast.cpca._basis import _cholesky, _gram_in_basis, _tridiagonal_split_eigh
+    from scontrast.cpca._eigen import _diagonal_basis_solve, _norm_estimate
     from scontrast.cpca._moments import _Moments
     from scontrast.cpca._solve import _to_genes
     from scontrast.cpca._threads import _side_by_side
@@ -347,7 +342,7 @@ def floor_times(d=1000, n=3000, seed=0, alpha_sweeps=222, k=2):
     """
     from scipy.linalg import lapack
 
-    from scontrast.cpca._eigen import _cholesky, _congruence
+    from scontrast.cpca._basis import _cholesky, _congruence
     from scontrast.cpca._threads import _side_by_side
 
     X, Y, _ = synthetic(n, n, d, seed=seed + d)
@@ -420,11 +415,13 @@ def main(argv=None):
                              "(for a run alone on an idle machine; writes bench_cpca_idle.txt)")
     parser.add_argument("--repeats", type=int, default=1,
                         help="--idle: rows of the default-threads table (each a fresh pair of measurements)")
+    parser.add_argument("--threads", action="store_true",
+                        help="only the threads table at d = 1,000 (writes bench_cpca_threads.txt)")
     parser.add_argument("--out", default=None, help="also write the output here")
     args = parser.parse_args(argv)
     quick = args.quick
     lines = []
-    suffix = "_quick" if quick else "_idle" if args.idle else ""
+    suffix = "_quick" if quick else "_idle" if args.idle else "_threads" if args.threads else ""
     out = args.out or REPO / "benchmarks" / "results" / f"bench_cpca{suffix}.txt"
     Path(out).parent.mkdir(parents=True, exist_ok=True)
 
@@ -438,8 +435,26 @@ def main(argv=None):
         f"{os.cpu_count()} cores; default BLAS threads {min(lib['num_threads'] for lib in blas)}; "
         f"load average at start {os.getloadavg()[0]:.2f}")
     say("")
+    dims, n = ((100, 200), 600) if quick else ((1000,), 3000) if args.idle or args.threads else ((500, 1000), 3000)
+
+    def threads_table(number):
+        say(f"{number}. threads: scontrast at d = {dims[-1]}, n = m = {n} under threadpool_limits(t) (median of three fits)")
+        say(f"   {'data':<14} {'t':>3} {'n_threads_':>10} {'BLAS inside':>12} {'wall s':>8} {'CPU s':>8} "
+            f"{'CPU/wall':>9}  alphas")
+        for name, (X, Y) in (("synthetic", synthetic(n, n, dims[-1], seed=dims[-1])[:2]),
+                             ("flat spectrum", flat_spectrum(n, n, dims[-1]))):
+            for row in thread_rows(X, Y):
+                say(f"   {name:<14} {row['limit']:>3} {row['n_threads']:>10} {str(sorted(set(row['blas_inside']))):>12} "
+                    f"{row['wall_s']:>8.3f} {row['cpu_s']:>8.3f} {row['cpu_per_wall']:>9.2f}  "
+                    f"{np.round(row['alphas'], 3).tolist()}")
+        say(f"   ({os.cpu_count()} cores; t = 2: pairs of single-threaded tasks side by side; t >= 3: the reductions")
+        say("    on a BLAS of t threads, the alpha grid in two single-threaded tasks; BLAS inside: the setting where")
+        say(f"    the background's reduction runs; load {os.getloadavg()[0]:.1f} at the end)")
+
+    if args.threads:
+        threads_table(1)
+        return
     say("1. automatic alpha vs contrastive 1.2.0 (same process, same data; synthetic gene-like data)")
-    dims, n = ((100, 200), 600) if quick else ((1000,), 3000) if args.idle else ((500, 1000), 3000)
 
     def speed_table(threads, repeats=1):
         say(f"{'d':>6} {'n=m':>6} {'contrastive s':>14} {'scontrast s':>12} {'ratio':>8} {'same alphas':>12} "
@@ -473,19 +488,6 @@ def main(argv=None):
     say(f"   the machine's floor at d = {dims[-1]} (building blocks, best of five; see floor_times):")
     for name, sec in floor_times(d=dims[-1], n=n).items():
         say(f"     {name:<76} {sec:7.3f} s")
-    def threads_table(number):
-        say(f"{number}. threads: scontrast at d = {dims[-1]}, n = m = {n} under threadpool_limits(t) (median of three fits)")
-        say(f"   {'data':<14} {'t':>3} {'n_threads_':>10} {'BLAS inside':>12} {'wall s':>8} {'CPU s':>8} "
-            f"{'CPU/wall':>9}  alphas")
-        for name, (X, Y) in (("synthetic", synthetic(n, n, dims[-1], seed=dims[-1])[:2]),
-                             ("flat spectrum", flat_spectrum(n, n, dims[-1]))):
-            for row in thread_rows(X, Y):
-                say(f"   {name:<14} {row['limit']:>3} {row['n_threads']:>10} {str(sorted(set(row['blas_inside']))):>12} "
-                    f"{row['wall_s']:>8.3f} {row['cpu_s']:>8.3f} {row['cpu_per_wall']:>9.2f}  "
-                    f"{np.round(row['alphas'], 3).tolist()}")
-        say(f"   ({os.cpu_count()} cores; with t = 2 the solver's tasks run one BLAS thread each, side by side;")
-        say(f"    with t = 1 or t >= 3 one task on a BLAS of t threads; load {os.getloadavg()[0]:.1f})")
-
     if args.idle:
         say("")
         say("2. as 1. with the default BLAS threads for both packages (what a user of either gets)"

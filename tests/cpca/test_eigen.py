@@ -8,8 +8,8 @@ import scipy.linalg as sla
 
 from scontrast.cpca import _eigen
 from scontrast.cpca._alpha import alpha_grid
+from scontrast.cpca._basis import _Background
 from scontrast.cpca._eigen import (
-    _Background,
     _compact,
     _diagonal_basis_solve,
     _ritz_space,

@@ -7,7 +7,7 @@ import pytest
 import scipy.sparse as sp
 
 from scontrast.core import blas_threads
-from scontrast.cpca._eigen import (
+from scontrast.cpca._basis import (
     _back_transform,
     _gram_of_halves,
     _gram_two_tasks,

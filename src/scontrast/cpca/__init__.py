@@ -14,7 +14,9 @@ contrastive components at contrast strength ``alpha`` are the top eigenvectors o
 ``_solve.py``
     the four solvers ('full', 'covariance', 'gram', 'implicit') for a whole alpha grid.
 ``_eigen.py``
-    the batched block Davidson iteration and the dense reductions it runs on.
+    the batched block Davidson iteration and the coarse-to-fine grid solve.
+``_basis.py``
+    the basis it iterates in (C_Y's torn tridiagonal form) and the dense reductions that build it.
 ``_moments.py``
     centring, scaling, covariances, Gram blocks and covariance products of the two groups.
 ``_threads.py``

@@ -47,21 +47,17 @@ import scipy.sparse as sp
 from scipy.linalg import lapack
 
 from ..core import ScontrastError, blas_threads
-from ._eigen import (
+from ._basis import (
     _back_transform,
     _blocks_times,
     _cholesky,
     _congruence,
-    _davidson,
-    _diagonal_basis_solve,
     _gram_in_basis,
     _gram_two_tasks,
-    _norm_estimate,
-    _sign_flips,
     _split_block,
     _tridiagonal_split_eigh,
-    _unit_starts,
 )
+from ._eigen import _davidson, _diagonal_basis_solve, _norm_estimate, _sign_flips, _unit_starts
 from ._moments import _Moments
 from ._threads import _side_by_side, _two_tasks
 
