@@ -30,7 +30,8 @@ EXAMPLE_MODULES = [
     "scontrast.tl._latent_features",
     "scontrast.sparda._estimator", "scontrast.cpca._estimator", "scontrast.cpca._kernel", "scontrast.pcpca._estimator",
     "scontrast.quadro._estimator", "scontrast.latent_features._ensemble", "scontrast.latent_features._estimator",
-    "scontrast.fangs._search",
+    "scontrast.fangs._search", "scontrast.fangs._loss", "scontrast.fangs._enrichment", "scontrast.sparda._wasserstein",
+    "scontrast.cpca._alpha", "scontrast.pcpca._closed_form", "scontrast.design", "scontrast.quadro._robust",
 ]
 # the public modules whose names the API page must list (constants aside)
 API_MODULES = ["scontrast.tl", "scontrast.pl", "scontrast.sparda", "scontrast.cpca", "scontrast.pcpca", "scontrast.quadro",

@@ -166,7 +166,7 @@ def declare_design(replicate, is_target, *, column: str, paired: bool = False, m
     if len(tgt) < 2 or len(bkg) < 2:
         raise ScontrastError(
             f"obs column '{column}' (replicate): {len(tgt)} target and {len(bkg)} background {need} remain"
-            f"{' after dropping ' + ', '.join(sorted(dropped)) if dropped else ''}; a replicate-level test needs "
+            f"{' after dropping ' + _some(sorted(dropped)) if dropped else ''}; a replicate-level test needs "
             "at least 2 in each group")
     return Design(column=column, paired=bool(paired), keep=keep, replicates=np.where(keep, names, ""),
                   target_replicates=tgt, background_replicates=bkg, dropped=dropped)
@@ -233,6 +233,17 @@ def labelling_floor(labellings: np.ndarray, *, paired: bool, exact: bool, symmet
     Exact enumeration: the share of labellings that give the observed statistic by construction
     (the observed one and, for a statistic ``symmetric`` in the two groups, its mirror: all swapped
     when paired, the complement when both groups have as many replicates). Sampled: 1/L.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scontrast.design import labelling_floor, replicate_labellings
+    >>> target_of_replicate = np.array([True, True, True, False, False, False])   # 3 against 3 donors
+    >>> labellings, exact = replicate_labellings(target_of_replicate, paired=False)
+    >>> labellings.shape, exact                                       # every way to choose 3 of 6 donors
+    ((20, 6), True)
+    >>> labelling_floor(labellings, paired=False, exact=exact)        # no p-value below 0.1 exists
+    0.1
     """
     L = labellings.shape[0]
     if not exact:
@@ -270,6 +281,12 @@ def cell_labels(labelling: np.ndarray, replicate_index: np.ndarray, is_target: n
     if paired:
         return is_target ^ labelling[replicate_index]
     return labelling[replicate_index]
+
+
+def _some(names: list, shown: int = 10) -> str:
+    """``'a, b, c'``, or the first ``shown`` names and how many more (a message stays one readable line)."""
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(map(str, names[:shown])) + more
 
 
 def grouped_folds(y, groups, n_splits: int, random_state=None) -> list[tuple[np.ndarray, np.ndarray]]:

@@ -24,6 +24,12 @@ def alpha_grid(n_alphas: int = 40, max_log_alpha: float = 3) -> np.ndarray:
     Returns
     -------
     alphas : ndarray, shape (n_alphas + 1,)
+
+    Examples
+    --------
+    >>> from scontrast.cpca import alpha_grid
+    >>> alpha_grid(n_alphas=4, max_log_alpha=1).round(3).tolist()
+    [0.0, 0.1, 0.464, 2.154, 10.0]
     """
     return np.concatenate(([0.0], np.logspace(-1, max_log_alpha, n_alphas)))
 

@@ -19,6 +19,18 @@ def feature_enrichment(estimate, is_target) -> dict[str, np.ndarray]:
     K features). The test treats the allocation as given: it is calibrated when the
     features were found blind to the groups (``tl.latent_features`` fits all cells
     together and, by default, chooses its genes without the labels).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scontrast.fangs import feature_enrichment
+    >>> is_target = np.repeat([True, False], 15)
+    >>> estimate = is_target[:, None].astype(np.uint8)               # one feature, held by the target cells only
+    >>> result = feature_enrichment(estimate, is_target)
+    >>> result["prevalence_target"], result["prevalence_background"]
+    (array([1.]), array([0.]))
+    >>> bool(result["qvalue"][0] < 1e-6)                             # Fisher's exact test, BH over the features
+    True
     """
     from scipy.stats import false_discovery_control, fisher_exact
 

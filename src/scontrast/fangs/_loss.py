@@ -84,6 +84,16 @@ def faro_loss(estimate, sample, a: float = 1.0) -> float:
     Returns
     -------
     float
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scontrast.fangs import faro_loss
+    >>> estimate = np.array([[1, 0], [1, 1], [0, 1]], np.uint8)   # 3 cells x 2 features
+    >>> faro_loss(estimate, estimate[:, ::-1])                    # features are matched, not taken in order
+    0.0
+    >>> faro_loss(estimate, np.array([[1, 0], [1, 1], [0, 0]], np.uint8))  # one entry the sample lacks (a = 1)
+    1.0
     """
     C = faro_cost_matrix(estimate, sample, a)
     if C.size == 0:

@@ -128,6 +128,15 @@ def max_gamma(X, Y, n_components=2, *, eigen_solver="auto", random_state=None):
     Returns
     -------
     float
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scontrast.pcpca import max_gamma
+    >>> rng = np.random.default_rng(0)
+    >>> X, Y = rng.normal(size=(60, 10)), rng.normal(size=(60, 10))
+    >>> bool(0 < max_gamma(X, Y) < np.inf)                            # gamma must stay below it
+    True
     """
     k = check_int(n_components, "n_components", 1)
     check_option(eigen_solver, "eigen_solver", _EIGEN_SOLVERS)

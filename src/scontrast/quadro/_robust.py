@@ -94,6 +94,15 @@ def catoni_mean(X, v=None, delta: float | None = None, tol: float = 1e-12, max_i
     Returns
     -------
     (d,) array (a float for 1-D input).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scontrast.quadro import catoni_mean
+    >>> rng = np.random.default_rng(0)
+    >>> x = np.r_[rng.normal(size=99), 1000.0][:, None]                # one wild value among 100
+    >>> bool(abs(catoni_mean(x)[0]) < 1.0), bool(x.mean() > 10)        # the sample mean follows it
+    (True, True)
     """
     one_d = np.ndim(X) == 1
     X = _matrix(np.reshape(X, (-1, 1)) if one_d else X, "X")
@@ -247,6 +256,15 @@ def kendall_tau_matrix(X) -> np.ndarray:
     Returns
     -------
     (d, d) symmetric array with unit diagonal.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scontrast.quadro import kendall_tau_matrix
+    >>> rng = np.random.default_rng(0)
+    >>> z = rng.normal(size=30)
+    >>> kendall_tau_matrix(np.column_stack([z, z ** 3, -z])).round(6).tolist()   # ranks only
+    [[1.0, 1.0, -1.0], [1.0, 1.0, -1.0], [-1.0, -1.0, 1.0]]
     """
     X = _matrix(X, "X", min_rows=2)
     n, d = X.shape

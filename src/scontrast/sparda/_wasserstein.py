@@ -68,6 +68,13 @@ def wasserstein2_1d(a, b) -> float | np.ndarray:
     -------
     float or ndarray of shape (p,)
         Squared W2 distance(s), column by column for 2-D input.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scontrast.sparda import wasserstein2_1d
+    >>> float(wasserstein2_1d(np.array([0.0, 1.0, 2.0]), np.array([1.0, 2.0, 3.0])))   # a shift by 1
+    1.0
     """
     a = np.asarray(a, dtype=float)
     b = np.asarray(b, dtype=float)
@@ -177,6 +184,16 @@ def marginal_wasserstein2(X, Y) -> np.ndarray:
     Returns
     -------
     ndarray, shape (d,)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scontrast.sparda import marginal_wasserstein2
+    >>> rng = np.random.default_rng(0)
+    >>> X, Y = rng.normal(size=(50, 3)), rng.normal(size=(50, 3))
+    >>> Y[:, 0] += 2.0                                                 # gene 0 shifted by 2
+    >>> int(np.argmax(marginal_wasserstein2(X, Y)))
+    0
     """
     if sp.issparse(X) and sp.issparse(Y):
         return _marginal_w2_sparse(X, Y)
