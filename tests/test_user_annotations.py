@@ -61,10 +61,11 @@ def _preprocessed(a: ad.AnnData, **kw) -> ad.AnnData:
         return preprocess(a, **{**GROUPS, **KW, **kw})
 
 
-def test_every_input_annotation_is_carried_to_the_kept_cells_and_genes(tmp_path):
+def test_every_input_annotation_is_carried_to_the_kept_cells_and_genes(tmp_path, caplog):
     a = _annotated()
     before = {k: v.copy() for k, v in a.uns.items() if k.endswith("_colors")}
-    out = _preprocessed(a)
+    with caplog.at_level("INFO", logger="scontrast"):
+        out = _preprocessed(a)
     assert "cell0" not in out.obs_names and "gene7" not in out.var_names  # QC removed a cell and a gene
     rows = a.obs_names.get_indexer(out.obs_names)
     cols = a.var_names.get_indexer(out.var_names)
@@ -74,6 +75,10 @@ def test_every_input_annotation_is_carried_to_the_kept_cells_and_genes(tmp_path)
     # a graph keeps the edges between kept cells, and stays sparse
     assert sp.issparse(out.obsp["connectivities"])
     assert (out.obsp["connectivities"] != a.obsp["connectivities"][rows][:, rows]).nnz == 0
+    kept, total = out.obsp["connectivities"].nnz, a.obsp["connectivities"].nnz
+    assert 0 < kept < total
+    assert (f"obsp['connectivities'] holds the graph between the kept cells: {kept} of its {total} edges (a cell's "
+            "neighbours outside the kept cells are not among them)") in caplog.messages
     assert out.uns["neighbors"] == a.uns["neighbors"]
     np.testing.assert_array_equal(out.var["gene_ids"], a.var["gene_ids"].to_numpy()[cols])
     # a colliding name is kept under a free one, never overwritten

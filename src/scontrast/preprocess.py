@@ -502,6 +502,9 @@ def _checked_input(adata, *, groupby, target, background, counts, layer, replica
     labels = group_labels(adata.obs, groupby, target, background)
     if replicate is not None and replicate not in adata.obs:
         raise ScontrastError(f"obs column '{replicate}' (replicate) is absent; have {list(adata.obs.columns)[:20]}")
+    if replicate is not None and replicate == groupby:
+        raise ScontrastError(f"replicate: '{replicate}' is the groupby column itself: name the obs column of the "
+                             "donors, patients or samples")
     keep = labels.notna().to_numpy()
     X = adata.X if layer is None else adata.layers[layer]
     if X is None:
@@ -562,8 +565,15 @@ def _two_groups(adata, X, labels, keep, dtype) -> tuple[ad.AnnData, dict]:
                        if isinstance(obs[c].dtype, pd.CategoricalDtype)},
         "renamed": renamed,
         "not_carried": {"layers": [str(k) for k in adata.layers.keys()], "raw": adata.raw is not None},
+        # each graph's edges in the input: the result keeps those between kept cells (said in the log)
+        "edges": {k: _edges(v) for k, v in mine["obsp"].items()},
     }
     return out, carried
+
+
+def _edges(graph) -> int:
+    """Stored entries of an obsp graph (sparse), or its non-zero entries (dense)."""
+    return int(graph.nnz) if sp.issparse(graph) else int(np.count_nonzero(np.asarray(graph)))
 
 
 def _take(value, rows: np.ndarray, axis: int = 0):
@@ -631,6 +641,10 @@ def _finish_annotations(out: ad.AnnData, carried: dict, *, groupby: str, target:
         log.info("not carried from the input (each as large as X): %s",
                  "; ".join([f"layers{not_carried['layers']}"] * bool(not_carried["layers"])
                            + ["raw"] * bool(not_carried["raw"])))
+    for key, before in carried["edges"].items():
+        if key in out.obsp:
+            log.info("obsp['%s'] holds the graph between the kept cells: %d of its %d edges (a cell's neighbours "
+                     "outside the kept cells are not among them)", key, _edges(out.obsp[key]), before)
     log.info("carried from the input: %d obs and %d var columns; obsm %s; varm %s; obsp %s; uns %s",
              len(carried["obs"]), len(user_var.columns), list(out.obsm.keys()), list(out.varm.keys()), list(out.obsp.keys()),
              sorted(uns.keys()))
