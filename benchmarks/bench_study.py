@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import sys
 import time
 import warnings
 
@@ -178,7 +179,7 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     cells = ad.read_h5ad(CELLS)
-    print(f"# bench_study {' '.join(argv or [])}: {platform.processor() or platform.machine()}, "
+    print(f"# bench_study {' '.join(sys.argv[1:] if argv is None else argv)}: {platform.processor() or platform.machine()}, "
           f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}")
     rng = np.random.default_rng(args.seed)
     if args.calibration:
