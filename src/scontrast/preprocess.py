@@ -502,9 +502,6 @@ def _checked_input(adata, *, groupby, target, background, counts, layer, replica
     labels = group_labels(adata.obs, groupby, target, background)
     if replicate is not None and replicate not in adata.obs:
         raise ScontrastError(f"obs column '{replicate}' (replicate) is absent; have {list(adata.obs.columns)[:20]}")
-    if replicate is not None and replicate == groupby:
-        raise ScontrastError(f"replicate: '{replicate}' is the groupby column itself: name the obs column of the "
-                             "donors, patients or samples")
     keep = labels.notna().to_numpy()
     X = adata.X if layer is None else adata.layers[layer]
     if X is None:
