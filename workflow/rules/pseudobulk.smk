@@ -1,3 +1,10 @@
+def pseudobulk_design(wildcards):
+    """``{'covariates': [...]}`` of an entry with covariates or a block, else {} (the params are then unchanged)."""
+    ds = dataset_cfg(wildcards)
+    extra = [*(ds.get("covariates") or []), *([ds["block"]] if ds.get("block") else [])]
+    return {"covariates": extra} if extra else {}
+
+
 rule pseudobulk:
     """Replicate-level DESeq2 on counts summed per replicate and group (only with a declared replicate and raw counts)."""
     input:
@@ -5,11 +12,8 @@ rule pseudobulk:
     output:
         h5ad="results/{dataset}/pseudobulk.h5ad",
     params:
-        cfg=model_params("pseudobulk"),
-        # a study's covariates and block enter the design (docs/studies.md); absent, nothing is passed
-        design=lambda w: {"covariates": [*(dataset_cfg(w).get("covariates") or []),
-                                         *([dataset_cfg(w)["block"]] if dataset_cfg(w).get("block") else [])]}
-        if dataset_cfg(w).get("covariates") or dataset_cfg(w).get("block") else {},
+        # a study's covariates and block enter the design (docs/studies.md); absent, the block as it is
+        cfg=lambda w: {**model_params("pseudobulk"), **pseudobulk_design(w)},
     log:
         "logs/{dataset}/pseudobulk.log",
     benchmark:
