@@ -597,6 +597,51 @@ def compare_tests(n_null: int, n_power: int, designs: list[str], scenarios: list
             say(_compare_line(design, scenario, rows, cut, t0))
 
 
+def location_scales(n_sims: int, scenario: str, seed: int) -> None:
+    """The location part's power by the scale of the replicate summaries, 6 vs 6 pseudo-donors (no SPARDA fit).
+
+    Max moderated |t| over the relabellings of: the replicates' mean of the log-normalised cells
+    (``X``), ``log1p`` of their mean ``expm1`` (the library's pseudobulk), and log2-CPM of the
+    summed counts; beside them the parametric moderated-t p-values of the last two, Bonferroni over
+    the genes. Rejections at 0.05.
+    """
+    from scipy.stats import t as student_t
+
+    from scontrast.design import replicate_labellings
+    from scontrast.donor_test import moderated_t, replicate_means
+    from scontrast.preprocess import preprocess
+
+    pool, genes = shipped_cd4_pool()
+    rng = np.random.default_rng([seed, 0, SCENARIOS.index(scenario)])
+    p = {k: [] for k in ("mean of logs", "log of mean (pseudobulk)", "log-CPM of counts",
+                         "log of mean, parametric Bonferroni", "log-CPM, parametric Bonferroni")}
+    for _ in range(n_sims):
+        a, _planted = simulate_design(pool, genes, scenario, "6v6", 60, rng)
+        pp = preprocess(a, groupby="group", target=["T"], background=["B"], replicate="donor", min_genes=0,
+                        min_cells=1, max_pct_mito=100, n_top_genes=300, min_cells_per_group=2)
+        t_mask = pp.obs["scontrast_target"].to_numpy(bool)
+        reps = pp.obs["scontrast_replicate"].astype(str).to_numpy()
+        names, idx = np.unique(reps, return_inverse=True)
+        lab, _ = replicate_labellings(np.isin(names, np.unique(reps[t_mask])), paired=False)
+        lab = lab[lab[:, 0] == lab[0, 0]]
+        summed = replicate_means(pp.layers["counts"], idx, t_mask, names.size, paired=False) * np.bincount(idx)[:, None]
+        scales = {"mean of logs": replicate_means(pp.X, idx, t_mask, names.size, paired=False),
+                  "log of mean (pseudobulk)": replicate_means(pp.X, idx, t_mask, names.size, paired=False,
+                                                              pseudobulk=True),
+                  "log-CPM of counts": np.log2((summed + 0.5) / (summed.sum(1, keepdims=True) + 1) * 1e6)}
+        for name, M in scales.items():
+            t, df = moderated_t(M, lab, paired=False)
+            stat = np.abs(t).max(axis=1)
+            p[name].append(float(np.mean(stat >= stat[0])))
+            if name != "mean of logs":
+                key = "log of mean, parametric Bonferroni" if name.startswith("log of") else "log-CPM, parametric Bonferroni"
+                p[key].append(min(1.0, float((2 * student_t.sf(np.abs(t[0]), df[0])).min()) * t.shape[1]))
+    say(f"\n## The location part by scale, 6 vs 6 pseudo-donors, {scenario}, {n_sims} simulations (load "
+        f"{os.getloadavg()[0]:.2f}): rejections at 0.05")
+    for name, v in p.items():
+        say(f"{name:36s}: {np.mean(np.array(v) <= 0.05):.3f} (median p {np.median(v):.4f})")
+
+
 def sparda_splits(sources: list[str], max_splits: int) -> None:
     """The replicate test alone (library defaults) on the wu2020 donor splits: combined, today's and the location part."""
     from scontrast import tl
@@ -731,6 +776,8 @@ def main(argv=None):
     parser.add_argument("--designs", nargs="+", default=list(DESIGNS), choices=list(DESIGNS))
     parser.add_argument("--sparda-splits", action="store_true", help="the replicate test alone on the wu2020 splits")
     parser.add_argument("--timing", action="store_true")
+    parser.add_argument("--location-scales", type=int, default=0, metavar="N",
+                        help="the location part's power by the scale of the replicate summaries (first --scenarios)")
     args = parser.parse_args(argv)
     quiet()
     say(f"# bench_donors {' '.join(sys.argv[1:])}; {time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} cores, "
@@ -747,6 +794,8 @@ def main(argv=None):
         simulation(args.sim, args.scenarios, args.donors, args.cells, args.seed)
     if args.timing:
         timing()
+    if args.location_scales:
+        location_scales(args.location_scales, args.scenarios[0], args.seed)
     if args.sparda_splits:
         sparda_splits(args.sources, args.max_splits)
     if args.compare:

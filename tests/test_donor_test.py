@@ -170,7 +170,11 @@ def test_a_labelling_and_its_mirror_give_opposite_t():
         np.testing.assert_allclose(t[j], -t[i], rtol=1e-10, atol=1e-12)
 
 
-def test_replicate_means_sparse_equals_dense_and_blocks():
+@pytest.mark.parametrize("rows", [8192, 7])
+def test_replicate_means_sparse_equals_dense_and_blocks(rows, monkeypatch):
+    import scontrast.donor_test
+
+    monkeypatch.setattr(scontrast.donor_test, "_ROWS", rows)  # 7: many blocks of cells, none aligned to a replicate
     rng = np.random.default_rng(6)
     X = sp.random(90, 12, density=0.3, random_state=7, format="csr")
     rep = rng.integers(0, 4, 90)
@@ -186,6 +190,10 @@ def test_replicate_means_sparse_equals_dense_and_blocks():
     np.testing.assert_allclose(replicate_means([X[:50], dense[50:]], rep, tgt, 4, paired=True), M)
     U = replicate_means(dense, rep, tgt, 4, paired=False)
     np.testing.assert_allclose(U[2], dense[rep == 2].mean(axis=0))
+    # pseudobulk: log1p of the mean expm1, the sparse input never densified (zeros stay zeros), in blocks of rows
+    P = replicate_means([X[:50], X[50:]], rep, tgt, 4, paired=False, pseudobulk=True)
+    np.testing.assert_allclose(P[1], np.log1p(np.expm1(dense[rep == 1]).mean(axis=0)))
+    np.testing.assert_allclose(replicate_means(dense, rep, tgt, 4, paired=False, pseudobulk=True), P)
     with pytest.raises(ScontrastError, match="has no cell"):
         replicate_means(dense, rep, tgt, 5, paired=False)
 

@@ -133,7 +133,8 @@ class SPARDA(_LambdaChoice, _Tests, BaseEstimator):
         them). The fit always uses every cell. ``None``: every cell.
     test_location : bool, default True
         The ``'replicate'`` test adds a location part to SPARDA's two distributional parts, on the
-        same relabellings of the replicates: each replicate's mean expression of every gene, an
+        same relabellings of the replicates: each replicate's pseudobulk of every gene
+        (``log1p`` of its cells' mean ``expm1`` expression), an
         empirical-Bayes moderated t per gene (limma-trend's variance shrinkage towards a trend on
         mean expression; paired designs: the within-replicate differences) and its largest ``|t|``
         over the genes (:mod:`scontrast.donor_test`). The three are combined by min-p within the

@@ -198,14 +198,15 @@ def _labelling_statistics(Z: np.ndarray, n: int, n_permutations: int, lams, rng:
 def _location_part(X, Y, reps, lab: np.ndarray) -> tuple[np.ndarray, dict]:
     """The replicate test's location statistic of every labelling and the observed labelling's genes.
 
-    The largest moderated ``|t|`` over all genes of the replicates' mean expression
-    (:func:`scontrast.donor_test.moderated_t`, every cell of ``X`` and ``Y``), shape (L,); and,
+    The largest moderated ``|t|`` over all genes of the replicates' pseudobulk, ``log1p`` of their
+    mean ``expm1`` expression (:func:`scontrast.donor_test.replicate_means`,
+    :func:`scontrast.donor_test.moderated_t`, every cell of ``X`` and ``Y``), shape (L,); and,
     for the ``_LOCATION_TOP`` genes of largest observed ``|t|``, their columns, t and max-T
     adjusted p-values (``#{labellings whose largest |t| reaches the gene's} / L``).
     """
     n = X.shape[0]
     is_target = np.arange(n + Y.shape[0]) < n
-    means = replicate_means([X, Y], reps.index, is_target, reps.names.size, paired=reps.paired)
+    means = replicate_means([X, Y], reps.index, is_target, reps.names.size, paired=reps.paired, pseudobulk=True)
     t, df = moderated_t(means, lab, paired=reps.paired)
     stat = np.abs(t).max(axis=1)
     top = np.argsort(-np.abs(t[0]), kind="stable")[:_LOCATION_TOP]
@@ -383,7 +384,7 @@ class _Tests:
 
         Three statistics of every labelling of the replicates (:mod:`._replicate`), observed first:
         the location part (with ``test_location``; the largest moderated ``|t|`` over all genes of
-        the replicates' mean expression, :mod:`scontrast.donor_test`, on every cell), and the
+        the replicates' pseudobulk, :mod:`scontrast.donor_test`, on every cell), and the
         ``'permute'`` test's re-optimised divergence and its shape part (on the test cells and
         genes). The test genes and both ``lam0`` are label free as in ``'permute'`` (``lam0`` from
         relabellings of half the pooled cells, whatever the observed group sizes), so every
