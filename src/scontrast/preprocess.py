@@ -683,7 +683,7 @@ def _write_group_colours(out: ad.AnnData, groupby: str, target: list[str], backg
     if not isinstance(col.dtype, pd.CategoricalDtype):
         if not (pd.api.types.is_string_dtype(col) or pd.api.types.is_object_dtype(col)):
             return
-        col = out.obs[groupby] = pd.Categorical(col.astype(str))
+        out.obs[groupby] = pd.Categorical(col.astype(str))
         col = out.obs[groupby]
     colours = []
     values = col.to_numpy()
