@@ -297,3 +297,35 @@ def test_an_input_replaced_while_read_fails_the_job_and_leaves_no_output(tmp_pat
                            "(size ")
     assert "its result could mix two versions and is discarded" in line
     assert not out.exists()
+
+
+# ------------------------------------------------------- more cases of the same kind (docs/reliability.md)
+def test_yaml_merge_keys_still_load_and_an_override_is_not_a_duplicate(tmp_path):
+    path = tmp_path / "cfg.yaml"
+    path.write_text("base: &b {groupby: g, counts: raw}\ndatasets:\n  a:\n    <<: *b\n    groupby: h\n")
+    assert strict_yaml_load(path)["datasets"]["a"] == {"groupby": "h", "counts": "raw"}
+    path.write_text("base: &b {g: 1}\nd:\n  <<: *b\n  x: 1\n  x: 2\n")
+    with pytest.raises(ValueError, match=r"key 'x' is given twice in one block \(lines 4 and 5\)"):
+        strict_yaml_load(path)
+
+
+def test_a_single_number_as_the_label():
+    """``group_labels(obs, 'g', 1.0, 0.0)`` (the library's API; the config takes lists of text) raised TypeError."""
+    labels = group_labels(_float_groups(), "grp", 1.0, 0)
+    assert labels.value_counts().to_dict() == {"target": 40, "background": 40}
+
+
+def test_the_replicate_column_being_the_groupby_column_is_named():
+    with pytest.raises(ScontrastError, match=r"^replicate: 'condition' is the groupby column itself"):
+        _pre(make_counts(), replicate="condition")
+
+
+def test_a_replicate_per_cell_gives_a_readable_line():
+    """A donor per cell: the 79 dropped are named 10 and counted (the line listed every one)."""
+    a = make_counts()
+    a.obs["donor"] = [f"d{i:03d}" for i in range(a.n_obs)]
+    with pytest.raises(ScontrastError) as info:
+        _pre(a, replicate="donor", paired=True)
+    message = str(info.value)
+    assert "after dropping d000, d001, d003, d004, d006, d007, d009, d010, d012, d013 and 69 more;" in message
+    assert len(message) < 300

@@ -268,3 +268,20 @@ def test_a_failed_contrast_leaves_no_earlier_answer_and_a_truncated_result_says_
     assert "(the earlier scontrast.h5ad, summary.tsv, summary.html of this dataset were removed" in line
     assert any(ln.startswith("scontrast preprocess [dataset=a]: target label(s) ['diseased'] not found")
                and "the earlier scontrast.h5ad" in ln for ln in output.splitlines())
+
+
+def test_a_dataset_reading_its_own_result_is_refused_by_name(tmp_path):
+    """A cycle through results/ (A reads B's result, B reads A's) was snakemake's 'Cyclic dependency on rule collect'."""
+    base = _base(tmp_path)
+    text = yaml.safe_dump({"datasets": {"A": {**base, "path": "results/B/scontrast.h5ad"},
+                                        "B": {**base, "path": "results/A/scontrast.h5ad"}}})
+    output = _dry(tmp_path, text)
+    assert "config.datasets.A.path: 'results/B/scontrast.h5ad' is a result of this workflow that depends on itself " \
+           "(A -> B -> A)" in output
+    assert "CyclicGraphException" not in output
+
+
+def test_a_path_with_a_tilde_says_it_is_not_expanded(tmp_path):
+    text = yaml.safe_dump({"datasets": {"mine": {**_base(tmp_path), "path": "~/nowhere/x.h5ad"}}})
+    assert "'~/nowhere/x.h5ad' does not exist (no such file) (a path beginning with '~' is not expanded: write " \
+           "the whole path)" in _dry(tmp_path, text)

@@ -493,6 +493,8 @@ def strict_yaml_load(path: str | os.PathLike):
     def _mapping(loader, node, deep=False):
         seen: dict = {}
         for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *defaults`: its keys may be overridden here
+                continue
             key = loader.construct_object(key_node, deep=True)
             try:
                 first = seen.get(key)

@@ -57,7 +57,8 @@ log = logging.getLogger(__name__)
 
 
 def _as_list(labels) -> list[str]:
-    return [str(x) for x in ([labels] if isinstance(labels, (str, int)) else labels)]
+    """Labels as a list of text: one label (text or a number, ``target: 1.0``) or a list of them."""
+    return [str(x) for x in ([labels] if isinstance(labels, (str, numbers.Number)) else labels)]
 
 
 def _number(text: str) -> float | None:
@@ -502,6 +503,9 @@ def _checked_input(adata, *, groupby, target, background, counts, layer, replica
     labels = group_labels(adata.obs, groupby, target, background)
     if replicate is not None and replicate not in adata.obs:
         raise ScontrastError(f"obs column '{replicate}' (replicate) is absent; have {list(adata.obs.columns)[:20]}")
+    if replicate is not None and replicate == groupby:
+        raise ScontrastError(f"replicate: '{replicate}' is the groupby column itself: name the obs column of the "
+                             "donors, patients or samples")
     keep = labels.notna().to_numpy()
     X = adata.X if layer is None else adata.layers[layer]
     if X is None:

@@ -83,6 +83,8 @@ def checked_input(path, key):
     """
     problem = input_file_problem(path)
     if problem is not None:
+        if str(path).startswith("~") and not os.path.exists(path):
+            problem += " (a path beginning with '~' is not expanded: write the whole path)"
         raise WorkflowError(f"{key}: '{path}' {problem}")
     return path
 
@@ -92,6 +94,23 @@ def made_here(path):
     read another's finished result, which does not exist until that dataset's rules have run."""
     parts = Path(os.path.normpath(path)).parts
     return len(parts) >= 3 and parts[0] == "results" and parts[1] in DATASETS
+
+
+def _reads_results_of(name):
+    """The dataset whose result dataset ``name`` reads (``path: results/<other>/...``), or None."""
+    path = config["datasets"][name]["path"]
+    return Path(os.path.normpath(path)).parts[1] if made_here(path) else None
+
+
+for _name in DATASETS:  # a dataset reading its own result, or datasets reading each other's: a cycle
+    _chain, _next = [_name], _reads_results_of(_name)
+    while _next is not None and _next not in _chain:
+        _chain.append(_next)
+        _next = _reads_results_of(_next)
+    if _next is not None:
+        _loop = " -> ".join([*_chain[_chain.index(_next):], _next])
+        raise WorkflowError(f"config.datasets.{_name}.path: '{config['datasets'][_name]['path']}' is a result of "
+                            f"this workflow that depends on itself ({_loop}): a dataset cannot read its own result")
 
 
 for _name in DATASETS:
