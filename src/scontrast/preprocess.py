@@ -1068,8 +1068,9 @@ def _apply_design(out: ad.AnnData, *, replicate, paired, min_cells, groupby) -> 
         warnings.warn(f"{int(missing.sum())} cells have no value in obs column '{replicate}' (replicate) and were "
                       f"dropped ({n_t} target, {n_b} background): give each cell its {replicate}, or leave those "
                       "cells out of the file", ScontrastWarning, stacklevel=5)
-    for name, why in design.dropped.items():
-        warnings.warn(f"replicate '{name}' of obs column '{replicate}' dropped: {why}", ScontrastWarning, stacklevel=5)
+    if design.dropped:  # one fact, one line (the terminal, the log, the summary's row of dropped replicates)
+        warnings.warn("; ".join(f"replicate '{name}' of obs column '{replicate}' dropped: {why}"
+                                for name, why in design.dropped.items()), ScontrastWarning, stacklevel=5)
     if not design.keep.all():
         out = out[design.keep].copy()
     out.obs[REPLICATE_KEY] = pd.Categorical(design.replicates[design.keep])
