@@ -12,8 +12,9 @@ groups and different donors and ``W`` over pairs of one group and different dono
 
 Its no-effect value is 0 (every pair of distinct donors is alike under no difference, whatever
 the cells per donor). Without the sampling noise removed it would grow with the cells per donor
-under an effect (W shrinks towards the donors' own spread as cells are added); ``W`` (and each feature's spread) is floored
-at a quarter of its raw value so that donors that barely differ do not make the ratio explode.
+under an effect (W shrinks towards the donors' own spread as cells are added). In the denominator
+``W`` (and each feature's spread) is floored at a quarter of its raw value, so that donors that
+barely differ beyond their cells' noise do not make the ratio explode.
 """
 
 from __future__ import annotations
@@ -45,8 +46,8 @@ def group_distance(profiles: np.ndarray, noise: np.ndarray, is_target: np.ndarra
     corrected = raw - zn[i].sum(axis=1) - zn[j].sum(axis=1)
     between = is_target[i] != is_target[j]
     B, W = corrected[between].mean(), corrected[~between].mean()
-    W = max(W, W_FLOOR * raw[~between].mean())
-    return float((B - W) / W)
+    # the floor bounds the denominator only: the numerator stays unbiased (0 under no difference)
+    return float((B - W) / max(W, W_FLOOR * raw[~between].mean()))
 
 
 def jackknife_interval(profiles, noise, is_target, donor, level: float = 0.95) -> tuple[float, float, float]:
