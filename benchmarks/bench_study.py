@@ -22,7 +22,7 @@ library, not snakemake). Parts:
 ``--cells C`` sets the cells of each type per donor and condition in parts 1 and 2 (default 80:
 ~8,000 cells over 7 types and 12 donors; 0 = the real cells shared out without replacement,
 ~2,600 cells). Usage (repository root): python -m benchmarks.bench_study [--calibration N]
-[--power N] [--effect N] [--baselines K] [--cells C] [--seed S]
+[--power N] [--effect N] [--baselines K] [--cells C] [--seed S] [--designs 6v6 4v4 '6 paired' '4 paired']
 """
 
 from __future__ import annotations
@@ -111,10 +111,10 @@ def augur_any(sim, rng, n_perm=19) -> bool:
     return False
 
 
-def calibration(cells, n, seed, cells_per_donor, baselines, rng):
+def calibration(cells, n, seed, cells_per_donor, baselines, rng, designs=DESIGNS):
     print(f"\n## Calibration: nothing planted, {n} studies per design ({cells_per_donor or 'shared-out'} cells "
           "per type, donor and condition)")
-    for name, n_t, n_b, paired in DESIGNS:
+    for name, n_t, n_b, paired in designs:
         t0 = time.time()
         any_call = glob = pb = au = 0
         for i in range(n):
@@ -133,10 +133,10 @@ def calibration(cells, n, seed, cells_per_donor, baselines, rng):
                   f"Augur-style cell-level AUC separable in {band(au, baselines)}")
 
 
-def power(cells, n, seed, cells_per_donor):
+def power(cells, n, seed, cells_per_donor, designs=DESIGNS):
     print(f"\n## Power: 2x mean shift of 15 genes in CD14 Mono, spread change of 10 genes in B, {n} studies "
           f"({cells_per_donor or 'shared-out'} cells per type, donor and condition)")
-    for name, n_t, n_b, paired in DESIGNS:
+    for name, n_t, n_b, paired in designs:
         t0 = time.time()
         mean_found = mean_first = spread_found = false_calls = 0
         for i in range(n):
@@ -177,15 +177,18 @@ def main(argv=None):
     ap.add_argument("--baselines", type=int, default=0)
     ap.add_argument("--cells", type=int, default=80)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--designs", nargs="+", default=[d[0] for d in DESIGNS],
+                    help="among '6v6', '4v4', '6 paired', '4 paired'")
     args = ap.parse_args(argv)
     cells = ad.read_h5ad(CELLS)
     print(f"# bench_study {' '.join(sys.argv[1:] if argv is None else argv)}: {platform.processor() or platform.machine()}, "
           f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}")
     rng = np.random.default_rng(args.seed)
+    designs = [d for d in DESIGNS if d[0] in args.designs]
     if args.calibration:
-        calibration(cells, args.calibration, args.seed, args.cells, args.baselines, rng)
+        calibration(cells, args.calibration, args.seed, args.cells, args.baselines, rng, designs)
     if args.power:
-        power(cells, args.power, args.seed, args.cells)
+        power(cells, args.power, args.seed, args.cells, designs)
     if args.effect:
         effect(cells, args.effect, args.seed)
 

@@ -1,0 +1,79 @@
+"""A study entry in the workflow: its split contrasts, skipped splits, and the study table's files."""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from pathlib import Path
+
+import anndata as ad
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from conftest import REPO
+from scontrast.core import ScontrastWarning
+from scontrast.datasets import simulate_study
+from scontrast.study import run_study
+from scontrast.study._table import add_method_results, read_study_tsv, study_tsv
+
+SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
+
+
+def _small_study(path: Path) -> None:
+    cells = ad.read_h5ad(REPO / "data" / "pbmc3k_celltypes.h5ad")
+    sim = simulate_study(cells, n_target=3, n_background=3, cells_per_donor=12, random_state=0)
+    # Dendritic cells of one target donor only: that split cannot be tested
+    keep = ~((sim.obs["cell_type"] == "Dendritic") & (sim.obs["donor"] != "D01") & (sim.obs["condition"] == "case"))
+    sim[keep.to_numpy()].copy().write_h5ad(path)
+
+
+@pytest.mark.workflow
+def test_dry_run_lists_each_testable_split_and_no_job_for_the_others(tmp_path):
+    import subprocess
+
+    _small_study(tmp_path / "study.h5ad")
+    cfg = yaml.safe_load((REPO / "config.yaml").read_text())
+    cfg["datasets"] = {"st": {"path": str(tmp_path / "study.h5ad"), "groupby": "condition", "target": ["case"],
+                              "background": ["control"], "counts": "raw", "replicate": "donor",
+                              "split_by": "cell_type", "subset": {"cell_type": ["B", "NK", "Dendritic"]},
+                              "covariates": [], "methods": ["sparda"], "preprocess": {"min_genes": 50}}}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
+    proc = subprocess.run([SNAKEMAKE, "-s", str(REPO / "Snakefile"), "-d", str(tmp_path), "--configfile",
+                           str(tmp_path / "config.yaml"), "-n", "--quiet", "rules"], capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    jobs = {}
+    for line in proc.stdout.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[1].isdigit():
+            jobs[parts[0]] = int(parts[1])
+    assert jobs["preprocess"] == 2 and jobs["sparda"] == 2  # B and NK; Dendritic has 1 target donor
+    assert jobs["design_check"] == 1 and jobs["study"] == 1 and jobs["study_figure"] == 1
+    assert "pseudobulk" not in jobs and "quadro" not in jobs  # the entry's own methods list
+
+
+def test_study_tsv_round_trip_and_method_columns(tmp_path):
+    path = tmp_path / "study.h5ad"
+    _small_study(path)
+    sim = ad.read_h5ad(path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ScontrastWarning)
+        res = run_study(sim, groupby="condition", target=["case"], background=["control"], replicate="donor",
+                        split_by="cell_type", subset={"cell_type": ["B", "NK", "Dendritic"]})
+    obs = pd.DataFrame(index=["c0"])
+    pb = ad.AnnData(obs=obs, var=pd.DataFrame({"pseudobulk_padj": [0.01, 0.2, 0.04]}, index=["a", "b", "c"]))
+    failed = ad.AnnData(obs=obs, uns={"scontrast_failure": {"method": "sparda", "message": "too few cells"}})
+    add_method_results(res, {"B": {"pseudobulk": pb}, "NK": {"sparda": failed}})
+    table = res.table.set_index("split")
+    assert table.loc["B", "n_pseudobulk_genes"] == 2
+    assert "sparda did not run: too few cells" in table.loc["NK", "note"]
+    assert table.loc["Dendritic", "status"].startswith("skipped: 1 donor(s) in target")
+    (tmp_path / "study.tsv").write_text(study_tsv(res))
+    back, global_p = read_study_tsv(tmp_path / "study.tsv")
+    assert global_p == pytest.approx(res.global_pvalue, rel=1e-5)
+    assert list(back["split"]) == list(res.table["split"])
+    assert np.allclose(back["pvalue"].to_numpy(float), res.table["pvalue"].to_numpy(float), rtol=1e-5, equal_nan=True)
+    # 3 v 3 donors: 20 relabellings, floor 2/20 = 0.1 above 0.05: said in plain words
+    assert all("cannot be found" in n for n in back.loc[back["status"] == "tested", "note"])
