@@ -386,23 +386,23 @@ class MemorySpec(NamedTuple):
 #: Each rule's request. ``per_input_mb`` is at least 1.5x the largest peak RSS measured for the
 #: rule per MB of the matrices it reads, at 50,000 cells x 20,000 genes (exact, and bench_scale's
 #: sampled) and 200,000 x 30,000 (sampled): benchmarks/results/slurm_requests.txt has the peaks, the
-#: requests before and after at both sizes, and how they were computed. X below: its CSR size.
+#: requests at both sizes, and how they were computed. X below: its CSR size.
 MEMORY = {
     "preprocess": MemorySpec(3.5),  # the raw input, whole (read_h5ad): peak 2.26x X at 50k (exact)
     # X and the layer the config names (none by default); preprocessed.h5ad's counts are not read
-    "sparda": MemorySpec(3.75, layers="config"),  # 2.47x X at 50k (sampled; 2.29x exact, 2026-12-03)
-    "quadro": MemorySpec(3.85, layers="config"),  # 2.53x (exact, 2026-12-03; 2.43x the day before)
+    "sparda": MemorySpec(3.75, layers="config"),  # 2.47x X at 50k (sampled; 2.29x exact)
+    "quadro": MemorySpec(3.85, layers="config"),  # 2.53x (exact; 2.43x in another run)
     "cpca": MemorySpec(3, layers="config"),  # 1.88x (exact)
     "pcpca": MemorySpec(3, layers="config"),  # 1.68x (exact)
     "latent_features": MemorySpec(3, layers="config"),  # 1.65x (exact)
     "fangs": MemorySpec(2.5, layers=()),  # X only (read_merged(layers=())), the samples whole: 1.49x (exact)
     # the counts layer only (read_annotations(layers=('counts',))), summed a block of cells at a time, and
     # PyDESeq2's two worker processes: 1.96x the layer with them (sampled, 50k with 8 donors; the largest
-    # process alone 1.56x exact; 2.23x before the blocks)
+    # process alone 1.56x exact; 2.23x when the layer is summed whole)
     "pseudobulk": MemorySpec(3.25, x=False, layers=("counts",)),
     # every <method>_figure and preprocess_figure: io.read_for_figure, the annotations and the deltas, no
-    # matrix of the base (session 12's 1.24x the counts layer came from anndata's backed read, which loaded
-    # every layer; preprocess_figure reads the genes' moments from X a block of cells at a time): the floor
+    # matrix of the base (anndata's backed read would load every layer, 1.24x the counts layer;
+    # preprocess_figure reads the genes' moments from X a block of cells at a time): the floor
     "figure": MemorySpec(2, x=False, layers=()),
     # the base's matrices are copied as bytes (collect) or not read (summary): the annotations, the floor
     "collect": MemorySpec(1, x=False, layers=()),
