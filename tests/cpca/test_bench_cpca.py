@@ -38,7 +38,7 @@ def test_thread_rows_report_the_threads_the_fit_used():
     """The benchmark's threads table: the resolved count and the BLAS's setting inside the solver
     follow the limit (one thread per task with two), and every limit gives the same alphas."""
     X, Y, _ = bench_cpca.synthetic(200, 200, 136)  # the covariance solver (d above the full solver's 128)
-    rows = bench_cpca.thread_rows(X, Y, limits=(1, 2, 3), repeats=1)
+    rows = list(bench_cpca.thread_rows(X, Y, limits=(1, 2, 3), repeats=1))
     assert [r["n_threads"] for r in rows] == [1, 2, 3]
     assert [r["blas_inside"] for r in rows] == [[1], [1], [3]]
     assert all(r["wall_s"] > 0 and r["cpu_s"] > 0 for r in rows)
