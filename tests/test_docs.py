@@ -32,6 +32,8 @@ EXAMPLE_MODULES = [
     "scontrast.quadro._estimator", "scontrast.latent_features._ensemble", "scontrast.latent_features._estimator",
     "scontrast.fangs._search", "scontrast.fangs._loss", "scontrast.fangs._enrichment", "scontrast.sparda._wasserstein",
     "scontrast.cpca._alpha", "scontrast.pcpca._closed_form", "scontrast.design", "scontrast.quadro._robust",
+    "scontrast.latent_features._diagnostics", "scontrast.latent_features._simulate", "scontrast.pseudobulk",
+    "scontrast.study._design", "scontrast.sparda._utils",
 ]
 # the public modules whose names the API page must list (constants aside)
 API_MODULES = ["scontrast.tl", "scontrast.pl", "scontrast.sparda", "scontrast.cpca", "scontrast.pcpca", "scontrast.quadro",

@@ -257,6 +257,15 @@ def has_mirror(target_of_replicate, *, paired: bool) -> bool:
 
     Paired: always (all labels swapped). Unpaired: when both groups have as many replicates (the
     complement). A statistic symmetric in the groups then ties every labelling with its mirror.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scontrast.design import has_mirror
+    >>> has_mirror(np.array([True, True, False, False]), paired=False)   # 2 against 2: swapping gives a labelling
+    True
+    >>> has_mirror(np.array([True, True, True, False]), paired=False)
+    False
     """
     target = np.asarray(target_of_replicate, dtype=bool)
     return bool(paired) or 2 * int(target.sum()) == target.size
@@ -305,6 +314,16 @@ def grouped_folds(y, groups, n_splits: int, random_state=None) -> list[tuple[np.
     Returns
     -------
     list of (train, test) index arrays
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scontrast.design import grouped_folds
+    >>> y = np.repeat([1, 0], 12)
+    >>> donor = np.repeat(np.arange(6), 4)                  # 6 donors of 4 cells
+    >>> folds = grouped_folds(y, donor, n_splits=3, random_state=0)
+    >>> all(set(donor[train]).isdisjoint(donor[test]) for train, test in folds)   # no donor on both sides
+    True
     """
     from sklearn.model_selection import StratifiedGroupKFold
 
@@ -376,6 +395,14 @@ def between_replicate_share(scores, replicates) -> np.ndarray:
     -------
     ndarray, shape (k,)
         Between-replicate sum of squares over the total, in [0, 1] (NaN for a constant score).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scontrast.design import between_replicate_share
+    >>> scores = np.r_[np.zeros(10), np.ones(10)][:, None]  # a score that only separates the two donors
+    >>> between_replicate_share(scores, np.repeat(["a", "b"], 10)).tolist()
+    [1.0]
     """
     scores = np.asarray(scores, dtype=float)
     if scores.ndim == 1:

@@ -42,6 +42,17 @@ def pseudobulk_counts(counts, is_target, replicates, gene_names=None, block: int
         Integer counts per pseudo-sample ``'<replicate>|<target|background>'``.
     samples : DataFrame, shape (S, 3)
         Columns ``replicate``, ``group`` ('target' / 'background') and ``n_cells``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scontrast.pseudobulk import pseudobulk_counts
+    >>> counts = np.ones((6, 2))
+    >>> is_target = np.array([True, True, True, False, False, False])
+    >>> summed, samples = pseudobulk_counts(counts, is_target, np.array(["d1", "d1", "d2", "d1", "d2", "d2"]),
+    ...                                     gene_names=["g0", "g1"])
+    >>> summed.loc["d1|target"].tolist(), int(samples.loc["d1|target", "n_cells"])
+    ([2, 2], 2)
     """
     is_target = np.asarray(is_target, dtype=bool)
     replicates = np.asarray(replicates).astype(str)

@@ -17,6 +17,17 @@ def split_rhat(chains) -> float:
     halves and R-hat = sqrt(var+ / W) over the 2M halves, var+ = (n - 1) / n W + B / n.
     Near 1 when the chains (and their halves) agree; above 1.1 is the usual alarm.
     A trace constant within every half gives 1.0 when all halves agree, inf otherwise.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scontrast.latent_features import split_rhat
+    >>> rng = np.random.default_rng(0)
+    >>> chains = rng.normal(size=(4, 200))                   # 4 chains that agree
+    >>> bool(split_rhat(chains) < 1.1)
+    True
+    >>> bool(split_rhat(chains + 3.0 * np.arange(4)[:, None]) > 1.1)   # 4 chains in different modes
+    True
     """
     x = _split_halves(chains)
     n = x.shape[1]

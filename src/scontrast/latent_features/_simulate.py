@@ -12,6 +12,13 @@ def sample_ibp(n: int, alpha: float, random_state=None, max_features: int | None
 
     Customer i takes each previous dish k with probability m_k / i and
     Poisson(alpha / i) new dishes; ``max_features`` truncates K.
+
+    Examples
+    --------
+    >>> from scontrast.latent_features import sample_ibp
+    >>> Z = sample_ibp(20, alpha=2.0, random_state=0)
+    >>> Z.shape[0], Z.dtype.name                            # one row per cell, as many features as drawn
+    (20, 'uint8')
     """
     rng = check_random_state(random_state)
     cols: list[list[int]] = []

@@ -344,6 +344,16 @@ def nearest_psd(S, norm: str = "max", tol: float = 1e-3, max_iter: int = 5000) -
     The dual of ``min_{P psd} |P - S|_max`` is ``max -<Y, S>`` over PSD ``Y``
     with ``|Y|_1 <= 1``; the PSD part of the ADMM multiplier, normalised,
     gives such a ``Y`` and hence the lower bound used for stopping.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scontrast.quadro import nearest_psd
+    >>> S = np.array([[1.0, 0.9, 0.9], [0.9, 1.0, -0.9], [0.9, -0.9, 1.0]])   # not a correlation matrix
+    >>> float(np.linalg.eigvalsh(S).min())
+    -0.8
+    >>> bool(np.linalg.eigvalsh(nearest_psd(S, norm="fro")).min() >= -1e-10)
+    True
     """
     S = np.asarray(S, dtype=float)
     if S.ndim != 2 or S.shape[0] != S.shape[1]:

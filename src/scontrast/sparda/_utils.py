@@ -34,6 +34,13 @@ def orient_to_target(beta: np.ndarray, mean_difference: np.ndarray) -> np.ndarra
     Returns
     -------
     ndarray, shape (d,)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scontrast.sparda import orient_to_target
+    >>> orient_to_target(np.array([1.0, -1.0]), np.array([-2.0, 0.0])).tolist()   # flipped: target projects higher
+    [-1.0, 1.0]
     """
     shift = float(mean_difference @ beta)
     scale = float(np.abs(mean_difference) @ np.abs(beta))

@@ -137,6 +137,16 @@ def projected_divergence(X, Y, beta) -> float | np.ndarray:
     Returns
     -------
     float or ndarray of shape (q,)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scontrast.sparda import projected_divergence
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(30, 2))
+    >>> Y = X + np.array([1.0, 0.0])                        # gene 0 shifted by 1
+    >>> round(float(projected_divergence(X, Y, np.array([1.0, 0.0]))), 6), float(projected_divergence(X, Y, np.array([0.0, 1.0])))
+    (1.0, 0.0)
     """
     return wasserstein2_1d(np.asarray(X @ beta), np.asarray(Y @ beta))
 

@@ -83,6 +83,13 @@ def count_labellings(target_of_donor: np.ndarray, *, paired: bool, blocks: np.nd
     block). Paired: which donors have their two labels swapped (2^n, blocks change nothing).
     A statistic symmetric in the groups gives a labelling and its mirror the same value, so the
     smallest p-value is ``(2 if mirror else 1) / count``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scontrast.study import count_labellings
+    >>> count_labellings(np.array([True, True, True, False, False, False]), paired=False)   # 3 against 3 donors
+    (20, True)
     """
     target = np.asarray(target_of_donor, dtype=bool)
     if paired:
