@@ -12,7 +12,7 @@ def main(smk):
     # SPARDA's delta (var['sparda_selected']) is an input only when genes: sparda_selected
     adata = read_merged(smk.input.h5ad, *smk.input.sparda, layers=used_layers(smk.params.cfg))
     before = io.slot_keys(adata)
-    tl.cpca(adata, **smk.params.cfg, random_state=smk.params.seed)
+    tl.cpca(adata, **smk.params.cfg, random_state=smk.params.seed, n_jobs=smk.threads)
     io.write_h5ad(io.extract_delta(adata, before), smk.output.h5ad)
 
 

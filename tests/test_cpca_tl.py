@@ -239,3 +239,10 @@ def test_a_direction_that_separates_donors_is_warned():
     assert shared.uns["cpca"]["replicate_share"].max() < 0.1
     assert not any("between replicates" in w for w in shared.uns["cpca"]["warnings"])
     np.testing.assert_array_equal(shared.obsm["X_cpca"], adata.obsm["X_cpca"])  # the fit itself is untouched
+
+
+def test_n_jobs_sets_the_fits_threads():
+    """The workflow passes its rule's threads as n_jobs; they are the fit's, recorded in uns."""
+    adata = made_up()
+    cpca(adata, alpha=[1.0], n_jobs=3)
+    assert adata.uns["cpca"]["n_threads"] == 3 and "n_jobs" not in adata.uns["cpca"]["params"]

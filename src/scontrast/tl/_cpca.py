@@ -51,6 +51,7 @@ def cpca(
     layer: str | None = None,
     key: str = TARGET_KEY,
     random_state=0,
+    n_jobs: int | None = None,
     copy: bool = False,
     **params,
 ):
@@ -69,6 +70,10 @@ def cpca(
         Boolean obs column of the target/background split.
     random_state
         Seed of the spectral clustering of the alpha grid (None, an int or a numpy Generator).
+    n_jobs
+        Threads of the fit: None follows the BLAS's current setting (all cores unless limited
+        with ``threadpoolctl``), -1 every core, a number that many (recorded in
+        ``uns['cpca']['n_threads']``; the results do not depend on it).
     copy
         Work on (and return) a copy.
     **params
@@ -77,7 +82,7 @@ def cpca(
         from a grid by spectral clustering of subspaces, as in the paper, alpha = 0,
         plain PCA of the target, always first; or a number >= 0, or a list of them),
         ``n_alphas``, ``max_log_alpha``, ``n_alpha_clusters``, ``affinity``,
-        ``standardize``, ``solver``, ``tol``, ``max_iter``, ``n_jobs``.
+        ``standardize``, ``solver``, ``tol``, ``max_iter``.
 
     Writes
     ------
@@ -111,7 +116,7 @@ def cpca(
     >>> float(adata.uns["cpca"]["alphas"][0])                # alpha = 0 (PCA of the target) comes first
     0.0
     """
-    model = build_estimator(CPCA, params, random_state=random_state)
+    model = build_estimator(CPCA, params, random_state=random_state, n_jobs=n_jobs)
     adata = adata.copy() if copy else adata
     X, Y, mask = group_matrices(adata, genes=genes, layer=layer, key=key, min_cells=2)
     with result_warnings("cpca") as warned:
