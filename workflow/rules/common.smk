@@ -139,8 +139,41 @@ for _name in [d for d in DATASETS if config["datasets"][d].get("split_by")]:
 DATASETS = [d for d in DATASETS if d not in STUDIES] + [s for splits in STUDIES.values() for s in splits]
 
 
+def study_preprocess(wildcards):
+    """A study's preprocess block: the global one with the entry's overrides (its min cells decide testability)."""
+    entry = config["datasets"][wildcards.study]
+    return {**config["preprocess"], **entry.get("preprocess", {})}
+
+
+def study_deltas(wildcards):
+    """The per-split deltas a study table reads: SPARDA's p-value, pseudobulk's genes (rule study)."""
+    return [
+        getattr(rules, m).output.h5ad.format(dataset=split)
+        for split in STUDIES[wildcards.study]
+        for m in ("sparda", "pseudobulk")
+        if m in config["methods"] and runs(m, split)
+    ]
+
+
+def study_outputs():
+    """Every study's design check, table and figure (rule all)."""
+    return [
+        path.format(study=s)
+        for s in STUDIES
+        for path in ("results/{study}/design.tsv", "results/{study}/study.tsv", "results/{study}/figures/study.png")
+    ]
+
+
+def pseudobulk_design(wildcards):
+    """``{'covariates': [...]}`` of an entry with covariates or a block, else {} (rule pseudobulk's params unchanged)."""
+    ds = config["datasets"][wildcards.dataset]
+    extra = [*(ds.get("covariates") or []), *([ds["block"]] if ds.get("block") else [])]
+    return {"covariates": extra} if extra else {}
+
+
 wildcard_constraints:
     dataset="|".join(re.escape(d) for d in DATASETS),
+    study="|".join(re.escape(s) for s in STUDIES) or "no^study",
 
 
 def input_identity(path):

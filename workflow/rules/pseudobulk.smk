@@ -1,10 +1,3 @@
-def pseudobulk_design(wildcards):
-    """``{'covariates': [...]}`` of an entry with covariates or a block, else {} (the params are then unchanged)."""
-    ds = dataset_cfg(wildcards)
-    extra = [*(ds.get("covariates") or []), *([ds["block"]] if ds.get("block") else [])]
-    return {"covariates": extra} if extra else {}
-
-
 rule pseudobulk:
     """Replicate-level DESeq2 on counts summed per replicate and group (only with a declared replicate and raw counts)."""
     input:

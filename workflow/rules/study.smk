@@ -2,43 +2,10 @@
 # every per-contrast rule (common.smk expands them); these rules add the study's own outputs.
 
 
-wildcard_constraints:
-    study="|".join(re.escape(s) for s in STUDIES) or "no^study",
-
-
-def study_entry(wildcards):
-    """A study's config entry (the values of its split_by column become its contrasts)."""
-    return config["datasets"][wildcards.study]
-
-
-def study_preprocess(wildcards):
-    entry = config["datasets"][wildcards.study]
-    return {**config["preprocess"], **entry.get("preprocess", {})}
-
-
-def study_deltas(wildcards):
-    """The per-split deltas the study table reads: SPARDA's p-value, pseudobulk's genes."""
-    return [
-        getattr(rules, m).output.h5ad.format(dataset=split)
-        for split in STUDIES[wildcards.study]
-        for m in ("sparda", "pseudobulk")
-        if m in config["methods"] and runs(m, split)
-    ]
-
-
-def study_outputs():
-    """Every study's design check, table and figure (rule all)."""
-    return [
-        path.format(study=s)
-        for s in STUDIES
-        for path in ("results/{study}/design.tsv", "results/{study}/study.tsv", "results/{study}/figures/study.png")
-    ]
-
-
 rule design_check:
     """The design check of a study, from the cells' annotations only: donors, cells, relabellings, confounding."""
     input:
-        h5ad=lambda w: study_entry(w)["path"],
+        h5ad=lambda w: config["datasets"][w.study]["path"],
     output:
         tsv=report(
             "results/{study}/design.tsv",
@@ -47,7 +14,7 @@ rule design_check:
             subcategory="0 study",
         ),
     params:
-        entry=study_entry,
+        entry=lambda w: config["datasets"][w.study],
         preprocess=study_preprocess,
     log:
         "logs/{study}/design_check.log",
@@ -66,7 +33,7 @@ rule design_check:
 rule study:
     """The study table: per split the donor-level test, padj across splits, effect and interval, driven_by, rank."""
     input:
-        h5ad=lambda w: study_entry(w)["path"],
+        h5ad=lambda w: config["datasets"][w.study]["path"],
         design=rules.design_check.output.tsv,
         deltas=study_deltas,
     output:
@@ -83,7 +50,7 @@ rule study:
             subcategory="0 study",
         ),
     params:
-        entry=study_entry,
+        entry=lambda w: config["datasets"][w.study],
         preprocess=study_preprocess,
         seed=config["seed"],
         alpha=config["pseudobulk"]["alpha"],
