@@ -32,6 +32,7 @@ from ..bounds import check_count
 from ..core import (
     ScontrastError,
     ScontrastWarning,
+    check_bool,
     check_int,
     check_matrix,
     check_random_state,
@@ -180,8 +181,7 @@ class BinaryFactorEnsemble(BaseEstimator):
              "ridge": check_real(self.ridge, "ridge", 0.0, strict_min=True),
              "min_cells": _count(self.min_cells, "min_cells", 1),
              "max_cells": _count(self.max_cells, "max_cells", 2, allow_none=True)}
-        if not isinstance(self.scale, (bool, np.bool_)):
-            raise ScontrastError(f"scale: expected True or False, got {self.scale!r}")
+        check_bool(self.scale, "scale")
         if not (self.n_jobs is None or self.n_jobs == -1):
             check_int(self.n_jobs, "n_jobs", 1)
         return p
