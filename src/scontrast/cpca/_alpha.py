@@ -81,6 +81,15 @@ def subspace_affinity(U: np.ndarray, gram: np.ndarray | None = None) -> np.ndarr
     The product of the cosines equals ``|det(Qa' Qb)|`` for orthonormal bases,
     i.e. ``|det G_ab| / sqrt(det G_aa det G_bb)`` for any bases with Gram blocks G.
     Pairs involving a subspace along which the metric vanishes get 0.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scontrast.cpca import subspace_affinity
+    >>> I = np.eye(3)
+    >>> U = np.stack([I[:, :2], I[:, [0, 2]], I[:, :2]])   # three 2-D subspaces of R^3
+    >>> subspace_affinity(U).round(6).tolist()              # the first and the third are the same
+    [[1.0, 0.0, 1.0], [0.0, 1.0, 0.0], [1.0, 0.0, 1.0]]
     """
     n_alpha, _, k = U.shape
     if gram is None:

@@ -54,6 +54,14 @@ def faro_cost_matrix(estimate, sample, a: float = 1.0) -> np.ndarray:
         ``C[j, l]`` is the generalised Hamming distance between column j of
         the estimate and column l of the sample, the smaller matrix padded with
         zero columns.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scontrast.fangs import faro_cost_matrix
+    >>> estimate = np.array([[1, 0], [1, 1], [0, 1]], np.uint8)
+    >>> faro_cost_matrix(estimate, estimate).tolist()       # aligning a feature with itself costs nothing
+    [[0.0, 2.0], [2.0, 0.0]]
     """
     a = _check_a(a)
     E = _as_binary(estimate, "estimate").astype(np.float64)

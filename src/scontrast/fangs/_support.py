@@ -19,6 +19,15 @@ def feature_support(samples, estimate, groups=None) -> tuple[np.ndarray, np.ndar
     (0 when it has no match). Returns ``(support (K, G) float64, labels (G,))``: the mean score
     over each group's samples, groups in sorted order. A feature near 1 in every chain is one
     all chains hold; near 1 in one chain and low in another, one chain's mode only.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scontrast.fangs import feature_support
+    >>> estimate = np.array([[1, 0], [1, 1], [0, 1]], np.uint8)
+    >>> support, groups = feature_support([estimate] * 4, estimate)   # every sample holds both features
+    >>> support.ravel().tolist()
+    [1.0, 1.0]
     """
     S = check_samples(samples)
     E = _as_binary(estimate, "estimate", n_rows=S[0].shape[0])

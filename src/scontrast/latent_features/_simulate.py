@@ -44,6 +44,14 @@ def simulate_linear_gaussian(Z, n_dims: int, sigma_x: float = 0.5, sigma_a: floa
     """Data from the linear-Gaussian model: X = Z A + noise.
 
     Returns ``(X (N, n_dims), A (K, n_dims))``.
+
+    Examples
+    --------
+    >>> from scontrast.latent_features import sample_ibp, simulate_linear_gaussian
+    >>> Z = sample_ibp(30, alpha=2.0, random_state=0)
+    >>> X, A = simulate_linear_gaussian(Z, n_dims=5, random_state=0)   # X = Z A + noise
+    >>> X.shape, A.shape == (Z.shape[1], 5)
+    ((30, 5), True)
     """
     rng = check_random_state(random_state)
     Z = np.asarray(Z, dtype=np.float64)

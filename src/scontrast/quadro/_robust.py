@@ -167,6 +167,14 @@ def robust_variance(X, delta: float | None = None, delta0: float | None = None) 
     Returns
     -------
     (d,) array of positive variances.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scontrast.quadro import robust_variance
+    >>> x = np.r_[np.random.default_rng(0).normal(size=99), 1000.0][:, None]   # one wild value
+    >>> bool(robust_variance(x)[0] < 5.0), bool(x.var() > 9000)
+    (True, True)
     """
     X = _matrix(X, "X", min_rows=2)
     Xc = X - np.median(X, axis=0)
@@ -292,6 +300,14 @@ def kendall_correlation(X) -> np.ndarray:
     estimates it without moments. Not necessarily positive semi-definite. Takes and
     returns what :func:`kendall_tau_matrix` does: an (n, d) array, a (d, d) symmetric
     array with unit diagonal.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scontrast.quadro import kendall_correlation
+    >>> z = np.random.default_rng(0).normal(size=40)
+    >>> kendall_correlation(np.column_stack([z, z ** 3])).round(6).tolist()   # a monotone relation: 1
+    [[1.0, 1.0], [1.0, 1.0]]
     """
     C = np.sin(0.5 * np.pi * kendall_tau_matrix(X))
     np.fill_diagonal(C, 1.0)

@@ -57,6 +57,17 @@ def target_mask(adata: ad.AnnData, key: str = TARGET_KEY, min_cells: int = 1) ->
 
     Raises when the column is missing, not boolean, or a group has fewer than
     ``min_cells`` cells.
+
+    Examples
+    --------
+    >>> import numpy as np, pandas as pd, anndata as ad
+    >>> import scontrast as sct
+    >>> rng = np.random.default_rng(0)
+    >>> var = pd.DataFrame({"highly_variable": [True, True, False, True]}, index=["a", "b", "c", "d"])
+    >>> adata = ad.AnnData(rng.normal(size=(10, 4)), var=var)
+    >>> adata.obs["scontrast_target"] = np.arange(10) < 4
+    >>> int(sct.tl.target_mask(adata).sum())
+    4
     """
     if key not in adata.obs:
         raise ScontrastError(f"obs['{key}'] is missing: run scontrast.preprocess first or pass the group column")
@@ -121,6 +132,17 @@ def gene_mask(adata: ad.AnnData, genes: str = "highly_variable") -> np.ndarray:
 
     ``genes`` is ``'all'`` or the name of a boolean ``var`` column such as
     ``'highly_variable'`` or ``'sparda_selected'``.
+
+    Examples
+    --------
+    >>> import numpy as np, pandas as pd, anndata as ad
+    >>> import scontrast as sct
+    >>> rng = np.random.default_rng(0)
+    >>> var = pd.DataFrame({"highly_variable": [True, True, False, True]}, index=["a", "b", "c", "d"])
+    >>> adata = ad.AnnData(rng.normal(size=(10, 4)), var=var)
+    >>> adata.obs["scontrast_target"] = np.arange(10) < 4
+    >>> sct.tl.gene_mask(adata).tolist()
+    [True, True, False, True]
     """
     if genes == "all":
         return np.ones(adata.n_vars, dtype=bool)
@@ -168,6 +190,18 @@ def group_matrices(
     ``layer`` (``None`` = ``adata.X``) restricted to ``gene_mask(adata, genes)``
     (``mask``, shape (n_vars,)), or from ``obsm[use_rep]`` (then ``mask`` is
     None). Sparse input stays sparse (CSR).
+
+    Examples
+    --------
+    >>> import numpy as np, pandas as pd, anndata as ad
+    >>> import scontrast as sct
+    >>> rng = np.random.default_rng(0)
+    >>> var = pd.DataFrame({"highly_variable": [True, True, False, True]}, index=["a", "b", "c", "d"])
+    >>> adata = ad.AnnData(rng.normal(size=(10, 4)), var=var)
+    >>> adata.obs["scontrast_target"] = np.arange(10) < 4
+    >>> X_target, X_background, genes = sct.tl.group_matrices(adata)
+    >>> X_target.shape, X_background.shape, int(genes.sum())
+    ((4, 3), (6, 3), 3)
     """
     is_target = target_mask(adata, key, min_cells)
     if use_rep is not None:
