@@ -128,6 +128,15 @@ def declare_design(replicate, is_target, *, column: str, paired: bool = False, m
     ------
     ScontrastError
         An unpaired replicate in both groups, or fewer than 2 replicates (pairs) left in a group.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scontrast.design import declare_design
+    >>> donor = np.repeat(["a", "b", "c", "d"], 5)
+    >>> design = declare_design(donor, np.repeat([True, True, False, False], 5), column="donor")
+    >>> design.target_replicates, design.background_replicates, design.paired
+    (('a', 'b'), ('c', 'd'), False)
     """
     check_int(min_cells, "min_cells_per_replicate", 1)
     if not isinstance(paired, (bool, np.bool_)):
@@ -286,6 +295,15 @@ def cell_labels(labelling: np.ndarray, replicate_index: np.ndarray, is_target: n
     Returns
     -------
     ndarray of bool, shape (N,)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scontrast.design import cell_labels
+    >>> replicate_index = np.array([0, 0, 1, 1])             # cells of donors 0 and 1
+    >>> is_target = np.array([True, False, True, False])
+    >>> cell_labels(np.array([False, True]), replicate_index, is_target, paired=False).tolist()   # donor 1 as target
+    [False, False, True, True]
     """
     if paired:
         return is_target ^ labelling[replicate_index]
@@ -429,6 +447,14 @@ def undeclared_design_columns(obs: pd.DataFrame, is_target, *, exclude=()) -> li
     A column is named like a replicate when one of its words (split at non-alphanumerics) is one of
     :data:`DESIGN_LIKE` or a plural of one (``donor``, ``patient_id``, ``sample``, ``orig.ident``,
     ``mouse``...).
+
+    Examples
+    --------
+    >>> import numpy as np, pandas as pd
+    >>> from scontrast.design import undeclared_design_columns
+    >>> obs = pd.DataFrame({"donor": ["a", "b"] * 4, "batch": ["x"] * 8})
+    >>> undeclared_design_columns(obs, np.arange(8) < 4)     # donors in both groups, not declared
+    ['donor']
     """
     is_target = np.asarray(is_target, dtype=bool)
     out = []

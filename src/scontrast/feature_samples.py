@@ -80,6 +80,17 @@ def check_samples(samples) -> list[np.ndarray]:
     Returns
     -------
     list of uint8 ndarray (N, K_b)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scontrast.fangs import check_samples
+    >>> [Z.shape for Z in check_samples([np.eye(3, dtype=np.uint8), np.ones((3, 1), np.uint8)])]
+    [(3, 3), (3, 1)]
+    >>> check_samples([np.array([[2]])])
+    Traceback (most recent call last):
+    ...
+    scontrast.core.ScontrastError: samples[0]: is not binary: it holds 1 entries other than 0/1 ...
     """
     if isinstance(samples, np.ndarray):
         if samples.ndim != 3:

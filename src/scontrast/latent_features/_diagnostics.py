@@ -46,6 +46,14 @@ def effective_sample_size(chains) -> float:
     split chains: autocorrelations rho_t = 1 - (W - mean autocovariance_t) / var+,
     summed over Geyer's initial positive and monotone sequence of pair sums;
     ESS = M T / (1 + 2 sum rho_t). A trace constant within every half gives M T.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scontrast.latent_features import effective_sample_size
+    >>> chains = np.random.default_rng(0).normal(size=(4, 200))   # independent draws: about 800
+    >>> bool(400 < effective_sample_size(chains) <= 1600)
+    True
     """
     x = _split_halves(chains)
     m, n = x.shape

@@ -61,6 +61,14 @@ def median_of_means_variance(X: np.ndarray, n_blocks: int | None = None) -> np.n
     (d,) array. Centring at the median over-states the variance by the squared
     mean-median gap, which is harmless for an upper bound; the median over
     blocks ignores blocks hit by a few gross outliers.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scontrast.quadro import median_of_means_variance
+    >>> x = np.r_[np.random.default_rng(0).normal(size=99), 1000.0][:, None]   # one wild value
+    >>> bool(median_of_means_variance(x)[0] < 5.0)
+    True
     """
     X = np.asarray(X, dtype=float)
     n = X.shape[0]

@@ -45,6 +45,16 @@ def marginal_rayleigh(X1, X2, gamma: float | None = None, pi: float | None = Non
     Returns
     -------
     (d,) array >= 0 (0 for a gene constant in both classes).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scontrast.quadro import marginal_rayleigh
+    >>> rng = np.random.default_rng(0)
+    >>> X1, X2 = rng.normal(size=(100, 3)), rng.normal(size=(100, 3))
+    >>> X2[:, 1] *= 3.0                                     # gene 1 spreads more in class 2
+    >>> int(np.argmax(marginal_rayleigh(X1, X2)))
+    1
     """
     X1, X2 = _two_classes(X1, X2, keep_sparse=True)
     n1, n2 = X1.shape[0], X2.shape[0]

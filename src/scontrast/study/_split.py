@@ -31,6 +31,13 @@ def subset_mask(obs: pd.DataFrame, subset: Mapping[str, Sequence] | None) -> np.
 
     A column that is absent, or a listed value that no cell has, is a one-line error naming it
     and listing what is present: a typo never silently empties or narrows a study.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from scontrast.study import subset_mask
+    >>> subset_mask(pd.DataFrame({"tissue": ["blood", "lung", "blood"]}), {"tissue": ["blood"]}).tolist()
+    [True, False, True]
     """
     keep = np.ones(obs.shape[0], dtype=bool)
     for col, values in (subset or {}).items():
