@@ -151,6 +151,17 @@ def save_samples(path, samples, *, cell_names=None, log_joint=None, **traces) ->
 
     Written to a temporary file then renamed, so a killed job leaves no
     truncated file. See the module docstring for the format.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> import numpy as np
+    >>> from scontrast.latent_features import load_samples, save_samples
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     path = os.path.join(folder, "samples.npz")
+    ...     save_samples(path, [np.eye(3, dtype=np.uint8), np.ones((3, 1), np.uint8)])
+    ...     [Z.shape for Z in load_samples(path).samples]
+    [(3, 3), (3, 1)]
     """
     Z, k = pack_samples(samples)
     out = {"format": np.array(FORMAT), "version": np.array(VERSION), "Z": Z, "n_features": k}

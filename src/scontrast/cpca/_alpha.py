@@ -121,6 +121,16 @@ def select_alphas(affinity: np.ndarray, n_clusters: int, random_state=None):
     Returns
     -------
     chosen : ndarray of grid indices (ascending); labels : (a,) cluster labels
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scontrast.cpca import select_alphas
+    >>> affinity = np.array([[1.0, 0.9, 0.1, 0.1], [0.9, 1.0, 0.1, 0.1],
+    ...                      [0.1, 0.1, 1.0, 0.9], [0.1, 0.1, 0.9, 1.0]])   # two groups of similar subspaces
+    >>> chosen, labels = select_alphas(affinity, 2, random_state=0)
+    >>> len(set(labels[:2].tolist())), len(set(labels[2:].tolist())), bool(labels[0] != labels[2])
+    (1, 1, True)
     """
     seed = spawn_seed(check_random_state(random_state))
     spectral = SpectralClustering(n_clusters=n_clusters, affinity="precomputed", random_state=seed)

@@ -38,6 +38,14 @@ def kurtosis_parameter(X1, X2) -> float:
     Returns
     -------
     float
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scontrast.quadro import kurtosis_parameter
+    >>> rng = np.random.default_rng(0)
+    >>> bool(abs(kurtosis_parameter(rng.normal(size=(500, 3)), rng.normal(size=(500, 3)))) < 0.2)   # Gaussian: 0
+    True
     """
     X1, X2 = _two_classes(X1, X2)
     d = X1.shape[1]

@@ -34,6 +34,13 @@ def error_threshold(scores: np.ndarray, is_two: np.ndarray, balanced: bool = Fal
         rates: each sample weighs ``1 / n_class``) instead of the error count.
     class_weights : (weight of a class-1 sample, of a class-2 sample) for a
         weighted error count (overrides ``balanced``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scontrast.quadro import error_threshold
+    >>> float(error_threshold(np.array([0.0, 1.0, 2.0, 3.0]), np.array([False, False, True, True])))   # between 1 and 2
+    1.5
     """
     order = np.argsort(scores, kind="stable")
     s = scores[order]

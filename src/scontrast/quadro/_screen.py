@@ -136,6 +136,17 @@ def coexpression_change(X1, X2) -> np.ndarray:
     Parameters
     ----------
     X1 : (n1, d) array of class 1, X2 : (n2, d) array of class 2 (n1, n2 >= 4).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scontrast.quadro import coexpression_change
+    >>> rng = np.random.default_rng(0)
+    >>> X1, X2 = rng.normal(size=(200, 3)), rng.normal(size=(200, 3))
+    >>> X2[:, 1] = X2[:, 0] + 0.1 * X2[:, 1]                # genes 0 and 1 co-vary in class 2 only
+    >>> C = np.abs(np.triu(coexpression_change(X1, X2), 1))
+    >>> [int(i) for i in np.unravel_index(np.argmax(C), C.shape)]
+    [0, 1]
     """
     r, v = [], []
     for X in (X1, X2):

@@ -111,6 +111,14 @@ def study_labellings(target_of_donor, *, paired: bool, blocks=None, max_labellin
         Unpaired: True = target. Paired: True = the donor's labels swapped.
     exact : bool
         Every relabelling listed.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scontrast.study import study_labellings
+    >>> labellings, exact = study_labellings(np.array([True, True, True, False, False, False]), paired=False)
+    >>> labellings.shape, exact                              # every choice of 3 of 6 donors
+    ((20, 6), True)
     """
     obs = np.asarray(target_of_donor, dtype=bool)
     if blocks is None or paired:
