@@ -101,8 +101,10 @@ def runs(cluster, user_profile, tmp_path_factory):
     for d in (local, remote):
         (d / "config.yaml").write_text(yaml.safe_dump(cfg))
     snakefile = ["-s", str(REPO / "Snakefile")]
+    # --quiet host: the job announcements the test compares (the default profile is quiet on them)
     local_proc = subprocess.Popen([SNAKEMAKE, *snakefile, "-d", str(local), "--configfile", str(local / "config.yaml"),
-                                   "--cores", "2"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                                   "--cores", "2", "--quiet", "host"], stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True)
     try:
         slurm = slurm_snakemake(cluster, user_profile, remote, *snakefile, "--configfile", str(remote / "config.yaml"))
     finally:
