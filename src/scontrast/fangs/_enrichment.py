@@ -78,6 +78,17 @@ def replicate_feature_enrichment(estimate, is_target, replicates, *, paired: boo
     replicates), ``difference``, ``pvalue``, ``qvalue``; ``replicate_names`` (R,),
     ``replicate_prevalence`` (R, K) (paired: (R, 2, K), [target, background]) and the scalar
     ``pvalue_floor`` (the smallest p-value the labellings allow).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scontrast.fangs import replicate_feature_enrichment
+    >>> is_target = np.repeat([True, False], 24)
+    >>> donor = np.repeat(np.arange(8), 6)                   # 4 donors per group, 6 cells each
+    >>> estimate = is_target[:, None].astype(np.uint8)       # a feature of every target cell and no other
+    >>> result = replicate_feature_enrichment(estimate, is_target, donor, paired=False, random_state=0)
+    >>> round(float(result["pvalue"][0]), 4), round(float(result["pvalue_floor"]), 4)   # 4 against 4 donors: 1/35 at best
+    (0.0286, 0.0286)
     """
     from scipy.stats import false_discovery_control
 
