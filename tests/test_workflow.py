@@ -139,11 +139,11 @@ def test_changing_one_method_reruns_it_and_its_descendants_only(run):
     # pcpca feeds latent_features (use_rep X_pcpca) -> fangs; their figures, each dataset's collect and
     # summary follow
     assert jobs == {"pcpca": 2, "pcpca_figure": 2, "latent_features": 2, "fangs": 2, "fangs_figure": 2,
-                    "collect": 2, "summary": 2, "all": 1}
+                    "collect": 2, "summary": 2, "genes": 2, "overview": 2, "all": 1}
     changed = yaml.safe_load(yaml.safe_dump(cfg))
     changed["fangs"]["a"] = 1.5
     jobs = _jobs(snakemake(workdir, changed, "-n"))
-    assert jobs == {"fangs": 2, "fangs_figure": 2, "collect": 2, "summary": 2, "all": 1}
+    assert jobs == {"fangs": 2, "fangs_figure": 2, "collect": 2, "summary": 2, "genes": 2, "overview": 2, "all": 1}
     # a figure setting redraws that figure and refits nothing
     changed = yaml.safe_load(yaml.safe_dump(cfg))
     changed.setdefault("cpca", {}).setdefault("plot", {})["color"] = "bulk_labels"
@@ -239,6 +239,32 @@ def test_report_from_the_readme_command(run):
         assert f"<li><strong>{name}</strong>: " in html  # one list item per contrast, not one run-on line
         page = (workdir / f"results/{name}/summary.html").read_text()
         assert "cells (target / background)" in page and "<table>" in page
+
+
+def test_the_report_opens_on_each_contrasts_answer(run):
+    """summary.tsv opens with the verdict; genes.tsv has every gene, most methods first; the report's landing
+    page (its workflow description) holds each contrast's verdict, top genes and key figures."""
+    import html
+
+    import pandas as pd
+
+    workdir, cfg = run
+    snakemake(workdir, cfg, "--report", str(workdir / "landing.html"))
+    page = (workdir / "landing.html").read_text()
+    start = page.index("var workflow_desc = ")
+    landing = page[start:page.index("\n", start)]  # the landing page's text, one line of the report
+    for name in cfg["datasets"]:
+        table = pd.read_csv(workdir / f"results/{name}/summary.tsv", sep="\t")
+        assert table.iloc[0]["method"] == "verdict" and table.iloc[0]["item"] == "verdict"
+        verdict = str(table.iloc[0]["value"])
+        assert verdict.startswith(("differs ", "no difference ")), verdict
+        genes = pd.read_csv(workdir / f"results/{name}/genes.tsv", sep="\t")
+        merged = ad.read_h5ad(workdir / f"results/{name}/scontrast.h5ad", backed="r")
+        assert sorted(genes["gene"]) == sorted(merged.var_names) and genes["n_methods"].is_monotonic_decreasing
+        merged.file.close()
+        assert html.escape(verdict) in landing, name
+        assert html.escape(str(genes["gene"].iloc[0])) in landing
+    assert landing.count("data:image/png;base64,") >= 2 * len(cfg["datasets"])  # SPARDA's and QUADRO's figures
 
 
 def test_two_datasets_with_two_contrasts_each(tmp_path):
