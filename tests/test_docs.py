@@ -35,7 +35,7 @@ EXAMPLE_MODULES = [
     "scontrast.latent_features._diagnostics", "scontrast.latent_features._simulate", "scontrast.pseudobulk",
     "scontrast.study._design", "scontrast.sparda._utils", "scontrast.tl._common", "scontrast.fangs._support",
     "scontrast.quadro._screen", "scontrast.study._split", "scontrast.feature_samples", "scontrast.quadro._moments",
-    "scontrast.quadro._scores", "scontrast.study._test",
+    "scontrast.quadro._scores", "scontrast.study._test", "scontrast.datasets",
 ]
 # the public modules whose names the API page must list (constants aside)
 API_MODULES = ["scontrast.tl", "scontrast.pl", "scontrast.sparda", "scontrast.cpca", "scontrast.pcpca", "scontrast.quadro",

@@ -123,6 +123,21 @@ def simulate_study(
     ``condition`` (``target_label`` / ``background_label``) and the covariates;
     ``uns['simulation']``: the parameters, the donor table (``donors``: donor, condition,
     covariates, as columns) and every planted effect with its genes (``effects``).
+
+    Examples
+    --------
+    >>> import numpy as np, pandas as pd, anndata as ad
+    >>> from scontrast.datasets import simulate_study
+    >>> rng = np.random.default_rng(0)
+    >>> obs = pd.DataFrame({"cell_type": np.repeat(["B", "T"], 60)}, index=[f"c{i}" for i in range(120)])
+    >>> cells = ad.AnnData(rng.poisson(3.0, size=(120, 50)).astype(np.float32), obs=obs,
+    ...                    var=pd.DataFrame(index=[f"g{i}" for i in range(50)]))
+    >>> study = simulate_study(cells, n_target=3, n_background=3, cells_per_donor=10, gene_pool=20,
+    ...                        effects=[{"cell_type": "T", "kind": "mean", "n_genes": 5}], random_state=0)
+    >>> study.obs["donor"].nunique(), sorted(study.obs["condition"].unique())
+    (6, ['case', 'control'])
+    >>> len(study.uns["simulation"]["effects"]["0"]["genes"])   # the planted genes: the answer to find
+    5
     """
     if cell_type not in adata.obs:
         raise ScontrastError(f"obs column '{cell_type}' (cell_type) is absent; have {list(adata.obs.columns)[:20]}")
