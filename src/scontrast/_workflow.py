@@ -45,6 +45,8 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
+from ._paths import input_file_problem  # re-exported: workflow/rules/common.smk checks inputs with it
+
 __all__ = ["run_rule", "METHOD_RULES"]
 
 #: Rules whose output ``h5ad`` is a method's delta: a failure there can be recorded in it.
@@ -310,48 +312,6 @@ def _run(smk: Any, main: Callable[[Any], None], log: logging.Logger, log_path: P
 #: margin of 14 is what a writer adds to a name for its temporary sibling (``.<name>.<8 random>.tmp``,
 #: :func:`scontrast.core.temporary_beside`). Names are ASCII (the config schema's pattern): bytes = characters.
 MAX_DATASET_NAME = 255 - 14
-
-_FILE_TYPES = (  # (stat test, what to call it), for the types of file that are not regular
-    ("S_ISDIR", "a directory"), ("S_ISFIFO", "a FIFO"), ("S_ISCHR", "a character device"),
-    ("S_ISBLK", "a block device"), ("S_ISSOCK", "a socket"),
-)
-
-
-def input_file_problem(path: str | os.PathLike) -> str | None:
-    """Why ``path`` cannot be an input file, or None for an existing, regular, readable file.
-
-    The reason completes ``"'<path>' "``: ``"does not exist (no such file)"``, ``"is not a
-    regular file (a FIFO)"``... Looks with ``stat`` and opens only a regular file, without
-    blocking: reading a FIFO (or sizing it with h5py) waits forever for a writer, and a device
-    such as ``/dev/zero`` never ends. A symbolic link is followed (one to a regular file is fine).
-    """
-    import errno
-    import os
-    import stat
-
-    try:
-        mode = os.stat(path).st_mode
-    except FileNotFoundError:
-        if os.path.islink(path):
-            return f"is a symbolic link to '{os.readlink(path)}', which does not exist"
-        return "does not exist (no such file)"
-    except PermissionError:
-        return "cannot be reached (permission denied on a folder of the path)"
-    except OSError as exc:  # not a directory on the way, a link loop, a name too long
-        return f"cannot be reached ({os.strerror(exc.errno).lower() if exc.errno else exc})"
-    except ValueError as exc:  # an embedded NUL byte
-        return f"is not a valid path ({exc})"
-    if not stat.S_ISREG(mode):
-        kind = next((name for test, name in _FILE_TYPES if getattr(stat, test)(mode)), "not a file")
-        return f"is not a regular file ({kind})"
-    try:
-        os.close(os.open(path, os.O_RDONLY | os.O_NONBLOCK))
-    except OSError as exc:
-        if exc.errno == errno.EACCES:
-            return "is not readable (permission denied)"
-        return f"cannot be opened ({os.strerror(exc.errno).lower() if exc.errno else exc})"
-    return None
-
 
 def dataset_name_problem(name: object) -> str | None:
     """Why ``name`` cannot name a dataset (the ``{dataset}`` wildcard, a folder of results), or None.

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from ._paths import input_file_problem  # the check the workflow makes of every input path
 from .core import CannotRun, ScontrastError, move_into_place, temporary_beside
 
 __all__ = [
@@ -246,8 +247,6 @@ def gene_moments(path: str | os.PathLike, chunk_cells: int = 10000) -> tuple[np.
 
 def _checked_h5ad_path(path: str | os.PathLike) -> Path:
     """``path`` as a Path once it is a regular, readable HDF5 file within bounded compression (else one line)."""
-    from ._workflow import input_file_problem  # the check the workflow makes of every input path
-
     path = Path(path)
     problem = input_file_problem(path)
     if problem is not None:

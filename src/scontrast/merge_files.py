@@ -26,7 +26,7 @@ from anndata.experimental import read_dispatched
 from anndata.io import read_elem, write_elem
 
 from . import io
-from ._workflow import input_file_problem
+from ._paths import input_file_problem
 from .core import ScontrastError, move_into_place, temporary_beside
 
 __all__ = ["merge_files", "read_annotations", "read_merged", "used_layers"]
