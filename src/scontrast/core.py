@@ -29,7 +29,7 @@ import time
 import warnings
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 import scipy.sparse as sp
@@ -45,6 +45,10 @@ __all__ = [
     "blas_threads",
     "one_blas_thread",
     "silenced_warnings",
+    "result_warnings",
+    "TARGET_COLOUR",
+    "BACKGROUND_COLOUR",
+    "NEUTRAL_COLOUR",
     "check_matrix",
     "check_pair",
     "check_int",
@@ -63,6 +67,12 @@ __all__ = [
 
 #: Boolean ``obs`` column of the target/background split (True = target), set by preprocessing.
 TARGET_KEY = "scontrast_target"
+
+#: The group colours of every figure (target red, background blue) and of cells of neither group;
+#: here, not in ``pl``, because preprocessing colours the groups' categories in ``uns`` too.
+TARGET_COLOUR = "#d62728"
+BACKGROUND_COLOUR = "#1f77b4"
+NEUTRAL_COLOUR = "#7f7f7f"
 
 _VERSIONED = ("scontrast", "numpy", "scipy", "scikit-learn", "anndata", "scanpy", "pot", "numba")
 
@@ -186,6 +196,36 @@ def silenced_warnings():
     with _FILTERS_LOCK, warnings.catch_warnings():
         warnings.simplefilter("ignore")
         yield
+
+
+# library noise about future API changes, not about the user's result: passed on untouched
+_PASSED_ON = (DeprecationWarning, PendingDeprecationWarning, FutureWarning, ImportWarning)
+
+
+@contextlib.contextmanager
+def result_warnings(method: str) -> Iterator[list[str]]:
+    """Collect what a method warns while it runs, for ``uns[method]['warnings']``.
+
+    Every warning raised inside the block (the estimators' ``ScontrastWarning``, scikit-learn's
+    ``ConvergenceWarning``, numerical ``RuntimeWarning``...) is logged once on the
+    ``scontrast.<method>`` logger at WARNING (so it reaches the job's log and the terminal) and
+    its one-line message is appended to the yielded list, in order, without repeats. Deprecation
+    and future warnings of the libraries are passed on untouched.
+    """
+    collected: list[str] = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield collected
+    log = logging.getLogger(f"scontrast.{method}")
+    for w in caught:
+        if issubclass(w.category, _PASSED_ON):
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+            continue
+        text = " ".join(str(w.message).split())
+        if text not in collected:
+            collected.append(text)
+            # a message that already names its method is not prefixed twice
+            log.warning("%s", text if text.startswith(f"{method}: ") else f"{method}: {text}")
 
 
 # --------------------------------------------------------------------------- input checks

@@ -46,10 +46,9 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from .core import TARGET_KEY, ScontrastError, ScontrastWarning, package_versions
+from .core import TARGET_KEY, ScontrastError, ScontrastWarning, package_versions, result_warnings
 from .design import REPLICATE_KEY, declare_design, undeclared_design_columns
 from .io import canonical_matrix, check_finite, check_sparse_structure, read_h5ad
-from .tl._common import result_warnings
 
 __all__ = ["preprocess", "preprocess_file", "validate_counts", "group_labels", "method_slots", "METHOD_SLOTS"]
 
@@ -677,7 +676,7 @@ def _write_group_colours(out: ad.AnnData, groupby: str, target: list[str], backg
     grey for any other. A text column is made categorical first (what anndata does on writing, and
     scanpy on plotting); a numeric or boolean one is drawn by scanpy on a colour scale: no colours.
     """
-    from .pl._style import BACKGROUND_COLOUR, NEUTRAL_COLOUR, TARGET_COLOUR
+    from .core import BACKGROUND_COLOUR, NEUTRAL_COLOUR, TARGET_COLOUR
 
     is_target = out.obs[TARGET_KEY].to_numpy(dtype=bool)
     names = [_group_name(target, "target"), _group_name(background, "background")]

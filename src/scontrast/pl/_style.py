@@ -15,10 +15,7 @@ from collections.abc import Mapping
 
 import anndata as ad
 
-TARGET_COLOUR = "#d62728"
-BACKGROUND_COLOUR = "#1f77b4"
-#: cells of neither group (a category of the group column that is neither target nor background)
-NEUTRAL_COLOUR = "#7f7f7f"
+from ..core import BACKGROUND_COLOUR, NEUTRAL_COLOUR, TARGET_COLOUR  # noqa: F401  (the figures import them from here)
 
 
 def literal(text) -> str:

@@ -8,10 +8,7 @@ slots and :func:`record_params`.
 
 from __future__ import annotations
 
-import contextlib
-import logging
 import warnings
-from collections.abc import Iterator
 from typing import Any
 
 import anndata as ad
@@ -19,7 +16,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from ..core import TARGET_KEY, ScontrastError, ScontrastWarning, package_versions
+from ..core import TARGET_KEY, ScontrastError, ScontrastWarning, package_versions, result_warnings
 
 __all__ = [
     "TARGET_KEY", "build_estimator", "expression", "fitted_params", "fmt", "gene_mask", "group_matrices", "record_params",
@@ -28,10 +25,6 @@ __all__ = [
 
 #: a direction whose variance among target cells lies more than this share between replicates is warned
 REPLICATE_SHARE_WARN = 0.5
-
-# library noise about future API changes, not about the user's result: passed on untouched
-_PASSED_ON = (DeprecationWarning, PendingDeprecationWarning, FutureWarning, ImportWarning)
-
 
 def build_estimator(cls, params: dict[str, Any], **fixed):
     """``cls(**params, **fixed)``, refusing a parameter ``cls`` does not take with one line.
@@ -228,32 +221,6 @@ def _h5_safe(value: Any) -> Any:
     if isinstance(value, np.random.Generator):
         return str(value)
     return value
-
-
-@contextlib.contextmanager
-def result_warnings(method: str) -> Iterator[list[str]]:
-    """Collect what a method warns while it runs, for ``uns[method]['warnings']``.
-
-    Every warning raised inside the block (the estimators' ``ScontrastWarning``, scikit-learn's
-    ``ConvergenceWarning``, numerical ``RuntimeWarning``...) is logged once on the
-    ``scontrast.<method>`` logger at WARNING (so it reaches the job's log and the terminal) and
-    its one-line message is appended to the yielded list, in order, without repeats. Deprecation
-    and future warnings of the libraries are passed on untouched.
-    """
-    collected: list[str] = []
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        yield collected
-    log = logging.getLogger(f"scontrast.{method}")
-    for w in caught:
-        if issubclass(w.category, _PASSED_ON):
-            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-            continue
-        text = " ".join(str(w.message).split())
-        if text not in collected:
-            collected.append(text)
-            # a message that already names its method is not prefixed twice
-            log.warning("%s", text if text.startswith(f"{method}: ") else f"{method}: {text}")
 
 
 def fmt(value) -> str:
