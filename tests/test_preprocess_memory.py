@@ -4,7 +4,6 @@ Same results as ``preprocess``, bitwise; the peak memory (traced) stays within t
 the input's sparse matrix, where it was above six.
 """
 
-import sys
 import tracemalloc
 import warnings
 
@@ -16,9 +15,9 @@ import scanpy as sc
 import scipy.sparse as sp
 
 from scontrast import io
-from scontrast.preprocess import preprocess, preprocess_file
+from scontrast.preprocess import _counts as counts_checks
+from scontrast.preprocess import _normalise, _qc, preprocess, preprocess_file
 
-P = sys.modules["scontrast.preprocess"]
 GROUPS = dict(groupby="group", target=["t"], background=["b"], counts="raw", min_genes=50)
 
 
@@ -47,7 +46,7 @@ def _same(a: ad.AnnData, b: ad.AnnData):
 
 @pytest.mark.parametrize("others", [0, 200])
 def test_preprocess_file_is_preprocess_bitwise(tmp_path, monkeypatch, others):
-    monkeypatch.setattr(P, "HVG_BLOCK_ENTRIES", 1000)  # the highly variable genes a block at a time
+    monkeypatch.setattr(_normalise, "HVG_BLOCK_ENTRIES", 1000)  # the highly variable genes a block at a time
     io.write_h5ad(_counts(others=others), tmp_path / "in.h5ad")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -70,8 +69,8 @@ def test_highly_variable_genes_in_blocks_are_scanpys_bitwise():
     a.uns.pop("log1p")
     b = a.copy()
     sc.pp.highly_variable_genes(a, n_top_genes=200, flavor="seurat")
-    P._seurat_hvg_in_blocks(b, 200)
-    blocks = P._entry_blocks(P._entries_per_gene(b.X), b.X.nnz // 8)
+    _normalise._seurat_hvg_in_blocks(b, 200)
+    blocks = _normalise._entry_blocks(_normalise._entries_per_gene(b.X), b.X.nnz // 8)
     assert len(blocks) >= 8 and np.array_equal(np.concatenate(blocks), np.arange(1500))
     for col in ("highly_variable", "means", "dispersions", "dispersions_norm"):
         assert a.var[col].dtype == b.var[col].dtype
@@ -81,7 +80,7 @@ def test_highly_variable_genes_in_blocks_are_scanpys_bitwise():
 def test_preprocess_file_peak_memory_within_three_copies_of_the_input(tmp_path, monkeypatch):
     # traced (numpy and Python) memory against the input's CSR size: the input read, QC, the counts kept
     # beside X, normalisation and the highly variable genes; 2.8 copies, where preprocess(read_h5ad()) took 7.1
-    monkeypatch.setattr(P, "HVG_BLOCK_ENTRIES", 1000)
+    monkeypatch.setattr(_normalise, "HVG_BLOCK_ENTRIES", 1000)
     io.write_h5ad(_counts(n=400, d=600), tmp_path / "small.h5ad")
     with warnings.catch_warnings():  # scanpy's compiled kernels are made once, before memory is traced
         warnings.simplefilter("ignore")
@@ -107,23 +106,23 @@ def test_preprocess_file_peak_memory_within_three_copies_of_the_input(tmp_path, 
 def test_passes_in_pieces_are_scanpys_bitwise(monkeypatch, dtype, target_sum):
     # normalisation, QC metrics, detected genes and the integer check a few hundred entries at a time
     # (50k cells: 2**24), against scanpy's and scipy's whole-matrix functions; empty rows and stored zeros included
-    monkeypatch.setattr(P, "PASS_ENTRIES", 777)
+    monkeypatch.setattr(counts_checks, "PASS_ENTRIES", 777)
     a = _counts(n=500, d=700, density=0.1, seed=3)
     a.X = a.X.astype(dtype)
     a.X.data[::50] = 0  # stored zeros: not detected, dropped by the QC metrics as scanpy drops them
     a.var["mt"] = a.var_names.str.startswith("MT-")
     assert a.X.nnz > 20 * 777 and (np.diff(a.X.indptr) == 0).any()
     X = a.X.copy()
-    assert np.array_equal(P._cells_detected(X), np.asarray((X > 0).sum(axis=0)).ravel())
-    assert P._is_integer(X.data) and not P._is_integer(np.r_[X.data, 0.5])
+    assert np.array_equal(_qc._cells_detected(X), np.asarray((X > 0).sum(axis=0)).ravel())
+    assert counts_checks._is_integer(X.data) and not counts_checks._is_integer(np.r_[X.data, 0.5])
     b = a.copy()
-    P._qc_metrics(sc, a)
+    _qc._qc_metrics(sc, a)
     sc.pp.calculate_qc_metrics(b, qc_vars=["mt"], percent_top=None, log1p=False, inplace=True)
     pd.testing.assert_frame_equal(a.obs, b.obs, check_exact=True)
     pd.testing.assert_frame_equal(a.var, b.var, check_exact=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # both warn of the empty cells
-        P._normalize_total(sc, a, target_sum)
+        _normalise._normalize_total(sc, a, target_sum)
         sc.pp.normalize_total(b, target_sum=target_sum)
     assert a.X.dtype == b.X.dtype == dtype
     assert all(np.array_equal(getattr(a.X, f), getattr(b.X, f)) for f in ("data", "indices", "indptr"))
