@@ -33,7 +33,7 @@ EXAMPLE_MODULES = [
     "scontrast.fangs._search", "scontrast.fangs._loss", "scontrast.fangs._enrichment", "scontrast.sparda._wasserstein",
     "scontrast.cpca._alpha", "scontrast.pcpca._closed_form", "scontrast.design", "scontrast.quadro._robust",
     "scontrast.latent_features._diagnostics", "scontrast.latent_features._simulate", "scontrast.pseudobulk",
-    "scontrast.study._design", "scontrast.sparda._utils", "scontrast.tl._common", "scontrast.fangs._support",
+    "scontrast.study._design", "scontrast.sparda._utils", "scontrast.tl._common", "scontrast._matching",
     "scontrast.quadro._screen", "scontrast.study._split", "scontrast.feature_samples", "scontrast.quadro._moments",
     "scontrast.quadro._scores", "scontrast.study._test", "scontrast.datasets",
 ]

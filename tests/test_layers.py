@@ -193,3 +193,21 @@ def test_no_source_file_over_600_lines():
         f"{p.relative_to(SRC)}: {n}" for p in (SRC / PACKAGE).rglob("*.py") if (n := len(p.read_text().splitlines())) > MAX_LINES
     )
     assert not long, f"source files over {MAX_LINES} lines:\n" + "\n".join(long)
+
+
+@pytest.mark.parametrize(
+    ("package", "other"),
+    [("scontrast.latent_features", "scontrast.fangs"), ("scontrast.fangs", "scontrast.latent_features")],
+)
+def test_latent_features_and_fangs_share_code_through_a_common_module(package, other):
+    """The maximum-overlap matching both use lives in ``scontrast._matching``, not in either package."""
+    modules = _modules()
+    graph = import_graph(modules)
+    bad = sorted(
+        f"{m} -> {t}"
+        for m in modules
+        if m == package or m.startswith(package + ".")
+        for t in graph[m]
+        if t == other or t.startswith(other + ".")
+    )
+    assert not bad, f"{package} imports {other}:\n" + "\n".join(bad)

@@ -1,4 +1,4 @@
-"""The compiled assignment (_assignment.py) against scipy, with its duals."""
+"""The compiled assignment (scontrast/_assignment.py) against scipy, with its duals."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy.optimize import linear_sum_assignment
 
-from scontrast.fangs._assignment import _lap_max
+from scontrast._assignment import _lap_max
 
 
 def test_compiled_assignment_matches_scipy_and_gives_optimal_duals():

@@ -7,15 +7,17 @@ Z_1..Z_B with FANGS, a search that minimises the Monte Carlo expected FARO loss.
 
 Files:
 
-- ``_loss.py``: the FARO loss (cost matrix, loss; the direction of ``a``), the packed samples
-  ``_Packed``, maximum-overlap matching and the expected loss.
-- ``_assignment.py``: the compiled (numba) Hungarian method and per-sample block solvers.
+- ``_loss.py``: the FARO loss (cost matrix, loss; the direction of ``a``), maximum-overlap
+  matching and the expected loss.
+- ``scontrast._matching`` and ``scontrast._assignment`` (shared with ``scontrast.latent_features``):
+  the packed samples ``_Packed``, :func:`feature_support` and the compiled (numba) Hungarian
+  method and per-sample block solvers.
 - ``_sweetening.py``: greedy one-entry flips with incremental bookkeeping (``_Sweetener``).
 - ``_search.py``: :func:`fangs` (initial candidates, parallel sweetenings) and :class:`FangsResult`.
 - ``_draws.py``: :func:`draws`, the best posterior sample.
 - ``_enrichment.py``: :func:`feature_enrichment` (cells as the unit) and
   :func:`replicate_feature_enrichment` (replicates as the unit), target vs background per feature.
-- ``_support.py``: :func:`feature_support` (per chain) and :func:`feature_loadings`.
+- ``_support.py``: :func:`feature_loadings` (and :func:`feature_support`, re-exported).
 - ``_checks.py``: parameter checks shared by the functions (``a``, ``n_jobs``).
 
 Notes and measurements: ``docs/fangs.md``.

@@ -27,14 +27,10 @@ from __future__ import annotations
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
-from ..core import ScontrastError, one_blas_thread
+from .._matching import _CHUNK, _assign_blocks, _overlaps, _Packed  # noqa: F401  (the search imports them from here)
+from ..core import one_blas_thread
 from ..feature_samples import _as_binary, check_samples
-from ._assignment import _solve_blocks
 from ._checks import _check_a
-
-# Column chunk of the overlap products: bounds the float32 temporaries to
-# N x _CHUNK values whatever the number of samples.
-_CHUNK = 4096
 
 
 def faro_cost_matrix(estimate, sample, a: float = 1.0) -> np.ndarray:
@@ -113,44 +109,6 @@ def faro_loss(estimate, sample, a: float = 1.0) -> float:
 # --------------------------------------------------------------------------- packed samples
 
 
-class _Packed:
-    """All samples side by side: ``S`` (N, L) with L = sum K_b, sample b in
-    columns ``off[b]:off[b+1]``; ``nnz[b]`` = number of ones of sample b;
-    ``rowany`` (N, B) = does row i of sample b hold a one."""
-
-    def __init__(self, samples: list[np.ndarray]):
-        self.n = samples[0].shape[0]
-        self.B = len(samples)
-        self.k = np.array([s.shape[1] for s in samples], dtype=np.intp)
-        self.off = np.concatenate([[0], np.cumsum(self.k)]).astype(np.intp)
-        self.S = (np.ascontiguousarray(np.concatenate(samples, axis=1)) if self.off[-1]
-                  else np.zeros((self.n, 0), np.uint8))
-        self.nnz = np.array([int(s.sum()) for s in samples], dtype=np.float64)
-        self.nnz_col = self.S.sum(axis=0, dtype=np.float64)
-        self.rowany = np.stack([s.any(axis=1) for s in samples], axis=1)
-        self.kmax = int(self.k.max())
-
-    def sample(self, b: int) -> np.ndarray:
-        return self.S[:, self.off[b]:self.off[b + 1]]
-
-
-def _overlaps(E: np.ndarray, S: np.ndarray) -> np.ndarray:
-    """``E.T @ S`` for uint8 matrices, exact, as float64.
-
-    E (N, K), S (N, L) -> (K, L). float32 products are exact for counts
-    below 2**24 items; chunks bound the temporaries.
-    """
-    n = E.shape[0]
-    if n >= 2**24:
-        raise ScontrastError(f"samples: at most 2**24 items (rows) are supported, got {n}")
-    out = np.empty((E.shape[1], S.shape[1]), dtype=np.float64)
-    Ef = E.astype(np.float32)
-    for start in range(0, S.shape[1], _CHUNK):
-        stop = min(start + _CHUNK, S.shape[1])
-        out[:, start:stop] = Ef.T @ S[:, start:stop].astype(np.float32)
-    return out
-
-
 def _max_overlap(M: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
     """Maximum-overlap assignment of a non-negative (K1, K2) overlap matrix.
 
@@ -174,17 +132,6 @@ def _match(E: np.ndarray, P: _Packed, S=None, off=None) -> tuple[np.ndarray, np.
     S = P.S if S is None else S
     off = P.off if off is None else off
     return _assign_blocks(_overlaps(E, S), off)
-
-
-def _assign_blocks(O: np.ndarray, off: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Maximum-overlap assignment of the rows of O (K, L) to each sample's columns ``off[b]:off[b+1]``.
-
-    Returns ``(v (B,), assign (B, K))`` as ``_match``.
-    """
-    v = np.empty(off.size - 1)
-    assign = np.empty((off.size - 1, O.shape[0]), dtype=np.int64)
-    _solve_blocks(O, off, v, assign)
-    return v, assign
 
 
 def _match_values(E: np.ndarray, P: _Packed) -> np.ndarray:

@@ -4,49 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._matching import feature_support  # noqa: F401  (public here too: scontrast.fangs.feature_support)
 from ..core import ScontrastError, check_real
-from ..feature_samples import _as_binary, check_samples
-from ._loss import _assign_blocks, _overlaps, _Packed
-
-
-def feature_support(samples, estimate, groups=None) -> tuple[np.ndarray, np.ndarray]:
-    """How closely each feature of an estimate recurs in the samples, per group of samples (e.g. chain).
-
-    samples: B binary (N, K_b) matrices; estimate (N, K) binary; groups (B,) labels of the
-    samples (None = one group). In every sample the estimate's features are matched one-to-one
-    to the sample's by maximum overlap (the alignment of the FARO loss, the same for every
-    ``a``); a feature's score in that sample is the Jaccard index of its cells and its match's
-    (0 when it has no match). Returns ``(support (K, G) float64, labels (G,))``: the mean score
-    over each group's samples, groups in sorted order. A feature near 1 in every chain is one
-    all chains hold; near 1 in one chain and low in another, one chain's mode only.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from scontrast.fangs import feature_support
-    >>> estimate = np.array([[1, 0], [1, 1], [0, 1]], np.uint8)
-    >>> support, groups = feature_support([estimate] * 4, estimate)   # every sample holds both features
-    >>> support.ravel().tolist()
-    [1.0, 1.0]
-    """
-    S = check_samples(samples)
-    E = _as_binary(estimate, "estimate", n_rows=S[0].shape[0])
-    g = np.zeros(len(S), dtype=np.int64) if groups is None else np.asarray(groups)
-    if g.shape != (len(S),):
-        raise ScontrastError(f"groups: has shape {g.shape} but there are {len(S)} samples")
-    labels, index = np.unique(g, return_inverse=True)
-    P = _Packed(S)
-    if P.S.shape[1] == 0 or E.shape[1] == 0:
-        return np.zeros((E.shape[1], labels.size)), labels
-    O = _overlaps(E, P.S)
-    _, assign = _assign_blocks(O, P.off)
-    matched = assign >= 0
-    cols = np.where(matched, P.off[:-1, None] + assign, 0)  # (B, K) column of each match in P.S
-    o = O[np.arange(E.shape[1])[None, :], cols]
-    union = E.sum(axis=0, dtype=np.float64)[None, :] + P.nnz_col[cols] - o
-    score = np.where(matched & (union > 0), o / np.where(union > 0, union, 1.0), 0.0)
-    support = np.stack([score[index == j].mean(axis=0) for j in range(labels.size)], axis=1)
-    return support.reshape(E.shape[1], labels.size), labels
+from ..feature_samples import _as_binary
 
 
 def _check_loadings_params(sigma_x, sigma_a) -> tuple[float, float]:

@@ -13,7 +13,7 @@ import time
 import numba
 import numpy as np
 
-from ._assignment import _lap_max, _load_block, _solve_square
+from .._assignment import _lap_max, _load_block, _solve_square
 from ._loss import _expected, _match_values, _overlaps, _Packed
 
 _LOG = logging.getLogger("scontrast.fangs")

@@ -7,7 +7,7 @@ For each K = 1 .. ``max_features``, ``n_members`` fixed-K binary factorisations 
 are fitted, each on its own Bayesian-bootstrap reweighting of the cells (Dirichlet(1, ..., 1)
 weights) and from its own starts; every cell then gets its pattern from each member's loadings.
 A K is *stable* when the medoid member's every feature recurs in the other members (on the fitted
-cells) with a mean matched Jaccard index of at least ``stability`` (the matching of ``fangs.feature_support``). The
+cells) with a mean matched Jaccard index of at least ``stability`` (the matching of :func:`scontrast.fangs.feature_support`). The
 chosen K is the largest stable one (the finest resolution the resamples reproduce); its members
 are the samples FANGS summarises. The members are resamples, not posterior draws: their spread
 is the sampling variability of the fit (a bootstrap), which is what the agreement of two runs and
@@ -28,6 +28,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
+from .._matching import feature_support
 from ..bounds import check_count
 from ..core import (
     ScontrastError,
@@ -78,8 +79,6 @@ def stability(members: list[np.ndarray], k: int | None = None) -> tuple[float, i
     k features (ties: the first). Returns ``(min support of the medoid's k features (1.0 when
     k = 0), medoid index, the support of its own features (K_medoid,))``.
     """
-    from ..fangs import feature_support
-
     best, medoid, per_feature, weakest = -1.0, 0, np.zeros(0), 1.0
     for m, Zm in enumerate(members):
         others = [z for j, z in enumerate(members) if j != m]
