@@ -10,8 +10,9 @@ import pytest
 
 from conftest import make_counts, rule_object
 from scontrast import io
+from scontrast._runs import RUN_FILE_ENV, RUN_TOKEN_ENV
 from scontrast._workflow import run_rule
-from scontrast.core import RUN_FILE_ENV, RUN_TOKEN_ENV, ScontrastError
+from scontrast.core import ScontrastError
 
 
 @pytest.fixture(autouse=True)

@@ -31,7 +31,7 @@ overwrites what a later run of the directory writes, each job started by the wor
 itself (pid, host, the run's token) in ``.snakemake/scontrast_jobs/`` while it runs: a new run
 refuses to start while such a job is alive on its host (``workflow/rules/common.smk``), and a
 job whose run has been replaced (a job on another host, say) moves no output into place and
-removes nothing (:func:`scontrast.core.check_current_run`).
+removes nothing (:func:`scontrast._runs.check_current_run`).
 """
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ def _record_job(smk: Any, where: str) -> Path | None:
     One line: ``pid, host, start ticks, run token, rule, wildcards, start time`` (tab-separated),
     which the workflow's ``onstart`` reads to refuse a run while an earlier run's job is alive.
     """
-    from .core import RUN_FILE_ENV, RUN_TOKEN_ENV
+    from ._runs import RUN_FILE_ENV, RUN_TOKEN_ENV
 
     token, run_file = os.environ.get(RUN_TOKEN_ENV), os.environ.get(RUN_FILE_ENV)
     if not token or not run_file:
@@ -134,7 +134,7 @@ def _recordable(smk: Any, exc: BaseException) -> bool:
 def _record_failure(smk: Any, message: str) -> bool:
     """Write the method's delta as a failure record; False (and nothing left) if that fails too."""
     from . import io
-    from .core import StaleJob
+    from ._runs import StaleJob
 
     try:
         io.write_h5ad(io.failure_delta(smk.input.h5ad, smk.rule, message), smk.output.h5ad)
@@ -200,7 +200,7 @@ def _for_terminal(record: logging.LogRecord) -> bool:
 
 def run_rule(smk: Any, main: Callable[[Any], None]) -> None:
     """Run ``main(smk)`` with the rule's logging and error conventions."""
-    from .core import StaleJob, check_current_run
+    from ._runs import StaleJob, check_current_run
 
     log_path = Path(smk.log[0]) if len(smk.log) else None
     where = ", ".join(f"{k}={v}" for k, v in smk.wildcards.items())
@@ -268,7 +268,7 @@ def _check_unchanged(read: dict[str, str]) -> None:
 
 
 def _run(smk: Any, main: Callable[[Any], None], log: logging.Logger, log_path: Path | None, where: str) -> None:
-    from .core import StaleJob, check_current_run
+    from ._runs import StaleJob, check_current_run
     from .io import remove_orphans
 
     for out in smk.output:

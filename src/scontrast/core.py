@@ -3,7 +3,8 @@
 The estimators (``scontrast.sparda``, ``.cpca``, ``.pcpca``, ``.quadro``,
 ``.latent_features``, ``.fangs``), the AnnData front ends (``scontrast.tl``),
 the figures (``scontrast.pl``) and the workflow's scripts import from here; this
-module imports nothing of scontrast, so it never takes part in an import cycle.
+module imports nothing of scontrast but ``_runs`` (which imports nothing), so it never takes
+part in an import cycle.
 
 The estimator contract (scikit-learn's): hyper-parameters are stored untouched in
 ``__init__``; ``fit`` validates them and the data with the checks below, then sets
@@ -34,6 +35,8 @@ from typing import Any, Callable, Iterable, Iterator
 import numpy as np
 import scipy.sparse as sp
 
+from ._runs import RUN_TOKEN_ENV, check_current_run
+
 __all__ = [
     "TARGET_KEY",
     "ScontrastError",
@@ -59,10 +62,6 @@ __all__ = [
     "progress",
     "temporary_beside",
     "move_into_place",
-    "check_current_run",
-    "StaleJob",
-    "RUN_TOKEN_ENV",
-    "RUN_FILE_ENV",
 ]
 
 #: Boolean ``obs`` column of the target/background split (True = target), set by preprocessing.
@@ -462,42 +461,14 @@ def temporary_beside(path: str | os.PathLike, suffix: str = ".tmp") -> str:
     return tmp
 
 
-#: Set by the workflow's ``onstart`` for every job of a run (jobs inherit the environment, also
-#: through ``sbatch --export=ALL``): that run's token, and the file holding the token of the run
-#: of the directory that is current (``.snakemake/scontrast_live_run``, 4th field).
-RUN_TOKEN_ENV = "SCONTRAST_RUN_TOKEN"
-RUN_FILE_ENV = "SCONTRAST_RUN_FILE"
-
-
-class StaleJob(RuntimeError):
-    """This process is a job of a workflow run that a later run of the same directory replaced."""
-
-
-def check_current_run() -> None:
-    """Raise :class:`StaleJob` if this process is a job of a run that is no longer the directory's run.
-
-    A job keeps running when only the main snakemake process of its run is killed; a later run
-    (after ``--unlock``) then reruns it, possibly with other parameters, and the old job's
-    result must never land on the new one's. Outside the workflow (no token in the
-    environment) every write is allowed.
-    """
-    token = os.environ.get(RUN_TOKEN_ENV)
-    if not token:
-        return
-    run_file = Path(os.environ.get(RUN_FILE_ENV) or os.path.join(".snakemake", "scontrast_live_run"))
-    try:
-        fields = run_file.read_text().strip().split("\t")
-    except OSError:
-        fields = []
-    if len(fields) < 4 or fields[3] != token:
-        raise StaleJob(
-            "this job belongs to an earlier run of this directory, which a later run replaced (its main "
-            "snakemake process was killed): its result is discarded, not moved into place"
-        )
-
-
 def move_into_place(tmp: str | os.PathLike, path: str | os.PathLike) -> None:
-    """Rename the finished temporary file ``tmp`` onto ``path``: unless the run this job belongs to
-    was replaced (:func:`check_current_run` raises :class:`StaleJob`; ``tmp`` is left to the caller)."""
-    check_current_run()
+    """Rename the finished temporary file ``tmp`` onto ``path``.
+
+    In a job of a workflow run (its token in the environment) the rename happens only while that
+    run is the directory's: :func:`scontrast._runs.check_current_run` raises
+    :class:`scontrast._runs.StaleJob` otherwise, and ``tmp`` is left to the caller. Any other
+    write (a notebook's) is a plain rename.
+    """
+    if os.environ.get(RUN_TOKEN_ENV):
+        check_current_run()
     os.replace(tmp, path)

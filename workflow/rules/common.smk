@@ -338,10 +338,10 @@ def runtime_min(per_input_mb=0.1, floor=10):
 # stops before any job. Its jobs keep running when only the main process is killed: each job
 # records itself in JOBS while it runs (scontrast._workflow.run_rule), and a run that starts while
 # one of them is alive stops too; a job whose run's token is no longer the one here (a job on
-# another host that outlived its run) moves nothing into place (scontrast.core.check_current_run).
+# another host that outlived its run) moves nothing into place (scontrast._runs.check_current_run).
 LIVE_RUN = Path(".snakemake") / "scontrast_live_run"
 JOBS = LIVE_RUN.parent / "scontrast_jobs"
-RUN_TOKEN_ENV, RUN_FILE_ENV = "SCONTRAST_RUN_TOKEN", "SCONTRAST_RUN_FILE"  # as in scontrast.core
+RUN_TOKEN_ENV, RUN_FILE_ENV = "SCONTRAST_RUN_TOKEN", "SCONTRAST_RUN_FILE"  # as in scontrast._runs
 
 
 def _proc_start(pid):
