@@ -62,6 +62,18 @@ def test_preprocess_file_is_preprocess_bitwise(tmp_path, monkeypatch, others):
         preprocess_file(tmp_path / "in.h5ad", n_top_gene=300, **GROUPS)  # the keywords of preprocess only
 
 
+def test_the_scanpy_internals_the_passes_reuse_are_there():
+    # a scanpy without them falls back to its own functions: the bitwise tests below would then
+    # compare scanpy with itself, so the supported scanpy range (pyproject.toml) must provide them
+    from scanpy.preprocessing import _qc as scanpy_qc
+    from scanpy.preprocessing._highly_variable_genes import _get_disp_stats, _get_mean_bins, _subset_genes
+    from scanpy.preprocessing._normalization import _normalize_csr
+    from scanpy.preprocessing._utils import _get_mean_var
+
+    assert all(map(callable, (_get_disp_stats, _get_mean_bins, _subset_genes, _normalize_csr, _get_mean_var)))
+    assert all(callable(getattr(scanpy_qc, name)) for name in ("describe_obs", "_get_mean_var", "axis_sum"))
+
+
 def test_highly_variable_genes_in_blocks_are_scanpys_bitwise():
     a = _counts(n=800, d=1500, density=0.1, seed=2)
     sc.pp.normalize_total(a, target_sum=1e4)
