@@ -211,3 +211,24 @@ def test_latent_features_and_fangs_share_code_through_a_common_module(package, o
         if t == other or t.startswith(other + ".")
     )
     assert not bad, f"{package} imports {other}:\n" + "\n".join(bad)
+
+
+def test_a_write_outside_the_workflow_never_reads_the_run_files(tmp_path, monkeypatch):
+    """The run check is the workflow's policy: core calls it only under a run's token."""
+    from scontrast import _runs, core
+
+    calls = []
+    monkeypatch.setattr(core, "check_current_run", lambda: calls.append(1))
+    monkeypatch.delenv(_runs.RUN_TOKEN_ENV, raising=False)
+    tmp = tmp_path / "a.tmp"
+    tmp.write_text("x")
+    core.move_into_place(tmp, tmp_path / "a")
+    assert calls == [] and (tmp_path / "a").read_text() == "x"
+    monkeypatch.setenv(_runs.RUN_TOKEN_ENV, "token")
+    tmp.write_text("y")
+    core.move_into_place(tmp, tmp_path / "a")
+    assert calls == [1] and (tmp_path / "a").read_text() == "y"
+
+
+def test_core_imports_nothing_of_scontrast_but_the_run_check():
+    assert import_graph(_modules())["scontrast.core"] == {"scontrast._runs"}
