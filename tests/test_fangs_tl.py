@@ -319,7 +319,7 @@ def test_cell_order_groups_then_patterns():
 def test_gene_programmes_their_genes_and_enrichment(seed):
     """Default input (genes): planted overlapping programmes come back as features with their genes,
     and exactly the ones planted as enriched in the target are flagged (BH q <= 0.05)."""
-    from benchmarks.bench_latent_real import planted_programmes, programme_recovery
+    from scontrast.latent_features._simulate import planted_programmes, programme_recovery
     from scontrast.tl._fangs import summary_rows
 
     adata, sets, enriched = planted_programmes(n_cells=400, n_genes=50, effect=1.5, seed=seed)

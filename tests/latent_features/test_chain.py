@@ -136,7 +136,7 @@ def test_ica_starts_converge_where_empty_starts_stick(seed):
     """800 cells x 60 standardised genes, 4 overlapping programmes: in 500 sweeps the chains started from
     ICA features agree (split R-hat of the log joint <= 1.1) on 4 features; chains started empty
     are still far below."""
-    from benchmarks.bench_latent_real import planted_programmes
+    from scontrast.latent_features._simulate import planted_programmes
     from scontrast.tl._latent_features import gene_matrix
 
     adata, _, _ = planted_programmes(n_cells=800, seed=seed)

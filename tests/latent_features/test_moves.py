@@ -82,7 +82,7 @@ def test_noise_scale_moves_mix_sigma_x():
     """1,500 cells x 60 genes of planted programmes: without the move sigma_x and the cells' weights creep
     along the direction that leaves the likelihood unchanged (effective sample size of sigma_x 13-20 in
     2 x 200 kept sweeps over seeds 0-2); with it sigma_x mixes (200-350)."""
-    from benchmarks.bench_latent_real import planted_programmes
+    from scontrast.latent_features._simulate import planted_programmes
     from scontrast.tl._latent_features import gene_matrix
 
     adata, _, _ = planted_programmes(n_cells=1500, seed=0)
