@@ -32,6 +32,7 @@ import numpy as np
 from scipy.optimize import linear_sum_assignment
 
 from scontrast.fangs import draws, expected_loss, fangs, faro_cost_matrix, faro_loss
+from scontrast.fangs._simulate import posterior_like_samples
 from scontrast.latent_features import LinearGaussianIBP, simulate_linear_gaussian
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -55,27 +56,6 @@ def enumerate_min(C, chunk=200_000):
 def brute_force_faro(estimate, sample, a=1.0):
     """FARO loss by enumerating all K! column permutations."""
     return enumerate_min(faro_cost_matrix(estimate, sample, a))
-
-
-def posterior_like_samples(n, k, b, flip=0.05, rng=None):
-    """B posterior-like feature allocations around a random truth.
-
-    The truth is N x K with feature frequencies in [0.1, 0.5]; each sample
-    flips each entry with probability ``flip``, drops each feature with
-    probability 0.1, adds a spurious feature (frequency 0.05) with
-    probability 0.3 and shuffles its columns, so K_b varies.
-    Returns ``(truth, samples)``.
-    """
-    rng = np.random.default_rng(rng)
-    truth = (rng.random((n, k)) < rng.uniform(0.1, 0.5, size=k)).astype(np.uint8)
-    samples = []
-    for _ in range(b):
-        s = truth ^ (rng.random(truth.shape) < flip).astype(np.uint8)
-        s = s[:, rng.random(k) > 0.1]
-        if rng.random() < 0.3:
-            s = np.hstack([s, (rng.random((n, 1)) < 0.05).astype(np.uint8)])
-        samples.append(np.ascontiguousarray(s[:, rng.permutation(s.shape[1])]))
-    return truth, samples
 
 
 def table1(ks=range(2, 11), n=100, reps=20, brute_max_k=10, rng=0):

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from benchmarks import bench_fangs
 from scontrast.fangs._draws import draws
 from scontrast.fangs._loss import expected_loss
+from scontrast.fangs._simulate import posterior_like_samples
 
 
 def brute_draws(samples, a):
@@ -18,7 +18,7 @@ def brute_draws(samples, a):
 @pytest.mark.parametrize("a", [0.7, 1.0, 1.3])
 def test_draws_is_the_best_sample(a):
     rng = np.random.default_rng(6)
-    _, samples = bench_fangs.posterior_like_samples(20, 3, 25, flip=0.1, rng=rng)
+    _, samples = posterior_like_samples(20, 3, 25, flip=0.1, rng=rng)
     d = draws(samples, a=a, n_jobs=1)
     idx, loss = brute_draws(samples, a)
     assert d.expected_loss == pytest.approx(loss)

@@ -9,10 +9,11 @@ from benchmarks import bench_fangs
 from scontrast.fangs._draws import draws
 from scontrast.fangs._loss import expected_loss, faro_loss
 from scontrast.fangs._search import fangs
+from scontrast.fangs._simulate import posterior_like_samples
 
 
 def test_random_state_none_int_and_generator():
-    _, samples = bench_fangs.posterior_like_samples(30, 3, 20, flip=0.1, rng=12)
+    _, samples = posterior_like_samples(30, 3, 20, flip=0.1, rng=12)
     fangs(samples, n_iter=50, random_state=None)
     by_int = fangs(samples, n_iter=50, random_state=5)
     by_gen = fangs(samples, n_iter=50, random_state=np.random.default_rng(5))
@@ -22,7 +23,7 @@ def test_random_state_none_int_and_generator():
 
 
 def test_default_n_iter_is_one_thousand_flips_per_sweetening():
-    _, samples = bench_fangs.posterior_like_samples(30, 3, 20, flip=0.1, rng=13)
+    _, samples = posterior_like_samples(30, 3, 20, flip=0.1, rng=13)
     f = fangs(samples, n_sweet=2, random_state=0)
     np.testing.assert_array_equal(f.details["iterations"], [1000, 1000])
     assert fangs(samples, n_iter=0, n_sweet=1, random_state=0).details["accepted"][0] == 0
@@ -30,7 +31,7 @@ def test_default_n_iter_is_one_thousand_flips_per_sweetening():
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_fangs_beats_or_equals_draws(seed):
-    truth, samples = bench_fangs.posterior_like_samples(60, 5, 60, flip=0.08, rng=seed)
+    truth, samples = posterior_like_samples(60, 5, 60, flip=0.08, rng=seed)
     f = fangs(samples, n_iter=400, n_jobs=1, random_state=seed)
     d = draws(samples, n_jobs=1)
     assert f.expected_loss == pytest.approx(expected_loss(samples, f.estimate))
@@ -42,14 +43,14 @@ def test_fangs_beats_or_equals_draws(seed):
 
 
 def test_fangs_finds_the_truth_when_samples_scatter_around_it():
-    truth, samples = bench_fangs.posterior_like_samples(40, 4, 80, flip=0.05, rng=7)
+    truth, samples = posterior_like_samples(40, 4, 80, flip=0.05, rng=7)
     f = fangs(samples, n_jobs=1, random_state=0)
     assert faro_loss(f.estimate, truth) == 0.0
     assert f.expected_loss < draws(samples, n_jobs=1).expected_loss
 
 
 def test_a_tunes_sparsity():
-    _, samples = bench_fangs.posterior_like_samples(40, 5, 50, flip=0.2, rng=8)
+    _, samples = posterior_like_samples(40, 5, 50, flip=0.2, rng=8)
     dense = fangs(samples, a=0.4, n_iter=300, n_jobs=1, random_state=0).estimate.sum()
     middle = fangs(samples, a=1.0, n_iter=300, n_jobs=1, random_state=0).estimate.sum()
     sparse = fangs(samples, a=1.6, n_iter=300, n_jobs=1, random_state=0).estimate.sum()
@@ -57,7 +58,7 @@ def test_a_tunes_sparsity():
 
 
 def test_reproducible_and_independent_of_n_jobs():
-    _, samples = bench_fangs.posterior_like_samples(50, 5, 40, flip=0.1, rng=9)
+    _, samples = posterior_like_samples(50, 5, 40, flip=0.1, rng=9)
     one = fangs(samples, n_iter=300, n_jobs=1, random_state=3)
     again = fangs(samples, n_iter=300, n_jobs=1, random_state=3)
     two = fangs(samples, n_iter=300, n_jobs=2, random_state=3)
@@ -87,7 +88,7 @@ class _ReadingClock:
 def test_max_seconds_stops_the_sweetening(monkeypatch):
     from scontrast.fangs import _search, _sweetening
 
-    _, samples = bench_fangs.posterior_like_samples(100, 6, 60, flip=0.1, rng=10)
+    _, samples = posterior_like_samples(100, 6, 60, flip=0.1, rng=10)
     clock = _ReadingClock(tick=1e-3, limit=100_000)
     monkeypatch.setattr(_search, "time", clock)
     monkeypatch.setattr(_sweetening, "time", clock)

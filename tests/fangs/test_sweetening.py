@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from benchmarks import bench_fangs
 from scontrast.fangs._loss import _Packed, expected_loss, faro_loss
+from scontrast.fangs._simulate import posterior_like_samples
 from scontrast.fangs._sweetening import _sweeten, _Sweetener
 from scontrast.feature_samples import check_samples
 
@@ -16,7 +16,7 @@ from ._helpers import rand_fa
 @pytest.mark.parametrize("a", [0.5, 1.0, 1.5])
 def test_incremental_flips_equal_recomputation(a):
     rng = np.random.default_rng(int(10 * a))
-    truth, samples = bench_fangs.posterior_like_samples(25, 4, 30, flip=0.1, rng=rng)
+    truth, samples = posterior_like_samples(25, 4, 30, flip=0.1, rng=rng)
     samples += [rand_fa(rng, 25, int(rng.integers(0, 6)), 0.3) for _ in range(5)]  # off-mode samples, K_b = 0 too
     P = _Packed(check_samples(samples))
     state = _Sweetener(P, samples[0], a)
@@ -45,7 +45,7 @@ def test_incremental_flips_equal_recomputation(a):
 
 
 def test_sweetening_repairs_a_damaged_estimate():
-    truth, samples = bench_fangs.posterior_like_samples(40, 4, 60, flip=0.05, rng=11)
+    truth, samples = posterior_like_samples(40, 4, 60, flip=0.05, rng=11)
     P = _Packed(check_samples(samples))
     damaged = truth ^ (np.random.default_rng(0).random(truth.shape) < 0.1).astype(np.uint8)
     est, loss, iterations, accepted = _sweeten(P, damaged, 1.0, 3000, None, seed=0)

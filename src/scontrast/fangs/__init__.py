@@ -19,6 +19,7 @@ Files:
   :func:`replicate_feature_enrichment` (replicates as the unit), target vs background per feature.
 - ``_support.py``: :func:`feature_loadings` (and :func:`feature_support`, re-exported).
 - ``_checks.py``: parameter checks shared by the functions (``a``, ``n_jobs``).
+- ``_simulate.py``: posterior-like samples around a known truth (for tests and benchmarks).
 
 Notes and measurements: ``docs/fangs.md``.
 """
