@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks import bench_cpca
+from scontrast.cpca._simulate import readme_data, synthetic
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -19,10 +19,10 @@ def one_blas_thread():
 @pytest.fixture(scope="module")
 def readme():
     """The example of the contrastive README: 400 points, 30 dims, four target groups."""
-    return bench_cpca.readme_data(seed=0)
+    return readme_data(seed=0)
 
 
 @pytest.fixture(scope="module")
 def wide():
     """d = 300 with heteroscedastic genes, shared factors and a target-only group structure."""
-    return bench_cpca.synthetic(600, 500, 300, seed=3)
+    return synthetic(600, 500, 300, seed=3)

@@ -7,10 +7,10 @@ import pytest
 import scipy.linalg as sla
 import scipy.sparse as sp
 
-from benchmarks import bench_cpca
 from scontrast.core import ScontrastConvergenceWarning
 from scontrast.cpca._alpha import alpha_grid
 from scontrast.cpca._estimator import CPCA
+from scontrast.cpca._simulate import synthetic
 
 from ._helpers import assert_same_fit, sin_max_angle
 
@@ -24,7 +24,7 @@ def test_solvers_agree_on_the_grid(wide):
 
 def test_gram_solver_with_more_genes_than_cells():
     # 90 + 80 cells, 400 genes: every direction outside the cells' span has no variance at all
-    X, Y, _ = bench_cpca.synthetic(90, 80, 400, seed=4)
+    X, Y, _ = synthetic(90, 80, 400, seed=4)
     full = CPCA(solver="full", random_state=0).fit(X, Y)
     gram = CPCA(random_state=0).fit(sp.csr_matrix(X), Y)
     assert gram.solver_ == "gram"
@@ -34,7 +34,7 @@ def test_gram_solver_with_more_genes_than_cells():
 def test_more_than_1000_genes_without_pca():
     # the reference reduces d > 1000 to 1000 PCs and then cannot transform the original data;
     # here every gene is kept and the original data transform
-    X, Y, _ = bench_cpca.synthetic(150, 130, 1200, seed=6)
+    X, Y, _ = synthetic(150, 130, 1200, seed=6)
     model = CPCA(alpha=[0.0, 1.0, 30.0]).fit(sp.csr_matrix(X), sp.csr_matrix(Y))
     assert model.solver_ == "gram" and model.components_.shape == (3, 2, 1200)
     CX, CY = np.cov(X.T), np.cov(Y.T)

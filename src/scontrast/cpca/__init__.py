@@ -21,6 +21,8 @@ contrastive components at contrast strength ``alpha`` are the top eigenvectors o
     centring, scaling, covariances, Gram blocks and covariance products of the two groups.
 ``_threads.py``
     the fit's thread count (``n_jobs``) and how the solvers use it.
+``_simulate.py``
+    simulated target and background data with a known contrast (tests and benchmarks).
 """
 
 from ._alpha import alpha_grid, select_alphas, subspace_affinity
