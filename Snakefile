@@ -20,21 +20,16 @@ from snakemake.exceptions import WorkflowError as _WorkflowError
 from scontrast._workflow import strict_yaml_load as _strict_yaml_load
 
 
-def _strict(path):
-    try:
-        return _strict_yaml_load(path) or {}
-    except ValueError as exc:
-        raise _WorkflowError(str(exc)) from None
-
-
-for _path in dict.fromkeys([*workflow.configfiles, *(workflow.overwrite_configfiles or [])]):
-    _strict(_path)
-
-_USER_DATASETS = None  # `datasets: {}` in a user's file is refused by the schema, never the demo run instead
-for _path in workflow.overwrite_configfiles or []:
-    _loaded = _strict(_path)
-    if isinstance(_loaded, dict) and "datasets" in _loaded:
-        _USER_DATASETS = {**(_USER_DATASETS or {}), **(_loaded["datasets"] or {})}
+try:
+    for _path in dict.fromkeys([*workflow.configfiles, *(workflow.overwrite_configfiles or [])]):
+        _strict_yaml_load(_path)
+    _USER_DATASETS = None  # `datasets: {}` in a user's file is refused by the schema, never the demo run instead
+    for _path in workflow.overwrite_configfiles or []:
+        _loaded = _strict_yaml_load(_path) or {}
+        if isinstance(_loaded, dict) and "datasets" in _loaded:
+            _USER_DATASETS = {**(_USER_DATASETS or {}), **(_loaded["datasets"] or {})}
+except ValueError as _exc:
+    raise _WorkflowError(str(_exc)) from None
 if _USER_DATASETS is not None:
     config["datasets"] = _USER_DATASETS
 

@@ -177,7 +177,7 @@ wildcard_constraints:
 
 
 def input_identity(path):
-    """A dataset's input as a parameter of rule preprocess (scontrast._workflow.file_identity: size, mtime,
+    """A dataset's input as a parameter of the preprocess rule (scontrast._workflow.file_identity gives size, mtime,
     inode; stat only): a file replaced since its result was made (``mv`` keeps an older mtime, which
     snakemake's mtime check misses) reruns the contrast. Another dataset's result: snakemake's own check."""
     if made_here(path):
@@ -245,6 +245,12 @@ def runs(method, dataset):
         ds = config["datasets"][dataset]
         return ds.get("replicate") is not None and ds.get("counts", "raw") == "raw"
     return True
+
+
+def key_figures(dataset):
+    """The methods whose figure the landing page shows for ``dataset`` (at most two; their legends: KEY_FIGURES in summary.smk)."""
+    shown = [m for m in ("sparda", "pseudobulk", "quadro") if m in config["methods"] and runs(m, dataset)]
+    return shown[:2]
 
 
 def fangs_deltas():

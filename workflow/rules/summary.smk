@@ -43,12 +43,6 @@ KEY_FIGURES = {
 }
 
 
-def key_figures(dataset):
-    """The methods whose figure the landing page shows for ``dataset`` (at most two, see KEY_FIGURES)."""
-    shown = [m for m in ("sparda", "pseudobulk", "quadro") if m in config["methods"] and runs(m, dataset)]
-    return shown[:2]
-
-
 rule overview:
     """A contrast's verdict, top genes, key figures and summary table: its part of the report's landing page."""
     input:
