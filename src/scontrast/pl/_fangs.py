@@ -141,7 +141,7 @@ def _stability(ax, lf: dict, side_in: float) -> None:
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("K of the resampled fits")
     ax.set_ylabel("stability (matched Jaccard)")
-    ax.legend(fontsize="x-small")
+    ax.legend(fontsize="x-small", loc="lower left")  # a fixed place: "best" is slow to find on a busy machine, and warns
     ax.set_title(_wrapped("features that recur across resamples", side_in))
 
 
@@ -223,7 +223,7 @@ def fangs(adata: ad.AnnData, *, key: str = TARGET_KEY, ax=None, figsize=(12, 6))
                 lo, hi = float(kept.min()), float(kept.max())
                 pad = 0.1 * (hi - lo) if hi > lo else 1.0
                 tax.set_ylim(lo - pad, hi + pad)
-        tax.legend(fontsize="x-small", ncol=2)
+        tax.legend(fontsize="x-small", ncol=2, loc="lower right")
         tax.set_xlabel("sweep")
         tax.set_ylabel("log joint density")
         title = "sampler trace"

@@ -47,7 +47,7 @@ def _density_panel(ax, proj: np.ndarray, is_target: np.ndarray, title: str, labe
     ax.set_xlabel("projection on the SPARDA direction")
     ax.set_ylabel("density")
     ax.set_title(title)
-    ax.legend(frameon=False, fontsize=8)
+    ax.legend(frameon=False, fontsize=8, loc="upper center")  # between the groups' modes; "best" is slow on a busy machine, and warns
 
 
 def _donor_means(adata: ad.AnnData, key: str) -> dict | None:
