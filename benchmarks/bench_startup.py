@@ -36,6 +36,10 @@ RULES = {
         "import scontrast._workflow; from scontrast import io; from scontrast.merge_files import read_annotations; "
         "from scontrast.summary import summarise"
     ),
+    "genes": "import scontrast._workflow; from scontrast import io; from scontrast.tables import gene_table",
+    "overview": "import scontrast._workflow; from scontrast import io; from scontrast.summary import overview_html",
+    "design_check": "import scontrast._workflow; from scontrast import io; from scontrast.study._workflow import study_design",
+    "study": "import scontrast._workflow; from scontrast import io; from scontrast.study import run_study",
 }
 
 
