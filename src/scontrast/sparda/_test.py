@@ -12,6 +12,7 @@ behind the constants are in ``docs/sparda.md``.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import warnings
 
 import numpy as np
@@ -34,6 +35,7 @@ _PERMUTE_MAX_SIZE = 20_000
 _DEFAULT_PERMUTATIONS = {"split": 9999, "permute": 999, "refit": 99, "replicate": 999}
 # A replicate-level p-value whose floor is above this cannot show a difference at the usual level.
 _FLOOR_WARN = 0.05
+_log = logging.getLogger("scontrast.sparda")
 # The 'permute' statistic: lam = _PERMUTE_LAM * lam0 (lam0: the best single gene's
 # noise level, the mean of _LAM0_RELABELLINGS random relabellings), tightening capped
 # at _PERMUTE_TIGHTEN_ITER steps (the measurements that chose them: docs/sparda.md).
@@ -279,10 +281,12 @@ class _Tests:
             **info,
         }
         if at_least == 0:
-            warnings.warn(
-                f"p-value at its floor: none of the {n_perm} permutations reached the "
-                f"observed statistic, so p <= {self.pvalue_:.2g} is a bound (raise n_permutations to resolve it)",
-                ScontrastWarning, stacklevel=4)
+            text = (f"p-value at its floor: none of the {n_perm} permutations reached the "
+                    f"observed statistic, so p <= {self.pvalue_:.2g} is a bound")
+            if self.pvalue_ > _FLOOR_WARN:  # advice only where more permutations can change the answer
+                warnings.warn(f"{text} (raise n_permutations to resolve it)", ScontrastWarning, stacklevel=4)
+            else:  # a finding (test_['bound'] records it, the summary states it), not a warning
+                _log.info(text)
 
     def _check_batch_memory(self, method: str, n: int, m: int, d: int) -> None:
         """Refuse, naming ``max_genes``, a ``'permute'``/``'replicate'`` test whose batch of labellings
@@ -441,12 +445,9 @@ class _Tests:
                 f"with {reps.summary()} there are only {L} distinct relabellings of the replicates, so the smallest "
                 f"possible p-value is {floor:.3g}: no difference can be shown at {_FLOOR_WARN} with this many "
                 "replicates (more donors or samples are needed)", ScontrastWarning, stacklevel=4)
-        elif at_least == 0:
-            warnings.warn(
-                f"p-value at its floor: the observed labelling is the most extreme of {kind} {L} relabellings of the "
-                f"replicates ({reps.summary()}), p = {self.pvalue_:.2g}"
-                + ("" if exact else " is a bound (raise n_permutations to resolve it)"),
-                ScontrastWarning, stacklevel=4)
+        elif at_least == 0:  # a finding (test_ records it, the summary states it), not a warning
+            _log.info(f"p-value at its floor: the observed labelling is the most extreme of {kind} {L} relabellings "
+                      f"of the replicates ({reps.summary()}), p = {self.pvalue_:.2g}" + ("" if exact else " (a bound)"))
 
     def _test_share(self, n: int, m: int) -> float:
         """The share of every (replicate, group) stratum the replicate test keeps (1: every cell)."""
