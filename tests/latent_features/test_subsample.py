@@ -39,7 +39,7 @@ def test_extended_row_draws_the_exact_conditional():
     m = np.array([100, 30])
     _seed_numba(3)
     state = (np.zeros((20000, 2), dtype=np.uint8), np.ones(20000))
-    z = extend(Y, A, 2, 1, m, 100, 0.8, None, 1.0, 1, state, block_moves=0)
+    z = extend(Y, A, 2, 1, m, 100, 0.8, None, 1, state, block_moves=0)
     pi = 30 / 101
     r0 = x - A[0]
     lo = np.log(pi / (1 - pi)) + (r0 @ A[1] - 0.5 * A[1] @ A[1]) / 0.8
@@ -60,7 +60,7 @@ def test_extended_rows_are_drawn_like_the_chains_own():
     state = (np.zeros((n, 3), dtype=np.uint8), np.ones(n))
     counts = np.zeros(4)
     for _ in range(30):
-        z = extend(Y, A, 3, 1, m, 500, 0.05, None, 1.0, 1, state, block_moves=4)
+        z = extend(Y, A, 3, 1, m, 500, 0.05, None, 1, state, block_moves=4)
         counts += np.bincount(z[:, 0] * 2 + z[:, 1], minlength=4)
     pi = 200 / 501
     logp = np.array([np.log(1 - pi) * (2 - a - b) + np.log(pi) * (a + b) - 0.5 * np.sum((x - a * A[1] - b * A[2]) ** 2) / 0.05
