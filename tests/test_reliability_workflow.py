@@ -18,6 +18,7 @@ The catalogue (docs/reliability.md lists every case with its outcome):
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -233,12 +234,23 @@ def test_the_report_is_built_from_what_exists(designs):
     """The designs run made scontrast.h5ad and summary.tsv only (no figures, no overview): the report is built
     from them, and what it leaves out is named, instead of stopping on the first result that does not exist."""
     workdir, _ = designs
-    proc = _run(workdir, yaml.safe_load((workdir / "config.yaml").read_text()), "--report", "report.html")
+    ran = (workdir / "config.yaml").read_text()
+    cfg = yaml.safe_load(ran)
+    cfg["datasets"]["never_run"] = dict(cfg["datasets"]["same_cells"])  # a contrast with no result at all
+    try:
+        proc = _run(workdir, cfg, "--report", "report.html")
+    finally:
+        (workdir / "config.yaml").write_text(ran)
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, output[-3000:]
     assert "marked for report but does not exist" not in output
-    assert "are left out of the report: results/nan_donor, results/nan_donor/figures" in output
-    assert (workdir / "report.html").stat().st_size > 10_000
+    assert "are left out of the report: results/nan_donor, results/nan_donor/figures, results/never_run" in output
+    html = (workdir / "report.html").read_text()
+    assert len(html) > 10_000
+    # the page names the contrast it has no result for, and only that one
+    absent = re.search(r"Not in this report.*?</p>", html, flags=re.S)
+    assert absent, "the report does not say what it leaves out"
+    assert "never_run" in absent.group(0) and "same_cells" not in absent.group(0) and "nan_donor" not in absent.group(0)
 
 
 def test_a_failed_contrast_leaves_no_earlier_answer_and_a_truncated_result_says_what_to_do(tmp_path):
