@@ -21,6 +21,7 @@ from scontrast.study import (
     study_labellings,
     subset_mask,
 )
+from scontrast.study._table import study_html
 from scontrast.study._test import min_p, rank_pvalues
 
 
@@ -153,6 +154,14 @@ def test_study_finds_the_planted_type_and_skips_the_untestable(cells):
     ticks = dict(zip([t.get_text().split(" (")[0] for t in ax.get_yticklabels()], ax.get_yticks()))
     assert ticks["CD14 Mono"] == max(ticks.values())  # rank 1 drawn on top
     assert [t.get_text().split(" (")[0] for t in fig.axes[0].get_yticklabels()][0] == "CD14 Mono"  # top
+    # the report's first block: a fragment of the page (no document of its own), the ranked splits' key
+    # columns first, the whole table and the design check one click away
+    page = study_html(res, "demo <study>")
+    assert not page.lstrip().startswith("<html") and "<body" not in page and "Study demo &lt;study&gt;" in page
+    first, whole, design = page.split("<details>")
+    assert "CD14 Mono" in first and "n_target_cells" not in first and "n_target_cells" in whole
+    assert first.index("CD14 Mono") < first.index("Dendritic")  # in rank order
+    assert "cells_per_donor_min" in design
 
 
 def test_study_reproduces_with_a_seed(cells):

@@ -62,12 +62,41 @@ def read_study_tsv(path) -> tuple[pd.DataFrame, float]:
     return table, global_p
 
 
+#: the study table's columns the report's landing page shows; the page's details hold the whole table
+_KEY_COLUMNS = ("value", "status", "n_target_replicates", "n_background_replicates", "pvalue", "padj", "effect",
+                "effect_low", "effect_high", "top_genes", "driven_by", "rank")
+
+
+def _html_table(frame: pd.DataFrame) -> str:
+    """``frame`` as a compact table with inline styles (the report's page styles none of its own)."""
+    cell = "border:1px solid #ccc;padding:3px 6px;text-align:left;vertical-align:top"
+
+    def text(value) -> str:
+        if isinstance(value, float | np.floating):
+            return "" if np.isnan(value) else f"{value:.3g}"
+        return str(value)
+
+    head = "".join(f'<th style="{cell};background:#f0f0f0">{html.escape(str(c))}</th>' for c in frame.columns)
+    rows = "".join("<tr>" + "".join(f'<td style="{cell}">{html.escape(text(v))}</td>' for v in row) + "</tr>"
+                   for row in frame.itertuples(index=False))
+    return f'<div style="overflow-x:auto"><table style="border-collapse:collapse;font-size:12px"><tr>{head}</tr>{rows}</table></div>'
+
+
 def study_html(result: StudyResult, name: str) -> str:
-    """One self-contained page: the findings, the study table and the design check."""
+    """The study's answer as an HTML fragment (inline styles only), the first block of the report's landing page:
+    the global p-value and the findings, the ranked splits' key columns, then the whole table and the design
+    check one click away."""
     findings = "".join(f"<li>{html.escape(s)}</li>" for s in result.findings)
     design = result.design.drop(columns=["donors"], errors="ignore")
-    return (f"<html><head><meta charset='utf-8'><title>study {html.escape(name)}</title></head><body>"
-            f"<h2>Study {html.escape(name)}</h2><p>global p-value (any split differs): "
-            f"<b>{result.global_pvalue:.3g}</b></p><ul>{findings}</ul>"
-            f"<h3>Splits, ranked</h3>{result.table.to_html(index=False, na_rep='', float_format=lambda x: f'{x:.3g}')}"
-            f"<h3>Design check</h3>{design.to_html(index=False, float_format=lambda x: f'{x:.3g}')}</body></html>")
+    key = result.table[[c for c in _KEY_COLUMNS if c in result.table.columns]]
+    return ('<div class="scontrast-answer" style="border:1px solid #bbb;border-radius:6px;padding:10px 14px;'
+            'margin:14px 0">'
+            f'<h3 style="margin:0 0 6px 0">Study {html.escape(name)}</h3>'
+            f'<p style="background:#e3f0fb;padding:6px 8px;font-weight:bold;margin:0 0 8px 0">global p-value (any '
+            f"split differs): {result.global_pvalue:.3g}</p><ul style=\"margin:0 0 8px 0\">{findings}</ul>"
+            f"<p style=\"margin:4px 0\"><b>Splits, ranked</b> (the ranking figure is figures/study.png):</p>"
+            f"{_html_table(key)}"
+            '<details><summary style="cursor:pointer">the whole study table</summary>'
+            f"{_html_table(result.table)}</details>"
+            '<details><summary style="cursor:pointer">the design check</summary>'
+            f"{_html_table(design)}</details></div>\n")
