@@ -258,3 +258,26 @@ def test_fangs_with_no_feature_writes_no_zero_width_array_and_still_draws():
     assert adata.uns["fangs"]["n_features"] == 0 and "fangs_features" not in adata.obsm
     assert plot_fangs(adata) is not None
     matplotlib.pyplot.close("all")
+
+
+def test_the_inputs_own_highly_variable_ranking_is_kept_apart_and_never_ranks_our_genes():
+    """A file scanpy processed holds its own ranking of highly variable genes (seurat_v3: highly_variable_rank,
+    variances_norm), computed on other cells: kept as <name>_input, so that QUADRO, which ranks its genes by
+    those columns when present, ranks them by preprocessing's own and picks what it picks without them."""
+    plain = make_counts()
+    ranked = plain.copy()
+    g = ranked.n_vars
+    ranked.var["highly_variable_rank"] = np.arange(g, dtype=float)[::-1]  # the opposite order of any sensible one
+    ranked.var["variances_norm"] = np.arange(g, dtype=float)
+    out = _preprocessed(ranked)
+    assert "highly_variable_rank" not in out.var and "variances_norm" not in out.var
+    np.testing.assert_array_equal(out.var["highly_variable_rank_input"],
+                                  ranked.var["highly_variable_rank"].to_numpy()[ranked.var_names.get_indexer(out.var_names)])
+    renamed = out.uns["scontrast"]["preprocess"]["input_annotations"]["renamed"]
+    assert {"highly_variable_rank", "variances_norm"} <= set(renamed["name"])
+    reference = _preprocessed(plain)
+    for adata in (out, reference):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tl.quadro(adata, n_genes=5, lambda_grid=[1.0, 0.1], outer_cv=2, cv=2, nested=False, random_state=0, n_jobs=1)
+    assert list(out.uns["quadro"]["genes"]) == list(reference.uns["quadro"]["genes"])

@@ -33,6 +33,12 @@ GROUP_KEY = "scontrast_group"
 QC_OBS = ("n_genes_by_counts", "total_counts", "total_counts_mt", "pct_counts_mt")
 #: an input name that collides with one of preprocessing's own is kept as ``<name>`` + this
 RENAMED_SUFFIX = "_input"
+#: what scanpy's highly_variable_genes writes, whatever its flavour: preprocessing chooses its own highly variable
+#: genes, so the input's (another computation, on other cells) must not be read as them (a method ranks its genes
+#: by ``highly_variable_rank`` or ``dispersions_norm`` when present)
+HVG_COLUMNS = frozenset({"highly_variable", "highly_variable_rank", "highly_variable_nbatches",
+                         "highly_variable_intersection", "means", "variances", "variances_norm", "dispersions",
+                         "dispersions_norm"})
 
 
 def _owned(key: str, patterns: Sequence[str]) -> bool:
@@ -117,7 +123,7 @@ def _finish_annotations(out: ad.AnnData, carried: dict, *, groupby: str, target:
     for col in user_var.columns:
         if isinstance(user_var[col].dtype, pd.CategoricalDtype):
             user_var[col] = user_var[col].cat.remove_unused_categories()
-    var_renamed = _renames(user_var.columns, out.var.columns, "var")
+    var_renamed = _renames(user_var.columns, set(out.var.columns) | HVG_COLUMNS, "var")
     renamed += var_renamed
     user_var = user_var.rename(columns={old: new for _, old, new in var_renamed})
     out.var = pd.concat([user_var, out.var], axis=1)
