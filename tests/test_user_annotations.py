@@ -275,6 +275,8 @@ def test_the_inputs_own_highly_variable_ranking_is_kept_apart_and_never_ranks_ou
                                   ranked.var["highly_variable_rank"].to_numpy()[ranked.var_names.get_indexer(out.var_names)])
     renamed = out.uns["scontrast"]["preprocess"]["input_annotations"]["renamed"]
     assert {"highly_variable_rank", "variances_norm"} <= set(renamed["name"])
+    ranked.uns["hvg"] = {"flavor": "seurat_v3"}  # what scanpy says of its own ranking goes with it
+    assert _preprocessed(ranked).uns["hvg_input"] == {"flavor": "seurat_v3"}
     reference = _preprocessed(plain)
     for adata in (out, reference):
         with warnings.catch_warnings():

@@ -199,9 +199,11 @@ def test_the_users_annotations_reach_the_results(run):
     # wu2020's own HVG flags (scanpy's seurat_v3 on all its cells) are kept beside scontrast's
     np.testing.assert_array_equal(wu.var["highly_variable_input"].to_numpy(),
                                   src.var.loc[wu.var_names, "highly_variable"].to_numpy())
-    assert dict(wu.uns["hvg"]) == dict(src.uns["hvg"])
+    # with its ranking and its uns['hvg'], apart from preprocessing's own highly variable genes
+    assert dict(wu.uns["hvg_input"]) == dict(src.uns["hvg"])
     renamed = wu.uns["scontrast"]["preprocess"]["input_annotations"]["renamed"]
-    assert list(renamed["as"]) == ["highly_variable_input", "means_input"]
+    assert list(renamed["as"]) == ["highly_variable_input", "highly_variable_rank_input", "means_input",
+                                   "variances_input", "variances_norm_input", "hvg_input"]
     log = (workdir / "logs/no_mito/preprocess.log").read_text()
     assert "input var['highly_variable'] is kept as var['highly_variable_input']" in log
 

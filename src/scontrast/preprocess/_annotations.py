@@ -129,7 +129,7 @@ def _finish_annotations(out: ad.AnnData, carried: dict, *, groupby: str, target:
     out.var = pd.concat([user_var, out.var], axis=1)
 
     _write_group_colours(out, groupby, target, background)
-    uns_renamed = _renames(uns.keys(), set(out.uns.keys()), "uns")
+    uns_renamed = _renames(uns.keys(), set(out.uns.keys()) | {"hvg"}, "uns")  # uns['hvg'] describes HVG_COLUMNS
     renamed += uns_renamed
     for _, old, new in uns_renamed:
         uns[new] = uns.pop(old)
