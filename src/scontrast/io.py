@@ -207,10 +207,10 @@ def read_annotations(path: str | os.PathLike, layers: tuple[str, ...] = ()) -> a
     return adata
 
 
-def gene_moments(path: str | os.PathLike, chunk_cells: int = 10000) -> tuple[np.ndarray, np.ndarray]:
-    """Each gene's mean and variance (ddof 0) over the cells of ``X`` in an ``.h5ad``, reading
-    ``chunk_cells`` rows at a time (neither X whole nor the layers are loaded). Returns
-    ``(means (genes,), variances (genes,))``, the variances ``E[x^2] - E[x]^2`` clipped at 0."""
+def x_row_blocks(path: str | os.PathLike, chunk_cells: int = 10000):
+    """Read ``X`` of an ``.h5ad`` a block of rows at a time: yields its shape ``(n_obs, n_vars)`` first, then each
+    block of ``chunk_cells`` rows as float64 (CSR when ``X`` is sparse). Neither ``X`` whole nor the layers are
+    loaded; a missing or damaged ``X`` is a one-line error naming the file."""
     path = _checked_h5ad_path(path)
     try:
         with h5py.File(path, "r") as fh:
@@ -218,20 +218,28 @@ def gene_moments(path: str | os.PathLike, chunk_cells: int = 10000) -> tuple[np.
             sparse = isinstance(X, h5py.Group)
             if sparse:
                 X = ad.io.sparse_dataset(X)
-            n, g = X.shape
-            total, squares = np.zeros(g), np.zeros(g)
-            for start in range(0, n, chunk_cells):
+            yield X.shape
+            for start in range(0, X.shape[0], chunk_cells):
                 block = X[start:start + chunk_cells]
-                if sparse:
-                    block = sp.csr_matrix(block, dtype=np.float64)
-                    total += np.asarray(block.sum(axis=0)).ravel()
-                    squares += np.asarray(block.multiply(block).sum(axis=0)).ravel()
-                else:
-                    block = np.asarray(block, dtype=np.float64)
-                    total += block.sum(axis=0)
-                    squares += (block * block).sum(axis=0)
+                yield sp.csr_matrix(block, dtype=np.float64) if sparse else np.asarray(block, dtype=np.float64)
     except Exception as exc:  # a missing or damaged X
         raise _unreadable(path, exc) from exc
+
+
+def gene_moments(path: str | os.PathLike, chunk_cells: int = 10000) -> tuple[np.ndarray, np.ndarray]:
+    """Each gene's mean and variance (ddof 0) over the cells of ``X`` in an ``.h5ad``, reading
+    ``chunk_cells`` rows at a time (neither X whole nor the layers are loaded). Returns
+    ``(means (genes,), variances (genes,))``, the variances ``E[x^2] - E[x]^2`` clipped at 0."""
+    blocks = x_row_blocks(path, chunk_cells)
+    n, g = next(blocks)
+    total, squares = np.zeros(g), np.zeros(g)
+    for block in blocks:
+        if sp.issparse(block):
+            total += np.asarray(block.sum(axis=0)).ravel()
+            squares += np.asarray(block.multiply(block).sum(axis=0)).ravel()
+        else:
+            total += block.sum(axis=0)
+            squares += (block * block).sum(axis=0)
     means = total / max(n, 1)
     return means, np.maximum(squares / max(n, 1) - means**2, 0.0)
 

@@ -12,7 +12,6 @@ import os
 from collections.abc import Mapping
 
 import anndata as ad
-import h5py
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
@@ -31,26 +30,20 @@ def group_means(path: str | os.PathLike, is_target: np.ndarray, chunk_cells: int
     """
     from . import io
 
-    path = io._checked_h5ad_path(path)
     is_target = np.asarray(is_target, dtype=bool)
-    with h5py.File(path, "r") as fh:
-        X = fh["X"]
-        sparse = isinstance(X, h5py.Group)
-        if sparse:
-            X = ad.io.sparse_dataset(X)
-        n, g = X.shape
-        if n != is_target.size:
-            raise ValueError(f"is_target: {is_target.size} values for {n} cells of '{path}'")
-        sums = np.zeros((2, g))
-        for start in range(0, n, chunk_cells):
-            block = X[start:start + chunk_cells]
-            # (2, cells) indicator of the block's background and target cells, times the block
-            pick = sp.csr_matrix(np.vstack([~is_target[start:start + chunk_cells],
-                                            is_target[start:start + chunk_cells]]).astype(np.float64))
-            if sparse:
-                sums += (pick @ sp.csr_matrix(block, dtype=np.float64)).toarray()
-            else:
-                sums += pick @ np.asarray(block, dtype=np.float64)
+    blocks = io.x_row_blocks(path, chunk_cells)
+    n, g = next(blocks)
+    if n != is_target.size:
+        blocks.close()
+        raise ValueError(f"is_target: {is_target.size} values for {n} cells of '{path}'")
+    sums = np.zeros((2, g))
+    for i, block in enumerate(blocks):  # to the end: the generator then closes the file
+        start = i * chunk_cells
+        # (2, cells) indicator of the block's background and target cells, times the block
+        pick = sp.csr_matrix(np.vstack([~is_target[start:start + chunk_cells],
+                                        is_target[start:start + chunk_cells]]).astype(np.float64))
+        product = pick @ block
+        sums += product.toarray() if sp.issparse(product) else product
     counts = np.array([(~is_target).sum(), is_target.sum()], dtype=float)[:, None]
     means = sums / np.maximum(counts, 1)
     return means[1], means[0]
