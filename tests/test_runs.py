@@ -28,8 +28,9 @@ pytestmark = pytest.mark.workflow
 
 def _command(workdir: Path, cfg: dict, *args: str) -> list[str]:
     (workdir / "config.yaml").write_text(yaml.safe_dump(cfg))
+    # --quiet host: each job's block with its resources, which the default profile keeps off the terminal
     return [SNAKEMAKE, "-s", str(REPO / "Snakefile"), "-d", str(workdir), "--configfile",
-            str(workdir / "config.yaml"), *args]
+            str(workdir / "config.yaml"), "--quiet", "host", *args]
 
 
 def _config(path: Path) -> dict:

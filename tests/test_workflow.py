@@ -199,7 +199,8 @@ def test_a_users_configfile_with_datasets_runs_only_those(tmp_path):
                                   "preprocess": {"min_genes": 20, "min_cells_per_group": 5}}}}
     (tmp_path / "mine.yaml").write_text(yaml.safe_dump(mine))
     # the repository's own config.yaml is the base, as when a user runs from the clone
-    cmd = [SNAKEMAKE, "-s", str(REPO / "Snakefile"), "-d", str(REPO), "--configfile", str(tmp_path / "mine.yaml"), "-n"]
+    cmd = [SNAKEMAKE, "-s", str(REPO / "Snakefile"), "-d", str(REPO), "--configfile", str(tmp_path / "mine.yaml"), "-n",
+           "--quiet", "host"]  # the job blocks and the job table, which the default profile keeps off the terminal
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=REPO)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = proc.stdout + proc.stderr
