@@ -68,7 +68,7 @@ def test_writes_the_slots_and_matches_the_estimator(tmp_path):
     np.testing.assert_allclose(u["explained_contrast"], ref.explained_contrast_)
     assert u["params"]["alpha"] == "auto" and u["random_state"] == 0 and "numpy" in u["versions"]
     # the front end's own parameters and every model parameter of the estimator, with its defaults
-    assert u["params"] == {"genes": "highly_variable", "layer": None, "key": "scontrast_target",
+    assert u["params"] == {"genes": "highly_variable", "layer": None, "groupby": "scontrast_target", "key_added": None,
                            **{k: v for k, v in CPCA().get_params().items() if k not in ("random_state", "n_jobs")}}
     assert u["n_threads"] == ref.n_threads_  # the fit's threads: the BLAS's setting here
     assert (u["n_target"], u["n_background"], u["n_genes"]) == (120, 100, 40)

@@ -43,8 +43,11 @@ SET_BY_WORKFLOW = {"random_state", "n_jobs"}
 WORKFLOW_ONLY = {("fangs", "samples")}
 # front-end arguments that only matter in a notebook (where in an AnnData results go): the
 # workflow fixes them, so its schema leaves them out
-NOTEBOOK_ONLY = {("latent_features", "key_added"), ("fangs", "samples_key"), ("sparda", "key"), ("cpca", "key"),
-                 ("pcpca", "key"), ("quadro", "key"), ("fangs", "key")}
+NOTEBOOK_ONLY = {("latent_features", "key_added"), ("fangs", "samples_key"),
+                 *((m, arg) for m in ("sparda", "cpca", "pcpca", "fangs") for arg in ("groupby", "key_added")),
+                 ("quadro", "key_added"),
+                 # the deprecated name of groupby
+                 *((m, "key") for m in ("sparda", "cpca", "pcpca", "quadro", "fangs"))}
 # data arguments and the AnnData-call plumbing of the front ends and figures
 NOT_PARAMS = {"self", "adata", "samples", "copy", "ax"}
 

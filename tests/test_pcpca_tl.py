@@ -56,7 +56,8 @@ def test_writes_the_slots(tmp_path):
     assert u["n_heldout"] == 16 and np.isfinite(u["heldout_loglik"]) and np.isfinite(u["heldout_loglik_ppca"])
     assert u["params"]["gamma"] is None and u["params"]["gamma_prime"] == 0.4 and u["params"]["holdout_fraction"] == 0.2
     model_params = {k: v for k, v in PCPCA(gamma_prime=0.4).get_params().items() if k != "random_state"}
-    assert u["params"] == {**model_params, "genes": "highly_variable", "layer": None, "key": "scontrast_target",
+    assert u["params"] == {**model_params, "genes": "highly_variable", "layer": None, "groupby": "scontrast_target",
+                           "key_added": None,
                            "holdout_fraction": 0.2}
     assert "random_state" not in u["params"] and u["random_state"] == 0 and "numpy" in u["versions"]
     # The held-out split follows the seed; the full fit does not depend on it.

@@ -79,8 +79,10 @@ def test_front_end_writes_slots_and_finds_planted_genes(tmp_path):
     # front-end settings and every hyper-parameter of the estimator, its defaults included
     params = info["params"]
     assert params["lam"] is None and params["layer"] is None
-    assert params["genes"] == "highly_variable" and params["key"] == "scontrast_target"
-    assert set(params) == set(SPARDA._get_param_names()) - {"random_state", "n_jobs"} | {"genes", "layer", "key"}
+    assert params["genes"] == "highly_variable" and params["groupby"] == "scontrast_target"
+    assert params["key_added"] == "sparda"
+    assert set(params) == set(SPARDA._get_param_names()) - {"random_state", "n_jobs"} | {"genes", "layer", "groupby",
+                                                                                         "key_added"}
     assert {k: params[k] for k in FAST} == FAST
     assert params["max_genes"] == SPARDA().max_genes and params["tighten_max_iter"] == SPARDA().tighten_max_iter
     # the projection on the direction is what the divergence was measured on

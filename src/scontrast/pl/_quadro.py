@@ -5,6 +5,7 @@ from __future__ import annotations
 import anndata as ad
 import numpy as np
 from matplotlib.figure import Figure
+from pandas.api.types import is_bool_dtype
 from sklearn.metrics import roc_auc_score, roc_curve
 
 from ..bounds import check_count
@@ -17,7 +18,9 @@ def _scored_classes(adata: ad.AnnData, key: str, score_key: str):
     info = adata.uns.get("quadro", {})
     groupby = info.get("params", {}).get("groupby")
     score = adata.obs[score_key].to_numpy(dtype=float)
-    if groupby in (None, "None"):  # "None": files written before None was stored as None
+    if groupby not in (None, "None") and groupby in adata.obs and is_bool_dtype(adata.obs[groupby]):
+        key = groupby  # tl.quadro's groupby was a boolean target/background split
+    if groupby in (None, "None") or key == groupby:  # "None": files written before None was stored as None
         if key not in adata.obs:
             raise ScontrastError(f"obs['{key}'] is missing: run scontrast.tl.quadro first")
         target_label, background_label = group_labels(adata)

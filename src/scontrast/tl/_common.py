@@ -20,11 +20,26 @@ from ..core import TARGET_KEY, ScontrastError, ScontrastWarning, package_version
 
 __all__ = [
     "TARGET_KEY", "build_estimator", "expression", "fitted_params", "fmt", "gene_mask", "group_matrices", "record_params",
-    "replicate_design", "replicate_share", "result_warnings", "target_mask",
+    "renamed", "replicate_design", "replicate_share", "result_warnings", "target_mask",
 ]
 
 #: a direction whose variance among target cells lies more than this share between replicates is warned
 REPLICATE_SHARE_WARN = 0.5
+
+def renamed(new, old, *, new_name: str, old_name: str, default, who: str):
+    """The value of the argument ``new_name``, or of its deprecated alias ``old_name`` (``old``, None when not given).
+
+    Passing the alias emits a ``FutureWarning`` naming the new argument (the alias goes in the
+    next release); passing both with different values is a one-line error.
+    """
+    if old is None:
+        return new
+    warnings.warn(f"{who}: '{old_name}' is deprecated and will be removed in the next release; use "
+                  f"'{new_name}'", FutureWarning, stacklevel=3)
+    if new != default and new != old:
+        raise ScontrastError(f"{who}: '{old_name}' is the deprecated name of '{new_name}'; pass one of them")
+    return old
+
 
 def build_estimator(cls, params: dict[str, Any], **fixed):
     """``cls(**params, **fixed)``, refusing a parameter ``cls`` does not take with one line.

@@ -19,6 +19,7 @@ from ._common import (
     fmt,
     group_matrices,
     record_params,
+    renamed,
     replicate_share,
     result_warnings,
 )
@@ -49,10 +50,12 @@ def cpca(
     *,
     genes: str = "highly_variable",
     layer: str | None = None,
-    key: str = TARGET_KEY,
+    groupby: str = TARGET_KEY,
+    key_added: str | None = None,
     random_state=0,
     n_jobs: int | None = None,
     copy: bool = False,
+    key: str | None = None,
     **params,
 ):
     """Contrastive PCA of the target cells against the background cells.
@@ -60,14 +63,18 @@ def cpca(
     Parameters
     ----------
     adata
-        Cells x genes, log-normalised, with boolean ``obs[key]`` (True = target).
+        Cells x genes, log-normalised, with boolean ``obs[groupby]`` (True = target).
     genes
         ``'highly_variable'`` (default), ``'sparda_selected'`` (needs SPARDA's
         ``var['sparda_selected']``), ``'all'`` or any boolean var column.
     layer
         Matrix to use instead of ``X``.
-    key
+    groupby
         Boolean obs column of the target/background split.
+    key_added
+        Where the results go. None: ``obsm['X_cpca']``, ``varm['cPCs']``, ``uns['cpca']`` (as
+        below); a name: ``obsm[key_added]``, ``varm[key_added]``, ``uns[key_added]`` and
+        ``obsm``/``varm[f'{key_added}_alpha<i>']`` (as ``scanpy.pp.pca``'s ``key_added``).
     random_state
         Seed of the spectral clustering of the alpha grid (None, an int or a numpy Generator).
     n_jobs
@@ -76,6 +83,8 @@ def cpca(
         ``uns['cpca']['n_threads']``; the results do not depend on it).
     copy
         Work on (and return) a copy.
+    key
+        Deprecated name of ``groupby`` (a ``FutureWarning``; removed in the next release).
     **params
         Hyper-parameters of :class:`scontrast.cpca.CPCA` (their defaults are its own):
         ``n_components`` (components per alpha), ``alpha`` (``'auto'``: alphas chosen
@@ -116,9 +125,10 @@ def cpca(
     >>> float(adata.uns["cpca"]["alphas"][0])                # alpha = 0 (PCA of the target) comes first
     0.0
     """
+    groupby = renamed(groupby, key, new_name="groupby", old_name="key", default=TARGET_KEY, who="cpca")
     model = build_estimator(CPCA, params, random_state=random_state, n_jobs=n_jobs)
     adata = adata.copy() if copy else adata
-    X, Y, mask = group_matrices(adata, genes=genes, layer=layer, key=key, min_cells=2)
+    X, Y, mask = group_matrices(adata, genes=genes, layer=layer, key=groupby, min_cells=2)
     with result_warnings("cpca") as warned:
         model.fit(X, Y)
         _warn_rank(X.shape[0], model.n_components)
@@ -126,15 +136,17 @@ def cpca(
              X.shape[0], Y.shape[0], X.shape[1], model.solver_, np.round(model.alphas_, 4).tolist(),
              model.default_alpha_)
 
-    keys = _write_embeddings(adata, model, mask, layer)
+    obsm_key, varm_key, uns_key = ("X_cpca", "cPCs", "cpca") if key_added is None else (key_added,) * 3
+    keys = _write_embeddings(adata, model, mask, layer, obsm_key, varm_key)
     default = model.default_index_
     with result_warnings("cpca") as design_warned:
-        by_replicate = replicate_share(adata, adata.obsm["X_cpca"], "cPC", key)
+        by_replicate = replicate_share(adata, adata.obsm[obsm_key], "cPC", groupby)
     warned += design_warned
     model_params = fitted_params(model)
     model_params["alpha"] = _alpha_param(model_params["alpha"])
     record_params(
-        adata, "cpca", dict(genes=genes, layer=layer, key=key, **model_params), random_state, warnings=warned,
+        adata, uns_key, dict(genes=genes, layer=layer, groupby=groupby, key_added=key_added, **model_params),
+        random_state, warnings=warned,
         alphas=np.asarray(model.alphas_, dtype=float), alpha=float(model.default_alpha_),
         default_index=int(default), embedding_keys=np.asarray(keys, dtype=str),
         alpha_grid=np.asarray(model.alpha_grid_, dtype=float), affinity=np.asarray(model.affinity_, dtype=float),
@@ -147,20 +159,23 @@ def cpca(
     return adata if copy else None
 
 
-def _write_embeddings(adata: ad.AnnData, model: CPCA, mask: np.ndarray, layer: str | None) -> list[str]:
-    """Every cell's projection and the loadings per fitted alpha, and those of the default alpha; the obsm keys."""
+def _write_embeddings(adata: ad.AnnData, model: CPCA, mask: np.ndarray, layer: str | None, obsm_key: str,
+                      varm_key: str) -> list[str]:
+    """Every cell's projection and the loadings per fitted alpha (``obsm[obsm_key + '_alpha<i>']``,
+    ``varm[varm_key + '_alpha<i>']``), and those of the default alpha (``obsm[obsm_key]``,
+    ``varm[varm_key]``); returns the per-alpha obsm keys."""
     full = expression(adata, layer, mask)
     keys = []
     for i, a in enumerate(model.alphas_):
-        name = f"X_cpca_alpha{i}"
+        name = f"{obsm_key}_alpha{i}"
         adata.obsm[name] = model.transform(full, alpha=a)
         W = np.zeros((adata.n_vars, model.components_.shape[1]))
         W[mask] = model.components_[i].T
-        adata.varm[f"cPCs_alpha{i}"] = W
+        adata.varm[f"{varm_key}_alpha{i}"] = W
         keys.append(name)
     default = model.default_index_
-    adata.obsm["X_cpca"] = adata.obsm[keys[default]].copy()
-    adata.varm["cPCs"] = adata.varm[f"cPCs_alpha{default}"].copy()
+    adata.obsm[obsm_key] = adata.obsm[keys[default]].copy()
+    adata.varm[varm_key] = adata.varm[f"{varm_key}_alpha{default}"].copy()
     return keys
 
 

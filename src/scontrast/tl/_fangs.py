@@ -16,7 +16,7 @@ from .. import fangs as _fangs
 from ..bounds import check_count
 from ..core import TARGET_KEY, ScontrastError, ScontrastWarning, check_real
 from ..feature_samples import FeatureSamples, load_samples
-from ._common import fmt, record_params, replicate_design, result_warnings
+from ._common import fmt, record_params, renamed, replicate_design, result_warnings
 from ._latent_features import INPUT, SAMPLES, cell_rows, samples_from_adata
 
 log = logging.getLogger(__name__)
@@ -91,10 +91,12 @@ def fangs(
     draws: bool = True,
     n_top_genes: int = 10,
     fdr: float = 0.05,
-    key: str = TARGET_KEY,
+    groupby: str = TARGET_KEY,
+    key_added: str = "fangs",
     random_state: int = 0,
     n_jobs: int | None = 1,
     copy: bool = False,
+    key: str | None = None,
     **params,
 ):
     """FANGS point estimate of the cells' feature allocation from posterior samples.
@@ -102,7 +104,7 @@ def fangs(
     Parameters
     ----------
     adata
-        Cells x genes; ``obs[key]`` (True = target) annotates the features.
+        Cells x genes; ``obs[groupby]`` (True = target) annotates the features.
     samples
         Posterior samples of a feature allocation of the cells: None (read
         those written by ``tl.latent_features`` under ``samples_key``), a path
@@ -120,14 +122,19 @@ def fangs(
     fdr
         Benjamini-Hochberg level at which a feature counts as enriched in one group
         (``feature_enriched``).
-    key
+    groupby
         Boolean obs column of the target/background split.
+    key_added
+        Where the results go: ``obsm[f'{key_added}_features']`` and ``uns[key_added]`` (the
+        default gives the names below).
     random_state
         Seed of FANGS (None, an int >= 0 or a numpy Generator).
     n_jobs
         Threads (-1 = all cores); results do not depend on it.
     copy
         Work on (and return) a copy.
+    key
+        Deprecated name of ``groupby`` (a ``FutureWarning``; removed in the next release).
     **params
         Parameters of :func:`scontrast.fangs.fangs` (their defaults are its
         own): ``a`` (FARO cost of an entry the estimate has and a sample
@@ -152,7 +159,7 @@ def fangs(
     match in the sample (:func:`scontrast.fangs.feature_support`; chains ``support_chains``
     (C,), from ``tl.latent_features``'s samples or a samples file's ``chains``, else one
     column); a feature below 0.5 in some chain is a warning: it may be one chain's mode.
-    With ``obs[key]`` holding both groups, per feature (K,):
+    With ``obs[groupby]`` holding both groups, per feature (K,):
     ``feature_prevalence_target``, ``feature_prevalence_background``,
     ``feature_difference``, ``feature_odds_ratio``, ``feature_pvalue`` (two-sided
     Fisher's exact test), ``feature_qvalue`` (Benjamini-Hochberg) and
@@ -179,21 +186,24 @@ def fangs(
     >>> sorted(adata.uns["fangs"]["feature_top_genes"][0].split(", ")[:4])
     ['g0', 'g1', 'g2', 'g3']
     """
+    groupby = renamed(groupby, key, new_name="groupby", old_name="key", default=TARGET_KEY, who="fangs")
     front, model_params = _checked_params(params, samples=samples, samples_key=samples_key, draws=draws,
-                                          n_top_genes=n_top_genes, fdr=fdr, key=key)
+                                          n_top_genes=n_top_genes, fdr=fdr, groupby=groupby, key_added=key_added)
     adata = adata.copy() if copy else adata
     _estimate_and_record(adata, samples, front, model_params, random_state=random_state, n_jobs=n_jobs)
     return adata if copy else None
 
 
-def _checked_params(params: dict, *, samples, samples_key, draws, n_top_genes, fdr, key) -> tuple[dict, dict]:
+def _checked_params(params: dict, *, samples, samples_key, draws, n_top_genes, fdr, groupby,
+                    key_added) -> tuple[dict, dict]:
     """The front end's parameters (as recorded) and the model's, checked before the data is touched."""
     model_params = _fangs_params(params)
     given = None if samples is None else str(samples) if isinstance(samples, (str, os.PathLike)) \
         else type(samples).__name__
     n_top_genes = check_count(n_top_genes, "n_top_genes", 1, "fangs")
     fdr = check_real(fdr, "fdr", 0.0, 1.0, strict_min=True)
-    front = dict(samples=given, samples_key=samples_key, draws=draws, n_top_genes=n_top_genes, fdr=fdr, key=key)
+    front = dict(samples=given, samples_key=samples_key, draws=draws, n_top_genes=n_top_genes, fdr=fdr,
+                 groupby=groupby, key_added=key_added)
     return front, model_params
 
 
@@ -210,11 +220,13 @@ def _checked_samples(adata: ad.AnnData, samples, samples_key: str):
 
 def _estimate_and_record(adata: ad.AnnData, samples, front: dict, model_params: dict, *, random_state,
                          n_jobs) -> None:
-    """Run FANGS (and the draws method) on the samples and write ``obsm['fangs_features']`` and ``uns['fangs']``."""
+    """Run FANGS (and the draws method) on the samples and write ``obsm['fangs_features']`` and ``uns['fangs']``
+    (``fangs`` being ``front['key_added']``)."""
+    slot = front["key_added"]
     S, source, log_joint, chains = _checked_samples(adata, samples, front["samples_key"])
     with result_warnings("fangs") as warned:
         result = _fangs.fangs(S, **model_params, n_jobs=n_jobs, random_state=random_state)
-        est, support, chain_labels, extra = _described_estimate(adata, S, result.estimate, chains, key=front["key"],
+        est, support, chain_labels, extra = _described_estimate(adata, S, result.estimate, chains, key=front["groupby"],
                                                                 fdr=front["fdr"], random_state=random_state)
     timings = {k: float(v) for k, v in result.timings.items()}
     draws_loss, draws_index = float("nan"), -1
@@ -224,9 +236,9 @@ def _estimate_and_record(adata: ad.AnnData, samples, front: dict, model_params: 
         timings["draws"] = float(d.timings["total"])
     k_values, k_counts = np.unique([s.shape[1] for s in S], return_counts=True)
     if est.shape[1]:  # K = 0 is said by uns['fangs']['n_features']: obsm holds no zero-width array
-        adata.obsm["fangs_features"] = est
+        adata.obsm[f"{slot}_features"] = est
     else:
-        adata.obsm.pop("fangs_features", None)  # a stale estimate of an earlier call
+        adata.obsm.pop(f"{slot}_features", None)  # a stale estimate of an earlier call
     if samples is None:
         extra.update(_gene_programmes(adata, front["samples_key"], est, front["n_top_genes"]))
     if log_joint is not None:
@@ -234,7 +246,7 @@ def _estimate_and_record(adata: ad.AnnData, samples, front: dict, model_params: 
     log.info("fangs: K=%d, expected FARO loss %.4g (draws %.4g) from %d samples in %.1f s",
              est.shape[1], result.expected_loss, draws_loss, len(S), timings["total"])
     record_params(
-        adata, "fangs", {**front, **model_params}, random_state, warnings=warned,
+        adata, slot, {**front, **model_params}, random_state, warnings=warned,
         a=float(result.a), expected_loss=float(result.expected_loss), draws_expected_loss=float(draws_loss),
         draws_index=int(draws_index), n_features=int(est.shape[1]), n_samples=len(S),
         samples_K_values=k_values.astype(np.int64), samples_K_counts=k_counts.astype(np.int64),

@@ -17,6 +17,7 @@ from ._common import (
     fmt,
     group_matrices,
     record_params,
+    renamed,
     replicate_share,
     result_warnings,
 )
@@ -29,10 +30,12 @@ def pcpca(
     *,
     genes: str = "highly_variable",
     layer: str | None = None,
-    key: str = TARGET_KEY,
+    groupby: str = TARGET_KEY,
+    key_added: str | None = None,
     holdout_fraction: float = 0.2,
     random_state=0,
     copy: bool = False,
+    key: str | None = None,
     **params,
 ):
     """Probabilistic contrastive PCA of the target cells against the background cells.
@@ -40,13 +43,17 @@ def pcpca(
     Parameters
     ----------
     adata
-        Cells x genes, log-normalised, with boolean ``obs[key]`` (True = target).
+        Cells x genes, log-normalised, with boolean ``obs[groupby]`` (True = target).
     genes
         ``'all'`` or a boolean var column (default ``'highly_variable'``).
     layer
         Matrix to use instead of ``X``. NaN entries are treated as missing at random.
-    key
+    groupby
         Boolean obs column of the target/background split.
+    key_added
+        Where the results go. None: ``obsm['X_pcpca']``, ``varm['PCPCA_W']``, ``uns['pcpca']``
+        (as below); a name: ``obsm[key_added]``, ``varm[key_added]``, ``uns[key_added]`` (as
+        ``scanpy.pp.pca``'s ``key_added``).
     holdout_fraction
         Fraction of target cells held out to report the held-out log-likelihood of PCPCA
         and of PPCA fitted on the rest (:func:`scontrast.pcpca.heldout_loglik`); 0 skips it.
@@ -55,6 +62,8 @@ def pcpca(
         held-out split.
     copy
         Work on (and return) a copy.
+    key
+        Deprecated name of ``groupby`` (a ``FutureWarning``; removed in the next release).
     **params
         Hyper-parameters of :class:`scontrast.pcpca.PCPCA` (their defaults are its own):
         ``n_components``, ``gamma_prime`` (default 0.5) or ``gamma``, ``on_inadmissible``,
@@ -80,9 +89,10 @@ def pcpca(
     >>> adata.obsm["X_pcpca"].shape, adata.varm["PCPCA_W"].shape
     ((80, 2), (20, 2))
     """
+    groupby = renamed(groupby, key, new_name="groupby", old_name="key", default=TARGET_KEY, who="pcpca")
     model = build_estimator(PCPCA, params, random_state=random_state)
     adata = adata.copy() if copy else adata
-    X, Y, mask = group_matrices(adata, genes=genes, layer=layer, key=key, min_cells=2)
+    X, Y, mask = group_matrices(adata, genes=genes, layer=layer, key=groupby, min_cells=2)
     with result_warnings("pcpca") as warned:
         model.fit(X, Y)
         held = heldout_loglik(model, X, Y, holdout_fraction, random_state)
@@ -90,18 +100,19 @@ def pcpca(
              model.sigma2_, model.optimizer_message_)
 
     full = expression(adata, layer, mask)
-    adata.obsm["X_pcpca"] = model.transform(full)
+    obsm_key, varm_key, uns_key = ("X_pcpca", "PCPCA_W", "pcpca") if key_added is None else (key_added,) * 3
+    adata.obsm[obsm_key] = model.transform(full)
     W = np.zeros((adata.n_vars, model.W_.shape[1]))
     W[mask] = model.W_
-    adata.varm["PCPCA_W"] = W
+    adata.varm[varm_key] = W
     with result_warnings("pcpca") as design_warned:
-        by_replicate = replicate_share(adata, adata.obsm["X_pcpca"], "PCPCA component", key)
+        by_replicate = replicate_share(adata, adata.obsm[obsm_key], "PCPCA component", groupby)
     warned += design_warned
-    front = dict(genes=genes, layer=layer, key=key, holdout_fraction=holdout_fraction)
+    front = dict(genes=genes, layer=layer, groupby=groupby, key_added=key_added, holdout_fraction=holdout_fraction)
     model_params = fitted_params(model)
     n, m = X.shape[0], Y.shape[0]
     record_params(
-        adata, "pcpca", {**front, **model_params}, random_state, warnings=warned,
+        adata, uns_key, {**front, **model_params}, random_state, warnings=warned,
         gamma=float(model.gamma_), gamma_prime=float(model.gamma_prime_),
         gamma_requested=float(model.gamma_requested_), clipped=bool(model.clipped_),
         sigma2=float(model.sigma2_), max_gamma=float(model.max_gamma_), max_gamma_prime=float(model.max_gamma_prime_),

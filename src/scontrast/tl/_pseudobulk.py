@@ -10,7 +10,16 @@ import numpy as np
 
 from ..core import CannotRun
 from ..pseudobulk import deseq2, pseudobulk_counts, sample_covariates
-from ._common import TARGET_KEY, expression, fmt, record_params, replicate_design, result_warnings, target_mask
+from ._common import (
+    TARGET_KEY,
+    expression,
+    fmt,
+    record_params,
+    renamed,
+    replicate_design,
+    result_warnings,
+    target_mask,
+)
 
 log = logging.getLogger(__name__)
 
@@ -21,12 +30,14 @@ def pseudobulk(
     adata: ad.AnnData,
     *,
     layer: str = "counts",
-    key: str = TARGET_KEY,
+    groupby: str = TARGET_KEY,
+    key_added: str = "pseudobulk",
     min_total_count: int = 10,
     alpha: float = 0.05,
     n_jobs: int = 1,
     covariates: Sequence[str] = (),
     copy: bool = False,
+    key: str | None = None,
 ):
     """DESeq2 on counts summed per replicate and group: the donor-level mean test beside SPARDA.
 
@@ -37,8 +48,11 @@ def pseudobulk(
         and raw counts in ``layers[layer]``.
     layer
         The raw counts (``'counts'``, which preprocessing keeps for raw input).
-    key
+    groupby
         Boolean obs column of the target/background split.
+    key_added
+        Where the results go: ``var[f'{key_added}_log2fc']`` (and ``_pvalue``, ``_padj``) and
+        ``uns[key_added]``.
     min_total_count
         Genes with fewer counts over all pseudo-samples are not tested (NaN in ``var``).
     alpha
@@ -51,6 +65,8 @@ def pseudobulk(
         out of a paired design). Empty (default): ``~group`` or ``~replicate + group``.
     copy
         Return a copy instead of writing into ``adata``.
+    key
+        Deprecated name of ``groupby`` (a ``FutureWarning``; removed in the next release).
 
     Returns
     -------
@@ -79,13 +95,14 @@ def pseudobulk(
     >>> sorted(pre.uns["pseudobulk"]["significant_genes"].tolist())
     ['g0', 'g1', 'g2', 'g3', 'g4']
     """
+    groupby = renamed(groupby, key, new_name="groupby", old_name="key", default=TARGET_KEY, who="pseudobulk")
     adata = adata.copy() if copy else adata
     design = replicate_design(adata)
     if design is None:
         raise CannotRun("pseudobulk: no replicate declared (preprocess(..., replicate=<obs column>))")
     if layer not in adata.layers:
         raise CannotRun(f"pseudobulk: layer '{layer}' of raw counts is absent (raw-count input keeps it)")
-    is_target = target_mask(adata, key)
+    is_target = target_mask(adata, groupby)
     with result_warnings("pseudobulk") as warned:
         summed, samples = pseudobulk_counts(expression(adata, layer), is_target, design["replicates"], adata.var_names)
         extra = {}
@@ -97,14 +114,14 @@ def pseudobulk(
         n_sig = int((res["padj"] < alpha).sum())
         if n_sig == 0:
             log.info("pseudobulk: no gene at padj < %g over %s", alpha, design["summary"])
-    adata.var["pseudobulk_log2fc"] = res["log2FoldChange"].to_numpy(dtype=float)
-    adata.var["pseudobulk_pvalue"] = res["pvalue"].to_numpy(dtype=float)
-    adata.var["pseudobulk_padj"] = res["padj"].to_numpy(dtype=float)
+    adata.var[f"{key_added}_log2fc"] = res["log2FoldChange"].to_numpy(dtype=float)
+    adata.var[f"{key_added}_pvalue"] = res["pvalue"].to_numpy(dtype=float)
+    adata.var[f"{key_added}_padj"] = res["padj"].to_numpy(dtype=float)
     # by p-value, then by the size of the Wald statistic: strong genes' p-values underflow to 0 together
     order = np.lexsort((-np.abs(res["stat"].fillna(0.0).to_numpy()), res["pvalue"].fillna(np.inf).to_numpy()))
     significant = [str(adata.var_names[i]) for i in order if res["padj"].iloc[i] < alpha]
     record_params(
-        adata, "pseudobulk", dict(layer=layer, key=key, min_total_count=min_total_count, alpha=alpha,
+        adata, key_added, dict(layer=layer, groupby=groupby, key_added=key_added, min_total_count=min_total_count, alpha=alpha,
                                   **({"covariates": list(covariates)} if covariates else {})), None,
         warnings=warned, design_formula=formula, unit="replicate", design=design["summary"],
         pseudo_samples=np.asarray(samples.index, dtype=str), cells_per_sample=samples["n_cells"].to_numpy(),

@@ -28,6 +28,7 @@ from ._common import (
     fmt,
     gene_mask,
     record_params,
+    renamed,
     replicate_design,
     result_warnings,
     target_mask,
@@ -77,18 +78,24 @@ def select_genes(adata: ad.AnnData, genes: str = "highly_variable", n_genes: int
     return idx[order[:n_genes]]
 
 
-def _classes(adata: ad.AnnData, key: str, groupby: str | None, labels, min_cells: int):
-    """The two classes QUADRO separates.
+def _is_split(adata: ad.AnnData, groupby: str) -> bool:
+    """Whether ``obs[groupby]`` is a boolean target/background split (the default column is, or is missing)."""
+    return groupby == TARGET_KEY or (groupby in adata.obs and pd.api.types.is_bool_dtype(adata.obs[groupby]))
+
+
+def _classes(adata: ad.AnnData, groupby: str, labels, min_cells: int):
+    """The two classes QUADRO separates: a boolean ``obs[groupby]`` (background, target) or two of its labels.
 
     Returns
     -------
     used : (n_obs,) bool, the cells of either class; y : (used.sum(),) bool, True
     for the second class (scoring higher); names : [first, second].
     """
-    if groupby is None:
+    if _is_split(adata, groupby):
         if labels is not None:
-            raise ScontrastError("labels: needs groupby (the obs column holding them)")
-        y = target_mask(adata, key, min_cells=min_cells)
+            raise ScontrastError(f"labels: needs groupby (the obs column holding them; obs['{groupby}'] is a boolean "
+                                 "target/background split)")
+        y = target_mask(adata, groupby, min_cells=min_cells)
         return np.ones(adata.n_obs, dtype=bool), y, ["background", "target"]
     if groupby not in adata.obs:
         raise ScontrastError(f"groupby: obs column '{groupby}' is absent (have {list(adata.obs.columns)[:20]})")
@@ -116,14 +123,15 @@ def quadro(
     genes: str = "highly_variable",
     n_genes: int | None = 2000,
     layer: str | None = None,
-    key: str = TARGET_KEY,
-    groupby: str | None = None,
+    groupby: str | None = TARGET_KEY,
     labels: list[str] | None = None,
+    key_added: str = "quadro",
     outer_cv: int = 5,
     nested: bool = True,
     random_state: int = 0,
     n_jobs: int = 1,
     copy: bool = False,
+    key: str | None = None,
     **params,
 ):
     """Cross-validated QUADRO classification of target vs background cells.
@@ -152,19 +160,25 @@ def quadro(
 
     Parameters
     ----------
-    adata : AnnData with log-normalised X (or ``layer``) and the boolean
-        ``obs[key]`` (True = target = QUADRO's class 2, scoring higher).
+    adata : AnnData with log-normalised X (or ``layer``) and the obs column
+        ``groupby``.
     genes : candidate gene set: ``'highly_variable'``, ``'all'`` or a boolean var
         column such as ``'sparda_selected'``.
     n_genes : at most this many candidate genes of the set (ranked without the
         labels, see ``select_genes``), of which each fit keeps ``n_features``
         (Omega is ``n_features`` x ``n_features``). None = all.
     layer : matrix to use instead of ``X``.
-    key : boolean obs column of the target/background split.
-    groupby, labels : instead of target vs background, separate two labels
-        of the obs column ``groupby``: ``labels = [first, second]`` (the
-        second scores higher); None = the column's two labels (it must hold
-        exactly two). Cells with other labels are not used (NaN scores).
+    groupby : obs column of the two classes: a boolean column is the
+        target/background split (True = target = QUADRO's class 2, scoring
+        higher; default (or None) the one ``scontrast.preprocess`` writes); any
+        other column is read as labels (see ``labels``).
+    labels : two labels of a non-boolean ``obs[groupby]`` to separate,
+        ``[first, second]`` (the second scores higher); None = the column's two
+        labels (it must hold exactly two). Cells with other labels are not used
+        (NaN scores).
+    key_added : where the results go: ``obs[f'{key_added}_score']``,
+        ``obs[f'{key_added}_pred']`` and ``uns[key_added]`` (the default gives
+        the names below).
     outer_cv : outer folds of the cross-validated scores (each class needs
         ``2 outer_cv`` cells).
     nested : see above.
@@ -173,6 +187,8 @@ def quadro(
         fitted side by side, each on one thread (the same results as one thread);
         otherwise the one fit's Kendall's tau and BLAS threads.
     copy : return a modified copy instead of writing into ``adata``.
+    key : deprecated name of ``groupby`` (a ``FutureWarning``; removed in the
+        next release).
     **params : hyper-parameters of :class:`scontrast.quadro.QUADRO` (their
         defaults are its own), e.g. ``max_cells`` (each fit learns from a
         subsample of at most this many cells, stratified by group and replicate,
@@ -186,8 +202,8 @@ def quadro(
     None (or the copy). Writes ``obs['quadro_score']`` (out-of-fold decision
     score ``Q - threshold`` of the model that did not see the cell: positive =
     predicted target, larger = more target-like), ``obs['quadro_pred']`` (bool,
-    predicted target; with ``groupby`` the predicted label, categorical, NaN
-    for unused cells) and ``uns['quadro']`` (params; ``balanced_error``, ``auc``,
+    predicted target; with a column of labels the predicted label, categorical,
+    NaN for unused cells) and ``uns['quadro']`` (params; ``balanced_error``, ``auc``,
     ``recall`` per class, ``majority_baseline``, ``cv_error`` (raw), ``cv_auc``
     (= ``auc``), confusion matrix; ``genes`` of the final model and
     ``gene_folds`` (how many outer models kept each gene); Rayleigh quotient,
@@ -209,20 +225,22 @@ def quadro(
     >>> bool(adata.uns["quadro"]["auc"] > 0.9)            # every cell scored by a model that never saw it
     True
     """
+    groupby = renamed(groupby, key, new_name="groupby", old_name="key", default=TARGET_KEY, who="quadro")
+    groupby = TARGET_KEY if groupby is None else groupby  # a config's null: the target/background split
     adata = adata.copy() if copy else adata
-    _quadro(adata, genes=genes, n_genes=n_genes, layer=layer, key=key, groupby=groupby, labels=labels,
+    _quadro(adata, genes=genes, n_genes=n_genes, layer=layer, groupby=groupby, labels=labels, key_added=key_added,
             outer_cv=outer_cv, nested=nested, random_state=random_state, n_jobs=n_jobs, params=params)
     return adata if copy else None
 
 
-def _quadro(adata: ad.AnnData, *, genes, n_genes, layer, key, groupby, labels, outer_cv, nested, random_state, n_jobs,
-            params) -> None:
+def _quadro(adata: ad.AnnData, *, genes, n_genes, layer, groupby, labels, key_added, outer_cv, nested, random_state,
+            n_jobs, params) -> None:
     """``quadro``'s work on ``adata`` (already the copy when one was asked for)."""
     n_genes = check_count(n_genes, "n_genes", 2, "quadro", allow_none=True)
     outer_cv = check_count(outer_cv, "outer_cv", 2, "quadro")
     check_option(nested, "nested", [True, False])
     model = build_estimator(QUADRO, params, random_state=random_state, n_jobs=n_jobs)
-    used, is_target, class_names, idx, X = _training_data(adata, genes=genes, n_genes=n_genes, layer=layer, key=key,
+    used, is_target, class_names, idx, X = _training_data(adata, genes=genes, n_genes=n_genes, layer=layer,
                                                           groupby=groupby, labels=labels, outer_cv=outer_cv,
                                                           n_features=model.n_features)
     gene_names = adata.var_names[idx].astype(str).to_numpy()
@@ -235,8 +253,8 @@ def _quadro(adata: ad.AnnData, *, genes, n_genes, layer, key, groupby, labels, o
         res = cross_validated_scores(model, X, is_target, outer_cv, nested=nested, random_state=random_state,
                                      groups=groups)
     score, pred = res.decision, res.predicted.astype(bool)
-    _write_predictions(adata, groupby, used, score, pred, class_names)
-    front = dict(genes=genes, n_genes=n_genes, layer=layer, key=key, groupby=groupby,
+    _write_predictions(adata, key_added, not _is_split(adata, groupby), used, score, pred, class_names)
+    front = dict(genes=genes, n_genes=n_genes, layer=layer, groupby=groupby, key_added=key_added,
                  labels=None if labels is None else [str(v) for v in labels], outer_cv=outer_cv,
                  nested=bool(nested))
     model_params = fitted_params(model)
@@ -245,7 +263,7 @@ def _quadro(adata: ad.AnnData, *, genes, n_genes, layer, key, groupby, labels, o
         "replicate_scores": _replicate_scores(groups, is_target, score, pred)}
     results = _results(res, is_target, pred, class_names, gene_names)
     sub = _subsample(res, int(used.sum()), design is not None, nested)
-    record_params(adata, "quadro", {**front, **model_params}, random_state, warnings=warned, **unit, **results,
+    record_params(adata, key_added, {**front, **model_params}, random_state, warnings=warned, **unit, **results,
                   **sub)
     log.info("QUADRO cross-validated balanced error %.3f (majority baseline 0.5), AUC %.3f, error %.3f "
              "(majority baseline %.3f); %d gene pairs, %d squared terms, %d linear terms", results["balanced_error"],
@@ -254,7 +272,8 @@ def _quadro(adata: ad.AnnData, *, genes, n_genes, layer, key, groupby, labels, o
              len(results["linear"]["weight"]))
 
 
-def _training_data(adata: ad.AnnData, *, genes, n_genes, layer, key, groupby, labels, outer_cv, n_features=None):
+def _training_data(adata: ad.AnnData, *, genes, n_genes, layer, groupby=TARGET_KEY, labels=None, outer_cv,
+                   n_features=None):
     """The cells and candidate genes QUADRO is cross-validated on.
 
     Returns ``used`` (n_obs,) bool, ``is_target`` (used cells), the two class names, the
@@ -262,7 +281,7 @@ def _training_data(adata: ad.AnnData, *, genes, n_genes, layer, key, groupby, la
     (QUADRO makes dense only the genes each step keeps, see ``_dense_genes``), else dense.
     Only the candidate genes are read, so a backed AnnData works and never loads the whole matrix.
     """
-    used, is_target, class_names = _classes(adata, key, groupby, labels, min_cells=2 * outer_cv)
+    used, is_target, class_names = _classes(adata, groupby, labels, min_cells=2 * outer_cv)
     idx = select_genes(adata, genes, n_genes, layer)
     if idx.size < 2:
         raise ScontrastError(f"genes: gene set '{genes}' has {idx.size} gene; QUADRO needs at least 2")
@@ -287,18 +306,20 @@ def _dense_genes(n_candidates: int, n_features, sparse: bool) -> int:
     return min(n_candidates, max(int(n_features), RayleighScreen().n_pair_genes))
 
 
-def _write_predictions(adata: ad.AnnData, groupby, used, score, pred, class_names) -> None:
-    """``obs['quadro_score']`` and ``obs['quadro_pred']``; with ``groupby``, NaN and no label for unused cells."""
-    if groupby is None:
-        adata.obs["quadro_score"] = score
-        adata.obs["quadro_pred"] = pred
+def _write_predictions(adata: ad.AnnData, key_added: str, labelled_classes: bool, used, score, pred,
+                       class_names) -> None:
+    """``obs['quadro_score']`` and ``obs['quadro_pred']`` (``quadro`` being ``key_added``); with classes of
+    labels, NaN and no label for unused cells."""
+    if not labelled_classes:
+        adata.obs[f"{key_added}_score"] = score
+        adata.obs[f"{key_added}_pred"] = pred
     else:
         full = np.full(adata.n_obs, np.nan)
         full[used] = score
-        adata.obs["quadro_score"] = full
+        adata.obs[f"{key_added}_score"] = full
         labelled = np.full(adata.n_obs, None, dtype=object)
         labelled[used] = np.where(pred, class_names[1], class_names[0])
-        adata.obs["quadro_pred"] = pd.Categorical(labelled, categories=class_names)
+        adata.obs[f"{key_added}_pred"] = pd.Categorical(labelled, categories=class_names)
 
 
 def _results(res, is_target, pred, class_names, gene_names) -> dict:

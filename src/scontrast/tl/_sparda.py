@@ -17,6 +17,7 @@ from ._common import (
     fmt,
     group_matrices,
     record_params,
+    renamed,
     replicate_design,
     result_warnings,
     target_mask,
@@ -30,10 +31,12 @@ def sparda(
     *,
     genes: str = "highly_variable",
     layer: str | None = None,
-    key: str = TARGET_KEY,
+    groupby: str = TARGET_KEY,
+    key_added: str = "sparda",
     random_state=0,
     n_jobs: int = 1,
     copy: bool = False,
+    key: str | None = None,
     **params,
 ):
     """Sparse principal differences analysis of the target against the background cells.
@@ -48,19 +51,25 @@ def sparda(
     Parameters
     ----------
     adata
-        Cells x genes, log-normalised, with boolean ``obs[key]`` (True = target).
+        Cells x genes, log-normalised, with boolean ``obs[groupby]`` (True = target).
     genes
         ``'all'`` or a boolean var column (default ``'highly_variable'``).
     layer
         Matrix to use instead of ``X``.
-    key
+    groupby
         Boolean obs column of the target/background split.
+    key_added
+        Where the results go: ``var[f'{key_added}_weight']`` (and ``_selected``,
+        ``_marginal_w2``), ``varm[f'{key_added}_directions']``, ``obsm[f'X_{key_added}']`` and
+        ``uns[key_added]``; the default gives the names below.
     random_state
         Seed of subsampling, folds and permutations (None, an int or a numpy Generator).
     n_jobs
         Parallel workers for cross-validation folds and permutations.
     copy
         Work on (and return) a copy.
+    key
+        Deprecated name of ``groupby`` (a ``FutureWarning``; removed in the next release).
     **params
         Hyper-parameters of :class:`scontrast.sparda.SPARDA` (their defaults are its
         own): ``lam`` (L1 penalty; None with ``k=None`` = chosen by ``cv_rule``), ``k``,
@@ -106,35 +115,38 @@ def sparda(
     >>> bool((adata.var.loc[["g0", "g1", "g2"], "sparda_weight"] > 0).all())  # higher on the target side
     True
     """
+    groupby = renamed(groupby, key, new_name="groupby", old_name="key", default=TARGET_KEY, who="sparda")
     model = build_estimator(SPARDA, params, random_state=random_state, n_jobs=n_jobs)
     adata = adata.copy() if copy else adata
-    X, Y, mask = group_matrices(adata, genes=genes, layer=layer, key=key, min_cells=2)
+    X, Y, mask = group_matrices(adata, genes=genes, layer=layer, key=groupby, min_cells=2)
     with result_warnings("sparda") as warned:
-        model.fit(X, Y, **_replicates(adata, key))
+        model.fit(X, Y, **_replicates(adata, groupby))
     names = adata.var_names[mask].to_numpy()
     log.info("sparda: lambda=%.4g, %d genes selected, divergence %.4g, p=%s", model.lam_, model.selected_.size,
              model.divergence_, model.pvalue_)
-    columns = _write_directions(adata, model, mask, layer)
-    _record(adata, model, dict(genes=genes, layer=layer, key=key), random_state, warned, mask=mask, names=names,
+    columns = _write_directions(adata, model, mask, layer, key_added)
+    _record(adata, model, dict(genes=genes, layer=layer, groupby=groupby, key_added=key_added), random_state, warned,
+            mask=mask, names=names,
             n_target=int(X.shape[0]), n_background=int(Y.shape[0]), embedding=columns)
     return adata if copy else None
 
 
-def _write_directions(adata: ad.AnnData, model: SPARDA, mask: np.ndarray, layer: str | None) -> np.ndarray:
-    """The ``var`` columns, ``varm['sparda_directions']`` and ``obsm['X_sparda']`` of the fitted model;
-    returns what each column of ``obsm['X_sparda']`` is (:func:`_embedding`)."""
+def _write_directions(adata: ad.AnnData, model: SPARDA, mask: np.ndarray, layer: str | None,
+                      key_added: str = "sparda") -> np.ndarray:
+    """The ``var`` columns, ``varm['sparda_directions']`` and ``obsm['X_sparda']`` of the fitted model
+    (``sparda`` being ``key_added``); returns what each column of ``obsm['X_sparda']`` is (:func:`_embedding`)."""
     n_vars = adata.n_vars
     W = np.zeros((n_vars, model.n_directions))
     W[mask] = model.components_.T
-    adata.var["sparda_weight"] = W[:, 0]
-    adata.var["sparda_selected"] = np.any(W != 0, axis=1)
+    adata.var[f"{key_added}_weight"] = W[:, 0]
+    adata.var[f"{key_added}_selected"] = np.any(W != 0, axis=1)
     w2 = np.full(n_vars, np.nan)
     w2[mask] = model.marginal_w2_
-    adata.var["sparda_marginal_w2"] = w2
-    adata.varm["sparda_directions"] = W
+    adata.var[f"{key_added}_marginal_w2"] = w2
+    adata.varm[f"{key_added}_directions"] = W
 
     full = expression(adata, layer, mask)
-    adata.obsm["X_sparda"], columns = _embedding(model, full)
+    adata.obsm[f"X_{key_added}"], columns = _embedding(model, full)
     return columns
 
 
@@ -192,7 +204,7 @@ def _orthogonal_pc(model: SPARDA, full) -> np.ndarray:
 
 def _record(adata: ad.AnnData, model: SPARDA, front: dict, random_state, warned: list[str], *, mask: np.ndarray,
             names: np.ndarray, n_target: int, n_background: int, embedding: np.ndarray) -> None:
-    """``uns['sparda']``: the parameters, the fit's results and its diagnostics."""
+    """``uns[front['key_added']]``: the parameters, the fit's results and its diagnostics."""
     d_in = int(mask.sum())
     relax_info, tighten_info = _iterations(model, max(n_target, n_background))
     extra = _path_and_test(model, n_target, n_background)
@@ -202,7 +214,7 @@ def _record(adata: ad.AnnData, model: SPARDA, front: dict, random_state, warned:
     selected = names[model.selected_].astype(str)
     model_params = fitted_params(model)
     record_params(
-        adata, "sparda", dict(model_params, **front), random_state, warnings=warned,
+        adata, front["key_added"], dict(model_params, **front), random_state, warnings=warned,
         divergence=float(model.divergence_),
         divergences=np.asarray(model.divergences_, dtype=float),
         # directions actually found (the deflation stops once none pays for its genes)
