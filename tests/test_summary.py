@@ -10,7 +10,7 @@ import pytest
 from conftest import make_counts
 from scontrast import tl
 from scontrast.preprocess import preprocess
-from scontrast.summary import overview_html, quadro_terms, summarise, top_loadings, verdict
+from scontrast.summary import add_verdict, overview_html, quadro_terms, summarise, top_loadings, verdict, verdict_record
 
 
 def _cells(n=12) -> ad.AnnData:
@@ -75,6 +75,29 @@ def test_verdict_of_cells_and_of_nothing():
                            "genes: C (-)"), text
     assert "not separable with AUC 0.55 on held-out cells" in text
     assert verdict(_cells()) == "no test ran on this contrast"
+
+
+def test_verdict_record_holds_the_verdict_and_its_numbers(tmp_path):
+    """uns['scontrast']['verdict']: the summary's verdict row and the numbers it is read from, through an h5ad."""
+    a = _sparda_test(_paired(_cells()), 3 / 32, 1 / 32)
+    a.uns["pseudobulk"] = {"n_significant": 0, "significant_genes": np.array([], dtype=str), "params": {"alpha": 0.05}}
+    a.uns["quadro"] = {"cv_auc": 0.7026, "unit": "replicate"}
+    add_verdict(a)
+    a.write_h5ad(tmp_path / "a.h5ad")
+    rec = ad.read_h5ad(tmp_path / "a.h5ad").uns["scontrast"]["verdict"]
+    assert rec["text"] == verdict(a)  # summarise's first row
+    assert rec["call"] == "no difference shown" and rec["alpha"] == 0.05 and rec["sparda_unit"] == "replicate"
+    assert rec["sparda_pvalue"] == 3 / 32 and rec["sparda_pvalue_floor"] == 1 / 32 and "sparda_genes" not in rec
+    assert rec["n_target_replicates"] == rec["n_background_replicates"] == 6 and rec["paired"]
+    assert rec["pseudobulk_n_significant"] == 0 and rec["quadro_cv_auc"] == 0.7026 and rec["quadro_unit"] == "replicate"
+    assert "design" in a.uns["scontrast"]  # the design stays beside the verdict
+
+    b = _sparda_test(_paired(_cells()), 1 / 32, 1 / 32)
+    assert verdict_record(b)["call"] == "differs" and verdict_record(b)["sparda_genes"] == ["B (+)", "C (-)", "D (+)"]
+    c = _paired(_cells(), 4)
+    c.uns["sparda"] = {"test": {"unit": "replicate", "pvalue": 0.0625, "pvalue_floor": 0.0625}}
+    assert verdict_record(c)["call"] == "no difference can be shown"
+    assert verdict_record(_cells()) == {"text": "no test ran on this contrast", "alpha": 0.05, "call": "no test"}
 
 
 @pytest.fixture(scope="module")

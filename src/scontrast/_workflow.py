@@ -313,6 +313,26 @@ def _run(smk: Any, main: Callable[[Any], None], log: logging.Logger, log_path: P
 #: :func:`scontrast.core.temporary_beside`). Names are ASCII (the config schema's pattern): bytes = characters.
 MAX_DATASET_NAME = 255 - 14
 
+class SchedulerLines(logging.Filter):
+    """Drops snakemake's scheduler lines, "Select jobs to execute..." and "Execute 2 jobs...".
+
+    The scheduler logs them at INFO without a quiet category, two per finished job: a hundred jobs
+    made some two hundred lines. The Snakefile adds this filter to snakemake's logger when the run
+    is quiet on progress (the default profile), so the terminal keeps warnings and failures.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.getMessage() == "Select jobs to execute...":
+            return False
+        return str(getattr(getattr(record, "event", None), "value", "")) != "job_started"
+
+
+def quiet_scheduler(logger: logging.Logger) -> None:
+    """Add :class:`SchedulerLines` to ``logger`` once."""
+    if not any(isinstance(f, SchedulerLines) for f in logger.filters):
+        logger.addFilter(SchedulerLines())
+
+
 def dataset_name_problem(name: object) -> str | None:
     """Why ``name`` cannot name a dataset (the ``{dataset}`` wildcard, a folder of results), or None.
 

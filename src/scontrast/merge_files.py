@@ -187,7 +187,7 @@ def _add_entries(path: Path, merged: ad.AnnData, entries: dict[str, set[str]]) -
 
 
 def merge_files(base_path: str | os.PathLike, delta_paths, out_path: str | os.PathLike, *,
-                failures: str = "raise") -> ad.AnnData:
+                failures: str = "raise", annotate=None) -> ad.AnnData:
     """Write ``base_path`` merged with the delta files to ``out_path``, without reading the base's matrices.
 
     The merge is :func:`scontrast.io.merge` of the base's annotations and the deltas (same
@@ -195,7 +195,9 @@ def merge_files(base_path: str | os.PathLike, delta_paths, out_path: str | os.Pa
     not run raises :class:`scontrast.io.MethodFailed`, or with ``failures='record'`` is listed
     in ``uns['scontrast']['failed']``). The file is a byte copy of the base with the merged obs
     and var and the deltas' entries written in place, renamed onto ``out_path`` only when
-    complete. Read back, it equals ``io.read_merged(base_path, *delta_paths)``.
+    complete. Read back, it equals ``io.read_merged(base_path, *delta_paths)``. ``annotate``, a
+    function of the merged annotations that sets entries of their ``uns['scontrast']`` in place (rule
+    collect's verdict, :func:`scontrast.summary.add_verdict`), runs before the write.
 
     Returns the merged annotations (an AnnData without ``X``; layers as placeholders).
     """
@@ -206,6 +208,9 @@ def merge_files(base_path: str | os.PathLike, delta_paths, out_path: str | os.Pa
     merged = io.merge(base, *deltas, names=[f"'{p}'" for p in delta_paths], failures=failures)
     entries = _written_entries(deltas)
     if failures == "record" and "failed" in merged.uns.get("scontrast", {}):
+        entries["uns"].add("scontrast")
+    if annotate is not None:
+        annotate(merged)
         entries["uns"].add("scontrast")
     tmp = Path(temporary_beside(out_path, ".tmp"))
     try:

@@ -28,7 +28,8 @@ _SUMMARY_ROWS = {
     "pseudobulk": _pseudobulk.summary_rows,
 }
 
-__all__ = ["summarise", "to_html", "verdict", "top_loadings", "quadro_terms", "overview_html"]
+__all__ = ["summarise", "to_html", "verdict", "verdict_record", "add_verdict", "top_loadings", "quadro_terms",
+           "overview_html"]
 
 ALPHA = 0.05  # the level the verdict reads p-values and adjusted p-values at
 # rows a reader reads before the numbers, highlighted in the page (the verdict in its own colour)
@@ -200,6 +201,56 @@ def verdict(adata: ad.AnnData, alpha: float = ALPHA, n_genes: int = 3) -> str:
     if not parts:
         return "no test ran on this contrast"
     return "; ".join(parts)
+
+
+def verdict_record(adata: ad.AnnData, alpha: float = ALPHA, n_genes: int = 3) -> dict:
+    """The verdict with the numbers it is built from: what ``uns['scontrast']['verdict']`` holds.
+
+    ``text`` is :func:`verdict`'s line (the summary's verdict row), ``alpha`` the level it reads
+    p-values at, ``call`` one of ``'differs'``, ``'no difference shown'``,
+    ``'no difference can be shown'`` (the design's smallest p-value is above ``alpha``) or
+    ``'no test'``. Then the numbers of the methods that ran: ``sparda_pvalue``,
+    ``sparda_pvalue_floor`` (nan when the test records none), ``sparda_unit`` (``'replicate'`` or
+    ``'cell'``), ``sparda_genes`` (top ``n_genes`` by weight with their side, only when it differs),
+    ``n_target_replicates`` and ``n_background_replicates`` with ``paired`` (a declared replicate),
+    ``pseudobulk_n_significant`` with ``pseudobulk_alpha``, ``quadro_cv_auc`` with ``quadro_unit``.
+    """
+    record: dict = {"text": verdict(adata, alpha=alpha, n_genes=n_genes), "alpha": float(alpha), "call": "no test"}
+    design = _design(adata)
+    if design is not None:
+        record["n_target_replicates"] = len(np.asarray(_get(design, "target_replicates", [])).ravel())
+        record["n_background_replicates"] = len(np.asarray(_get(design, "background_replicates", [])).ravel())
+        record["paired"] = bool(_get(design, "paired", False))
+    p, floor, test = _sparda_test(adata)
+    if np.isfinite(p):
+        per_replicate = str(_get(test, "unit", "")) == "replicate" or design is not None
+        record.update(sparda_pvalue=p, sparda_pvalue_floor=floor, sparda_unit="replicate" if per_replicate else "cell")
+        if p <= alpha:
+            record["call"] = "differs"
+            record["sparda_genes"] = _sparda_genes(adata, n_genes)
+        else:
+            record["call"] = "no difference can be shown" if np.isfinite(floor) and floor > alpha else "no difference shown"
+    pb = _method(adata, "pseudobulk")
+    if pb is not None:
+        record["pseudobulk_n_significant"] = int(_get(pb, "n_significant", 0))
+        record["pseudobulk_alpha"] = _float(_get(_get(pb, "params", {}), "alpha", alpha))
+    q = _method(adata, "quadro")
+    if q is not None and "cv_auc" in q:
+        record["quadro_cv_auc"] = _float(q["cv_auc"])
+        record["quadro_unit"] = str(_get(q, "unit", "cell"))
+    return record
+
+
+def add_verdict(adata: ad.AnnData, alpha: float = ALPHA) -> None:
+    """Write :func:`verdict_record` to ``adata.uns['scontrast']['verdict']`` (in place).
+
+    Rule collect calls it on the merged results, so ``scontrast.h5ad`` carries the same verdict
+    as the first row of ``summary.tsv``.
+    """
+    scontrast = adata.uns.get("scontrast")
+    scontrast = dict(scontrast) if isinstance(scontrast, Mapping) else {}
+    scontrast["verdict"] = verdict_record(adata, alpha=alpha)
+    adata.uns["scontrast"] = scontrast
 
 
 # --------------------------------------------------------------------------- rows
