@@ -275,3 +275,72 @@ def test_preprocess_refusals():
         preprocess(adata, replicate="nope", **KW)
     with pytest.raises(ScontrastError, match="paired: true needs a replicate column"):
         preprocess(adata, paired=True, **KW)
+
+
+# --------------------------------------------------------------------------- blocks
+def _brute_blocked(target, blocks):
+    """Every labelling (R,) that keeps each block's number of target replicates: all 2^R subsets, filtered."""
+    blocks = np.asarray(blocks)
+    keep = []
+    for bits in itertools.product([False, True], repeat=target.size):
+        b = np.array(bits)
+        if all(b[blocks == k].sum() == target[blocks == k].sum() for k in np.unique(blocks)):
+            keep.append(bits)
+    return set(keep)
+
+
+@pytest.mark.parametrize("target,blocks", [
+    ([1, 0, 1, 0, 1, 1, 0, 0], list("aabbcccc")),      # balanced blocks: every labelling has its mirror
+    ([1, 1, 0, 0, 1, 0, 0, 1, 0], list("aaaabbbbb")),  # block b holds 2 of 5 target: no mirror
+    ([1, 1, 1, 0, 0, 0], list("xyxyxy")),              # blocks interleaved with the groups
+])
+def test_blocked_labellings_never_move_a_replicate_across_blocks(target, blocks):
+    target = np.array(target, bool)
+    lab, exact = replicate_labellings(target, paired=False, blocks=blocks, max_labellings=10_000)
+    assert exact and np.array_equal(lab[0], target)
+    rows = [tuple(r) for r in lab]
+    assert len(set(rows)) == len(rows)                  # each once
+    assert set(rows) == _brute_blocked(target, blocks)  # and every one of them
+    for k in set(blocks):
+        cols = np.array(blocks) == k
+        assert (lab[:, cols].sum(axis=1) == target[cols].sum()).all()
+    # sampled: every draw keeps the blocks' target counts too, and the same seed draws the same labellings
+    sampled, exact = replicate_labellings(target, paired=False, blocks=blocks, max_labellings=3, random_state=0)
+    assert not exact and {tuple(r) for r in sampled} <= _brute_blocked(target, blocks)
+    again, _ = replicate_labellings(target, paired=False, blocks=blocks, max_labellings=3, random_state=0)
+    assert np.array_equal(sampled, again)
+
+
+def test_blocks_change_nothing_when_paired_or_absent():
+    target = np.array([1, 1, 1, 0, 0, 0], bool)
+    plain, _ = replicate_labellings(target, paired=False)
+    one_block, _ = replicate_labellings(target, paired=False, blocks=["s"] * 6)
+    assert np.array_equal(plain, one_block)
+    paired, _ = replicate_labellings(np.ones(4, bool), paired=True)
+    paired_blocks, _ = replicate_labellings(np.ones(4, bool), paired=True, blocks=list("aabb"))
+    assert np.array_equal(paired, paired_blocks)
+    with pytest.raises(ScontrastError, match=r"blocks: expected one block per replicate \(6\), got 5"):
+        replicate_labellings(target, paired=False, blocks=list("aabbc"))
+    with pytest.raises(ScontrastError, match="blocks: a replicate has no block"):
+        replicate_labellings(target, paired=False, blocks=["a", "a", None, "b", "b", "b"])
+
+
+@pytest.mark.parametrize("target,blocks", [
+    ([1, 0, 1, 0, 1, 1, 0, 0], list("aabbcccc")),
+    ([1, 1, 0, 0, 1, 0, 0, 1, 0], list("aaaabbbbb")),
+    ([1, 1, 0, 0, 0, 1], list("aaabbb")),             # 3 vs 3 overall, but 2 of 3 and 1 of 3 per block: no mirror
+])
+def test_blocked_floor_equals_brute_force(target, blocks):
+    """The smallest p-value of a statistic symmetric in the groups over the blocked labellings, by brute force."""
+    target = np.array(target, bool)
+    rng = np.random.default_rng(0)
+    values = rng.normal(size=(target.size, 1))  # generic values: no ties but the mirror's
+    lab, exact = replicate_labellings(target, paired=False, blocks=blocks, max_labellings=10_000)
+    t = lab.astype(float)
+    stat = np.abs((t @ values) / t.sum(1, keepdims=True) - ((1 - t) @ values) / (1 - t).sum(1, keepdims=True))[:, 0]
+    brute = min(np.mean(stat >= s - 1e-12) for s in stat)
+    assert labelling_floor(lab, paired=False, exact=exact, blocks=blocks) == pytest.approx(brute)
+    # the permutation test over the same labellings reaches that floor at the most extreme labelling
+    best = lab[np.argmax(stat)]
+    _, p, floor = replicate_mean_test(values, best, paired=False, blocks=blocks)
+    assert floor == pytest.approx(brute) and p[0] == pytest.approx(brute)

@@ -10,8 +10,8 @@ scontrast is computed at the level of the replicate, with the functions of this 
   the result in ``obs['scontrast_replicate']`` and ``uns['scontrast']['design']``.
 - :func:`replicate_labellings` lists the relabellings that are equally likely under the null of
   exchangeable replicates (unpaired: which replicates are target; paired: a swap of the two labels
-  within each replicate), all of them when few, a random sample otherwise; :func:`labelling_floor`
-  is the smallest p-value they allow.
+  within each replicate; within blocks when a block is declared), all of them when few, a random
+  sample otherwise; :func:`labelling_floor` is the smallest p-value they allow.
 - :func:`grouped_folds` are cross-validation folds that hold out whole replicates.
 - :func:`replicate_mean_test` compares per-replicate summaries (e.g. a feature's prevalence) by
   permutation of replicate labels or sign flips.
@@ -42,6 +42,7 @@ __all__ = [
     "labelling_floor",
     "has_mirror",
     "cell_labels",
+    "cell_blocks",
     "grouped_folds",
     "replicate_mean_test",
     "between_replicate_share",
@@ -182,7 +183,7 @@ def declare_design(replicate, is_target, *, column: str, paired: bool = False, m
 
 
 def replicate_labellings(target_of_replicate, *, paired: bool, max_labellings: int = 1000,
-                         random_state=None) -> tuple[np.ndarray, bool]:
+                         random_state=None, blocks=None) -> tuple[np.ndarray, bool]:
     """The relabellings of replicates that are equally likely under the null.
 
     Parameters
@@ -196,6 +197,11 @@ def replicate_labellings(target_of_replicate, *, paired: bool, max_labellings: i
         All labellings when there are at most this many, else this many drawn at random
         (uniformly, with replacement, the observed labelling first).
     random_state : None, int or Generator
+    blocks : array-like, shape (R,), optional
+        Each replicate's block (batch, site). Unpaired: a labelling keeps every block's number of
+        target replicates, so that no replicate changes group across blocks (the product over
+        blocks of C(R_b, R_bt) labellings; drawn block by block when more than
+        ``max_labellings``). Paired: a swap stays within its replicate, so blocks change nothing.
 
     Returns
     -------
@@ -204,10 +210,21 @@ def replicate_labellings(target_of_replicate, *, paired: bool, max_labellings: i
         the replicate's labels are swapped (row 0 all False).
     exact : bool
         True when every labelling is listed (the p-value is then exact).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scontrast.design import replicate_labellings
+    >>> target = np.array([True, False, True, False])      # one target donor in each of two batches
+    >>> lab, exact = replicate_labellings(target, paired=False, blocks=["b1", "b1", "b2", "b2"])
+    >>> lab.astype(int).tolist()                           # 2 x 2: no donor moves across batches
+    [[1, 0, 1, 0], [1, 0, 0, 1], [0, 1, 1, 0], [0, 1, 0, 1]]
     """
     obs = np.asarray(target_of_replicate, dtype=bool)
     R = obs.size
     check_int(max_labellings, "max_labellings", 2)
+    if blocks is not None and not paired:
+        return _blocked_labellings(obs, _block_codes(blocks, R), max_labellings, random_state)
     if paired:
         total = 2 ** R
         if total <= max_labellings:
@@ -236,7 +253,60 @@ def replicate_labellings(target_of_replicate, *, paired: bool, max_labellings: i
     return out, False
 
 
-def labelling_floor(labellings: np.ndarray, *, paired: bool, exact: bool, symmetric: bool = True) -> float:
+def cell_blocks(obs: pd.DataFrame, column: str) -> np.ndarray:
+    """Each cell's block (N,) str from the obs column ``column``; a one-line error when absent or missing.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from scontrast.design import cell_blocks
+    >>> cell_blocks(pd.DataFrame({"batch": ["b1", "b1", "b2"]}), "batch").tolist()
+    ['b1', 'b1', 'b2']
+    """
+    if column not in obs:
+        raise ScontrastError(f"block '{column}': no such obs column; have {list(obs.columns)[:20]}")
+    values = obs[column]
+    if values.isna().any():
+        raise ScontrastError(f"block '{column}': {int(values.isna().sum())} cell(s) have no block")
+    return values.astype(str).to_numpy()
+
+
+def _block_codes(blocks, R: int) -> np.ndarray:
+    """Integer codes (R,) of the replicates' blocks; a one-line error for a wrong length or a missing block."""
+    values = pd.Series(np.asarray(blocks, dtype=object).ravel())
+    if values.size != R:
+        raise ScontrastError(f"blocks: expected one block per replicate ({R}), got {values.size}")
+    if values.isna().any():
+        raise ScontrastError("blocks: a replicate has no block (missing value)")
+    return pd.factorize(values.astype(str))[0]
+
+
+def _blocked_labellings(obs: np.ndarray, codes: np.ndarray, max_labellings: int,
+                        random_state) -> tuple[np.ndarray, bool]:
+    """Unpaired labellings (L, R) that keep every block's number of target replicates, row 0 observed."""
+    groups = [np.flatnonzero(codes == b) for b in np.unique(codes)]
+    total = math.prod(math.comb(g.size, int(obs[g].sum())) for g in groups)
+    if total <= max_labellings:
+        rows = [obs]
+        per_block = [list(itertools.combinations(g, int(obs[g].sum()))) for g in groups]
+        for choice in itertools.product(*per_block):
+            lab = np.zeros(obs.size, dtype=bool)
+            for chosen in choice:
+                lab[list(chosen)] = True
+            if not np.array_equal(lab, obs):
+                rows.append(lab)
+        return np.array(rows), True
+    rng = check_random_state(random_state)
+    out = np.zeros((max_labellings, obs.size), dtype=bool)
+    out[0] = obs
+    for i in range(1, max_labellings):
+        for g in groups:
+            out[i, rng.choice(g, int(obs[g].sum()), replace=False)] = True
+    return out, False
+
+
+def labelling_floor(labellings: np.ndarray, *, paired: bool, exact: bool, symmetric: bool = True,
+                    blocks=None) -> float:
     """The smallest p-value the labellings allow.
 
     Exact enumeration: the share of labellings that give the observed statistic by construction
@@ -257,15 +327,16 @@ def labelling_floor(labellings: np.ndarray, *, paired: bool, exact: bool, symmet
     L = labellings.shape[0]
     if not exact:
         return 1.0 / L
-    mirror = 2 if symmetric and has_mirror(labellings[0], paired=paired) else 1
+    mirror = 2 if symmetric and has_mirror(labellings[0], paired=paired, blocks=blocks) else 1
     return min(1.0, mirror / L)
 
 
-def has_mirror(target_of_replicate, *, paired: bool) -> bool:
+def has_mirror(target_of_replicate, *, paired: bool, blocks=None) -> bool:
     """Whether swapping the two groups of a labelling gives another labelling of the set.
 
     Paired: always (all labels swapped). Unpaired: when both groups have as many replicates (the
-    complement). A statistic symmetric in the groups then ties every labelling with its mirror.
+    complement), within every block when ``blocks`` (R,) are given. A statistic symmetric in the
+    groups then ties every labelling with its mirror.
 
     Examples
     --------
@@ -277,7 +348,10 @@ def has_mirror(target_of_replicate, *, paired: bool) -> bool:
     False
     """
     target = np.asarray(target_of_replicate, dtype=bool)
-    return bool(paired) or 2 * int(target.sum()) == target.size
+    if paired:
+        return True
+    codes = np.zeros(target.size, dtype=int) if blocks is None else _block_codes(blocks, target.size)
+    return all(2 * int(target[codes == b].sum()) == int((codes == b).sum()) for b in np.unique(codes))
 
 
 def cell_labels(labelling: np.ndarray, replicate_index: np.ndarray, is_target: np.ndarray, *, paired: bool) -> np.ndarray:
@@ -362,7 +436,7 @@ def grouped_folds(y, groups, n_splits: int, random_state=None) -> list[tuple[np.
 
 
 def replicate_mean_test(values, target_of_replicate, *, paired: bool, max_labellings: int = 9999,
-                        random_state=None) -> tuple[np.ndarray, np.ndarray, float]:
+                        random_state=None, blocks=None) -> tuple[np.ndarray, np.ndarray, float]:
     """Two-sided permutation test of a per-replicate summary between the groups.
 
     Parameters
@@ -374,6 +448,8 @@ def replicate_mean_test(values, target_of_replicate, *, paired: bool, max_labell
     paired : bool
         Unpaired: the difference of the groups' means of replicates, against every (or sampled)
         choice of target replicates. Paired: the mean within-pair difference, against sign flips.
+    blocks : array-like, shape (R,), optional
+        Each replicate's block: relabellings stay within blocks (:func:`replicate_labellings`).
 
     Returns
     -------
@@ -386,7 +462,7 @@ def replicate_mean_test(values, target_of_replicate, *, paired: bool, max_labell
     """
     values = np.asarray(values, dtype=float)
     lab, exact = replicate_labellings(target_of_replicate, paired=paired, max_labellings=max_labellings,
-                                      random_state=random_state)
+                                      random_state=random_state, blocks=blocks)
     if paired:
         d = values[:, 0] - values[:, 1]                     # (R, F)
         signs = np.where(lab, -1.0, 1.0)                     # (L, R)
@@ -398,7 +474,7 @@ def replicate_mean_test(values, target_of_replicate, *, paired: bool, max_labell
     # relative tolerance: labellings that tie with the observed one in exact arithmetic count
     tol = 1e-12 * max(1.0, float(np.abs(stats).max(initial=0.0)))  # F = 0: nothing to test
     pvalue = (np.abs(stats) >= np.abs(obs) - tol).mean(axis=0)
-    return obs, pvalue, labelling_floor(lab, paired=paired, exact=exact)
+    return obs, pvalue, labelling_floor(lab, paired=paired, exact=exact, blocks=blocks)
 
 
 def between_replicate_share(scores, replicates) -> np.ndarray:

@@ -164,6 +164,13 @@ def study_outputs():
     ]
 
 
+def relabel_block(wildcards):
+    """``{'block': <obs column>}`` of an entry with a block and a replicate, else {} (the rule's params unchanged):
+    SPARDA's replicate test and FANGS's replicate enrichment relabel donors only within blocks."""
+    ds = config["datasets"][wildcards.dataset]
+    return {"block": ds["block"]} if ds.get("block") and ds.get("replicate") else {}
+
+
 def pseudobulk_design(wildcards):
     """``{'covariates': [...]}`` of an entry with covariates or a block, else {} (rule pseudobulk's params unchanged)."""
     ds = config["datasets"][wildcards.dataset]

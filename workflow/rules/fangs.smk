@@ -19,7 +19,7 @@ rule fangs:
         h5ad="results/{dataset}/fangs.h5ad",
     params:
         # the samples path is the rule's input, not a parameter of tl.fangs
-        cfg={k: v for k, v in model_params("fangs").items() if k != "samples"},
+        cfg=lambda w: {**{k: v for k, v in model_params("fangs").items() if k != "samples"}, **relabel_block(w)},
         samples_file=bool(_FANGS_USER_SAMPLES),
         seed=config["seed"],
     log:

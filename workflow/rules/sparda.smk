@@ -5,7 +5,7 @@ rule sparda:
     output:
         h5ad="results/{dataset}/sparda.h5ad",
     params:
-        cfg=model_params("sparda"),
+        cfg=lambda w: {**model_params("sparda"), **relabel_block(w)},  # a block: relabelled within it
         seed=config["seed"],
     log:
         "logs/{dataset}/sparda.log",

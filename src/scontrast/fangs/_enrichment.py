@@ -54,7 +54,7 @@ def feature_enrichment(estimate, is_target) -> dict[str, np.ndarray]:
 
 
 def replicate_feature_enrichment(estimate, is_target, replicates, *, paired: bool, max_labellings: int = 9999,
-                                 random_state=None) -> dict[str, np.ndarray]:
+                                 random_state=None, blocks=None) -> dict[str, np.ndarray]:
     """Feature enrichment with the replicate (donor, sample) as the unit.
 
     Each replicate's prevalence of each feature is computed in each group it gives cells to;
@@ -71,13 +71,17 @@ def replicate_feature_enrichment(estimate, is_target, replicates, *, paired: boo
     replicates : (N,) array-like, each cell's replicate
     paired : bool
         Every replicate gives cells to both groups.
+    blocks : (N,) array-like, optional
+        Each cell's block (batch, site; one per replicate): replicates are relabelled only within
+        their block, and the floor follows.
 
     Returns
     -------
     dict of (K,) arrays ``prevalence_target``, ``prevalence_background`` (means over the group's
     replicates), ``difference``, ``pvalue``, ``qvalue``; ``replicate_names`` (R,),
-    ``replicate_prevalence`` (R, K) (paired: (R, 2, K), [target, background]) and the scalar
-    ``pvalue_floor`` (the smallest p-value the labellings allow).
+    ``replicate_prevalence`` (R, K) (paired: (R, 2, K), [target, background]), the scalar
+    ``pvalue_floor`` (the smallest p-value the labellings allow) and, with ``blocks``,
+    ``replicate_blocks`` (R,).
 
     Examples
     --------
@@ -100,6 +104,7 @@ def replicate_feature_enrichment(estimate, is_target, replicates, *, paired: boo
     if t.shape != (E.shape[0],) or reps.shape != (E.shape[0],):
         raise ScontrastError(f"is_target, replicates: expected shape ({E.shape[0]},), got {t.shape} and {reps.shape}")
     names = np.unique(reps)
+    rep_blocks = None if blocks is None else _replicate_blocks(blocks, reps, names)
 
     def prevalence(mask):
         return E[mask].mean(axis=0) if mask.any() else np.full(E.shape[1], np.nan)
@@ -118,8 +123,26 @@ def replicate_feature_enrichment(estimate, is_target, replicates, *, paired: boo
     if np.isnan(values).any():
         raise ScontrastError("replicates: a replicate has no cell in a group it must cover")
     diff, p, floor = replicate_mean_test(values, groups, paired=paired, max_labellings=max_labellings,
-                                         random_state=random_state)
+                                         random_state=random_state, blocks=rep_blocks)
     q = false_discovery_control(p) if p.size else p.copy()
-    return {"prevalence_target": pt, "prevalence_background": pb, "difference": diff, "pvalue": p,
-            "qvalue": np.asarray(q, dtype=float), "replicate_names": names, "replicate_prevalence": values,
-            "pvalue_floor": floor}
+    out = {"prevalence_target": pt, "prevalence_background": pb, "difference": diff, "pvalue": p,
+           "qvalue": np.asarray(q, dtype=float), "replicate_names": names, "replicate_prevalence": values,
+           "pvalue_floor": floor}
+    if rep_blocks is not None:
+        out["replicate_blocks"] = rep_blocks
+    return out
+
+
+def _replicate_blocks(blocks, reps: np.ndarray, names: np.ndarray) -> np.ndarray:
+    """Each replicate's block (R,) from the cells' blocks (N,); a one-line error for a replicate in two blocks."""
+    cells = np.asarray(blocks).astype(str)
+    if cells.shape != reps.shape:
+        raise ScontrastError(f"blocks: expected shape {reps.shape}, got {cells.shape}")
+    out = []
+    for r in names:
+        values = np.unique(cells[reps == r])
+        if values.size > 1:
+            raise ScontrastError(f"blocks: replicate '{r}' is in {values.size} blocks ({', '.join(values[:3])}); "
+                                 "a block is a property of the replicate")
+        out.append(values[0])
+    return np.array(out)

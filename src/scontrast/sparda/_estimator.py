@@ -435,7 +435,7 @@ class SPARDA(_LambdaChoice, _Tests, BaseEstimator):
         return self._direction(Xd, Yd, lam, k, rng)[2]["divergence"]
 
     # --------------------------------------------------------------------- fit
-    def fit(self, X, Y, replicates_x=None, replicates_y=None, paired: bool = False):
+    def fit(self, X, Y, replicates_x=None, replicates_y=None, paired: bool = False, blocks_x=None, blocks_y=None):
         """Fit on target cells ``X`` (n x d) and background cells ``Y`` (m x d).
 
         Parameters
@@ -448,6 +448,9 @@ class SPARDA(_LambdaChoice, _Tests, BaseEstimator):
             hold out whole replicates.
         paired : bool
             Every replicate gives cells to both groups (its labels are swapped under the null).
+        blocks_x, blocks_y : array-like, shapes (n,) and (m,), optional
+            Each cell's block (batch, site; one per replicate): the replicate test's relabellings
+            keep every block's number of target replicates, and its floor follows.
 
         Returns
         -------
@@ -458,15 +461,18 @@ class SPARDA(_LambdaChoice, _Tests, BaseEstimator):
         # little on them, and its spinning threads fight the permutation / CV workers
         # (and other jobs) for the cores.
         with blas_threads(1):
-            return self._fit(X, Y, replicates_x, replicates_y, paired)
+            return self._fit(X, Y, replicates_x, replicates_y, paired, blocks_x, blocks_y)
 
-    def _fit(self, X, Y, replicates_x=None, replicates_y=None, paired=False):
+    def _fit(self, X, Y, replicates_x=None, replicates_y=None, paired=False, blocks_x=None, blocks_y=None):
         X, Y = check_pair(X, Y, min_rows=2)
         rng = check_random_state(self.random_state)
         n, d = X.shape
         m = Y.shape[0]
         given = replicates_x is not None or replicates_y is not None
-        self.replicates_ = Replicates.from_labels(replicates_x, replicates_y, n, m, paired) if given else None
+        if not given and (blocks_x is not None or blocks_y is not None):
+            raise ScontrastError("blocks_x, blocks_y: blocks group replicates; give replicates_x and replicates_y too")
+        self.replicates_ = Replicates.from_labels(replicates_x, replicates_y, n, m, paired, blocks_x,
+                                                  blocks_y) if given else None
         if self.test == "replicate" and self.replicates_ is None:
             raise ScontrastError("test: 'replicate' needs each cell's replicate (fit(X, Y, replicates_x=..., "
                                  "replicates_y=...))")

@@ -33,22 +33,31 @@ class Replicates:
     target : ndarray of bool, shape (R,)
         Unpaired: the replicate's group. Paired: all True (every replicate is in both groups).
     paired : bool
+    blocks : ndarray of str, shape (R,), or None
+        Each replicate's block (batch, site): relabellings keep every block's number of target
+        replicates (:func:`scontrast.design.replicate_labellings`). None: no block.
     """
 
     index: np.ndarray
     names: np.ndarray
     target: np.ndarray
     paired: bool
+    blocks: np.ndarray | None = None
 
     @classmethod
-    def from_labels(cls, replicates_x, replicates_y, n: int, m: int, paired: bool) -> Replicates:
-        """Validate the replicates of the target (``n``) and background (``m``) cells."""
+    def from_labels(cls, replicates_x, replicates_y, n: int, m: int, paired: bool, blocks_x=None,
+                    blocks_y=None) -> Replicates:
+        """Validate the replicates of the target (``n``) and background (``m``) cells, and their blocks.
+
+        ``blocks_x``, ``blocks_y`` (n,), (m,): each cell's block, one per replicate (both or neither).
+        """
         rx = np.asarray(replicates_x).astype(str)
         ry = np.asarray(replicates_y).astype(str)
         if rx.shape != (n,) or ry.shape != (m,):
             raise ScontrastError(f"replicates_x, replicates_y: expected shapes ({n},) and ({m},), got {rx.shape} and "
                                  f"{ry.shape}")
         names, index = np.unique(np.concatenate([rx, ry]), return_inverse=True)
+        blocks = _replicate_blocks(blocks_x, blocks_y, index, names)
         in_x, in_y = np.isin(names, rx), np.isin(names, ry)
         if paired:
             missing = names[~(in_x & in_y)]
@@ -65,25 +74,49 @@ class Replicates:
                 raise ScontrastError(f"replicates: {int(in_x.sum())} target and {int(in_y.sum())} background "
                                      "replicates; a replicate-level test needs at least 2 in each group")
             target = in_x
-        return cls(index=index, names=names, target=target, paired=bool(paired))
+        return cls(index=index, names=names, target=target, paired=bool(paired), blocks=blocks)
 
     def summary(self) -> str:
+        within = "" if self.blocks is None else f", relabelled within {np.unique(self.blocks).size} blocks"
         if self.paired:
-            return f"{self.names.size} replicates, paired"
-        return f"{int(self.target.sum())} target / {int((~self.target).sum())} background replicates"
+            return f"{self.names.size} replicates, paired{within}"
+        return f"{int(self.target.sum())} target / {int((~self.target).sum())} background replicates{within}"
+
+
+def _replicate_blocks(blocks_x, blocks_y, index: np.ndarray, names: np.ndarray) -> np.ndarray | None:
+    """Each replicate's block (R,) from the cells' blocks, or None; a one-line error for a replicate in two blocks."""
+    if blocks_x is None and blocks_y is None:
+        return None
+    if blocks_x is None or blocks_y is None:
+        raise ScontrastError("blocks_x, blocks_y: give both (each cell's block) or neither")
+    cells = np.concatenate([np.asarray(blocks_x, dtype=object), np.asarray(blocks_y, dtype=object)])
+    if cells.shape != index.shape:
+        raise ScontrastError(f"blocks_x, blocks_y: expected {index.size} cells in all, got {cells.size}")
+    if any(v is None or (isinstance(v, float) and np.isnan(v)) for v in cells):
+        raise ScontrastError("blocks_x, blocks_y: a cell has no block (missing value)")
+    cells = cells.astype(str)
+    out = np.empty(names.size, dtype=object)
+    for r in range(names.size):
+        values = np.unique(cells[index == r])
+        if values.size > 1:
+            raise ScontrastError(f"blocks: replicate '{names[r]}' is in {values.size} blocks ({', '.join(values[:3])}); "
+                                 "a block is a property of the replicate")
+        out[r] = values[0]
+    return out.astype(str)
 
 
 def _distinct_labellings(reps: Replicates, max_labellings: int, rng) -> tuple[np.ndarray, bool, int]:
     """The labellings to evaluate, whether they are all of them, and the number they stand for.
 
+    With ``reps.blocks``, unpaired labellings keep every block's number of target replicates.
     With every labelling listed and a statistic symmetric in the two groups, a labelling and its
-    mirror (all swapped, paired; the complement, with as many target as background replicates)
-    give the same statistic; only the half holding the observed labelling's choice for the first
+    mirror (all swapped, paired; the complement, with as many target as background replicates in
+    every block) give the same statistic; only the half holding the observed labelling's choice for the first
     replicate is evaluated, so that ties by symmetry cannot be broken by rounding.
     """
     lab, exact = replicate_labellings(reps.target, paired=reps.paired, max_labellings=max_labellings,
-                                      random_state=rng)
-    if exact and has_mirror(reps.target, paired=reps.paired):
+                                      random_state=rng, blocks=reps.blocks)
+    if exact and has_mirror(reps.target, paired=reps.paired, blocks=reps.blocks):
         lab = lab[lab[:, 0] == lab[0, 0]]
     return lab, exact, lab.shape[0]
 

@@ -18,13 +18,8 @@ relabellings (min-p, Westfall & Young 1993), valid whatever the dependence betwe
 
 from __future__ import annotations
 
-import itertools
-import math
-
 import numpy as np
-import pandas as pd
 
-from ..core import check_random_state
 from ..design import replicate_labellings
 
 __all__ = ["donor_features", "study_labellings", "split_statistics", "rank_pvalues", "min_p"]
@@ -100,7 +95,7 @@ def study_labellings(target_of_donor, *, paired: bool, blocks=None, max_labellin
                      random_state=None) -> tuple[np.ndarray, bool]:
     """Relabellings of the study's donors, row 0 the observed one.
 
-    Without blocks: :func:`scontrast.design.replicate_labellings` (SPARDA's own). Unpaired with
+    :func:`scontrast.design.replicate_labellings` (SPARDA's and FANGS's own). Unpaired with
     ``blocks`` (D,): the target count is kept within each block; every such labelling when there
     are at most ``max_labellings``, else that many drawn at random (row 0 observed). Paired,
     blocks change nothing (a swap stays within its donor).
@@ -120,29 +115,8 @@ def study_labellings(target_of_donor, *, paired: bool, blocks=None, max_labellin
     >>> labellings.shape, exact                              # every choice of 3 of 6 donors
     ((20, 6), True)
     """
-    obs = np.asarray(target_of_donor, dtype=bool)
-    if blocks is None or paired:
-        return replicate_labellings(obs, paired=paired, max_labellings=max_labellings, random_state=random_state)
-    codes = pd.factorize(np.asarray(blocks))[0]
-    groups = [np.flatnonzero(codes == b) for b in np.unique(codes)]
-    total = math.prod(math.comb(g.size, int(obs[g].sum())) for g in groups)
-    if total <= max_labellings:
-        rows = [obs]
-        per_block = [list(itertools.combinations(g, int(obs[g].sum()))) for g in groups]
-        for choice in itertools.product(*per_block):
-            lab = np.zeros(obs.size, dtype=bool)
-            for chosen in choice:
-                lab[list(chosen)] = True
-            if not np.array_equal(lab, obs):
-                rows.append(lab)
-        return np.array(rows), True
-    rng = check_random_state(random_state)
-    out = np.zeros((max_labellings, obs.size), dtype=bool)
-    out[0] = obs
-    for i in range(1, max_labellings):
-        for g in groups:
-            out[i, rng.choice(g, int(obs[g].sum()), replace=False)] = True
-    return out, False
+    return replicate_labellings(np.asarray(target_of_donor, dtype=bool), paired=paired, max_labellings=max_labellings,
+                                random_state=random_state, blocks=blocks)
 
 
 def _top_mean(t2: np.ndarray, top_k: int) -> np.ndarray:

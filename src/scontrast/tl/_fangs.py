@@ -15,6 +15,7 @@ import numpy as np
 from .. import fangs as _fangs
 from ..bounds import check_count
 from ..core import TARGET_KEY, ScontrastError, ScontrastWarning, check_real
+from ..design import cell_blocks
 from ..feature_samples import FeatureSamples, load_samples
 from ._common import fmt, record_params, renamed, replicate_design, result_warnings
 from ._latent_features import INPUT, SAMPLES, cell_rows, samples_from_adata
@@ -92,6 +93,7 @@ def fangs(
     n_top_genes: int = 10,
     fdr: float = 0.05,
     groupby: str = TARGET_KEY,
+    block: str | None = None,
     key_added: str = "fangs",
     random_state: int = 0,
     n_jobs: int | None = 1,
@@ -124,6 +126,10 @@ def fangs(
         (``feature_enriched``).
     groupby
         Boolean obs column of the target/background split.
+    block
+        Categorical obs column of the replicates' blocks (batch, site; one per replicate), with a
+        declared replicate design: the replicate enrichment relabels replicates only within
+        blocks, and its floor follows (``uns['fangs']['feature_replicate_blocks']``). None: no block.
     key_added
         Where the results go: ``obsm[f'{key_added}_features']`` and ``uns[key_added]`` (the
         default gives the names below).
@@ -188,14 +194,15 @@ def fangs(
     """
     groupby = renamed(groupby, key, new_name="groupby", old_name="key", default=TARGET_KEY, who="fangs")
     front, model_params = _checked_params(params, samples=samples, samples_key=samples_key, draws=draws,
-                                          n_top_genes=n_top_genes, fdr=fdr, groupby=groupby, key_added=key_added)
+                                          n_top_genes=n_top_genes, fdr=fdr, groupby=groupby, key_added=key_added,
+                                          block=block)
     adata = adata.copy() if copy else adata
     _estimate_and_record(adata, samples, front, model_params, random_state=random_state, n_jobs=n_jobs)
     return adata if copy else None
 
 
 def _checked_params(params: dict, *, samples, samples_key, draws, n_top_genes, fdr, groupby,
-                    key_added) -> tuple[dict, dict]:
+                    key_added, block=None) -> tuple[dict, dict]:
     """The front end's parameters (as recorded) and the model's, checked before the data is touched."""
     model_params = _fangs_params(params)
     given = None if samples is None else str(samples) if isinstance(samples, (str, os.PathLike)) \
@@ -203,7 +210,7 @@ def _checked_params(params: dict, *, samples, samples_key, draws, n_top_genes, f
     n_top_genes = check_count(n_top_genes, "n_top_genes", 1, "fangs")
     fdr = check_real(fdr, "fdr", 0.0, 1.0, strict_min=True)
     front = dict(samples=given, samples_key=samples_key, draws=draws, n_top_genes=n_top_genes, fdr=fdr,
-                 groupby=groupby, key_added=key_added)
+                 groupby=groupby, key_added=key_added, **({"block": block} if block else {}))
     return front, model_params
 
 
@@ -227,7 +234,8 @@ def _estimate_and_record(adata: ad.AnnData, samples, front: dict, model_params: 
     with result_warnings("fangs") as warned:
         result = _fangs.fangs(S, **model_params, n_jobs=n_jobs, random_state=random_state)
         est, support, chain_labels, extra = _described_estimate(adata, S, result.estimate, chains, key=front["groupby"],
-                                                                fdr=front["fdr"], random_state=random_state)
+                                                                fdr=front["fdr"], random_state=random_state,
+                                                                block=front.get("block"))
     timings = {k: float(v) for k, v in result.timings.items()}
     draws_loss, draws_index = float("nan"), -1
     if front["draws"]:
@@ -262,7 +270,7 @@ def _estimate_and_record(adata: ad.AnnData, samples, front: dict, model_params: 
 
 
 def _described_estimate(adata: ad.AnnData, S: list[np.ndarray], estimate: np.ndarray, chains, *, key: str, fdr: float,
-                        random_state):
+                        random_state, block: str | None = None):
     """The estimate with its features by decreasing size, their support per chain and their counts per group.
 
     Returns ``(est, support, chain_labels, extra)``, ``extra`` holding the per-group counts and,
@@ -278,13 +286,16 @@ def _described_estimate(adata: ad.AnnData, S: list[np.ndarray], estimate: np.nda
         extra = {"feature_n_target": est[is_target].sum(axis=0).astype(np.int64),
                  "feature_n_background": est[~is_target].sum(axis=0).astype(np.int64)}
         if is_target.any() and not is_target.all():
-            extra.update(_enrichment(adata, est, is_target, fdr, random_state))
+            extra.update(_enrichment(adata, est, is_target, fdr, random_state, block))
     return est, support, chain_labels, extra
 
 
-def _enrichment(adata: ad.AnnData, est: np.ndarray, is_target: np.ndarray, fdr: float, random_state) -> dict:
-    """Per-feature enrichment: over replicates when a design is declared, else over cells (Fisher)."""
+def _enrichment(adata: ad.AnnData, est: np.ndarray, is_target: np.ndarray, fdr: float, random_state,
+                block: str | None = None) -> dict:
+    """Per-feature enrichment: over replicates when a design is declared (within ``block``'s blocks), else over cells."""
     design = replicate_design(adata)
+    if design is None and block is not None:
+        raise ScontrastError(f"block '{block}': blocks group replicates, and no replicate is declared")
     if design is None:
         enr = _fangs.feature_enrichment(est, is_target)
         out = {f"feature_{name}": enr[name] for name in (
@@ -293,7 +304,8 @@ def _enrichment(adata: ad.AnnData, est: np.ndarray, is_target: np.ndarray, fdr: 
     else:
         seed = random_state if isinstance(random_state, (int, np.integer)) else 0
         enr = _fangs.replicate_feature_enrichment(est, is_target, design["replicates"], paired=design["paired"],
-                                                  random_state=seed)
+                                                  random_state=seed,
+                                                  blocks=None if block is None else cell_blocks(adata.obs, block))
         if enr["pvalue_floor"] > fdr:
             warnings.warn(
                 f"feature enrichment is tested over replicates ({design['summary']}): the smallest p-value their "
@@ -302,10 +314,13 @@ def _enrichment(adata: ad.AnnData, est: np.ndarray, is_target: np.ndarray, fdr: 
         out = {f"feature_{name}": enr[name] for name in (
             "prevalence_target", "prevalence_background", "difference", "pvalue", "qvalue")}
         out.update(feature_test=("sign-flip permutation of within-replicate differences" if design["paired"]
-                                 else "permutation of replicate labels") + " (replicate-mean prevalence)",
+                                 else "permutation of replicate labels") + " (replicate-mean prevalence)"
+                                + ("" if block is None else f", within the blocks of '{block}'"),
                    feature_unit="replicate", feature_pvalue_floor=float(enr["pvalue_floor"]),
                    feature_replicate_names=enr["replicate_names"], feature_replicate_prevalence=enr["replicate_prevalence"],
                    design=design["summary"])
+        if block is not None:
+            out["feature_replicate_blocks"] = enr["replicate_blocks"]
     out["feature_enriched"] = out["feature_qvalue"] <= fdr
     return out
 

@@ -8,6 +8,8 @@ from collections.abc import Iterator
 import anndata as ad
 import numpy as np
 
+from ..core import ScontrastError
+from ..design import cell_blocks
 from ..sparda import SPARDA
 from ._common import (
     TARGET_KEY,
@@ -32,6 +34,7 @@ def sparda(
     genes: str = "highly_variable",
     layer: str | None = None,
     groupby: str = TARGET_KEY,
+    block: str | None = None,
     key_added: str = "sparda",
     random_state=0,
     n_jobs: int = 1,
@@ -70,6 +73,10 @@ def sparda(
         Work on (and return) a copy.
     key
         Deprecated name of ``groupby`` (a ``FutureWarning``; removed in the next release).
+    block
+        Categorical obs column of the replicates' blocks (batch, site; one per replicate), with
+        a declared replicate design: the replicate test relabels replicates only within blocks
+        and its floor follows (``uns['sparda']['test']['blocks']``). None: no block.
     **params
         Hyper-parameters of :class:`scontrast.sparda.SPARDA` (their defaults are its
         own): ``lam`` (L1 penalty; None with ``k=None`` = chosen by ``cv_rule``), ``k``,
@@ -120,12 +127,13 @@ def sparda(
     adata = adata.copy() if copy else adata
     X, Y, mask = group_matrices(adata, genes=genes, layer=layer, key=groupby, min_cells=2)
     with result_warnings("sparda") as warned:
-        model.fit(X, Y, **_replicates(adata, groupby))
+        model.fit(X, Y, **_replicates(adata, groupby, block))
     names = adata.var_names[mask].to_numpy()
     log.info("sparda: lambda=%.4g, %d genes selected, divergence %.4g, p=%s", model.lam_, model.selected_.size,
              model.divergence_, model.pvalue_)
     columns = _write_directions(adata, model, mask, layer, key_added)
-    _record(adata, model, dict(genes=genes, layer=layer, groupby=groupby, key_added=key_added), random_state, warned,
+    front = dict(genes=genes, layer=layer, groupby=groupby, key_added=key_added, **({"block": block} if block else {}))
+    _record(adata, model, front, random_state, warned,
             mask=mask, names=names,
             n_target=int(X.shape[0]), n_background=int(Y.shape[0]), embedding=columns)
     return adata if copy else None
@@ -297,16 +305,25 @@ def _path_and_test(model: SPARDA, n_target: int, n_background: int) -> dict:
         extra["null_divergences"] = np.asarray(model.null_divergences_, dtype=float)
     if model.test_ is not None:
         extra["test"] = {key_: (np.asarray(v) if isinstance(v, list) else v) for key_, v in model.test_.items()}
+        reps = model.replicates_
+        if model.test_["method"] == "replicate" and reps is not None and reps.blocks is not None:
+            extra["test"]["blocks"] = np.unique(reps.blocks)  # relabelled within these
     return extra
 
 
-def _replicates(adata: ad.AnnData, key: str) -> dict:
-    """``fit``'s replicate keywords from the declared design (none without one: cells are the unit)."""
+def _replicates(adata: ad.AnnData, key: str, block: str | None = None) -> dict:
+    """``fit``'s replicate keywords from the declared design (none without one: cells are the unit), and its blocks."""
     design = replicate_design(adata)
     if design is None:
+        if block is not None:
+            raise ScontrastError(f"block '{block}': blocks group replicates, and no replicate is declared")
         return {}
     t = target_mask(adata, key)
-    return {"replicates_x": design["replicates"][t], "replicates_y": design["replicates"][~t], "paired": design["paired"]}
+    out = {"replicates_x": design["replicates"][t], "replicates_y": design["replicates"][~t], "paired": design["paired"]}
+    if block is not None:
+        blocks = cell_blocks(adata.obs, block)
+        out.update(blocks_x=blocks[t], blocks_y=blocks[~t])
+    return out
 
 
 def summary_rows(adata: ad.AnnData, n_top: int = 10) -> Iterator[tuple[str, str]]:
