@@ -77,3 +77,41 @@ def test_study_tsv_round_trip_and_method_columns(tmp_path):
     assert np.allclose(back["pvalue"].to_numpy(float), res.table["pvalue"].to_numpy(float), rtol=1e-5, equal_nan=True)
     # 3 v 3 donors: 20 relabellings, floor 2/20 = 0.1 above 0.05: said in plain words
     assert all("cannot be found" in n for n in back.loc[back["status"] == "tested", "note"])
+
+
+def _rules() -> set[str]:
+    import re
+
+    return {m for f in (REPO / "workflow" / "rules").glob("*.smk")
+            for m in re.findall(r"^rule (\w+):", f.read_text(), flags=re.M)}
+
+
+def test_grouped_slurm_profile_is_the_slurm_profile_with_every_per_contrast_rule_grouped():
+    profiles = REPO / "workflow" / "profiles"
+    slurm = yaml.safe_load((profiles / "slurm" / "config.yaml").read_text())
+    grouped = yaml.safe_load((profiles / "slurm_grouped" / "config.yaml").read_text())
+    assert {k: v for k, v in grouped.items() if k not in ("groups", "group-components")} == slurm
+    assigned = dict(entry.split("=") for entry in grouped["groups"])
+    study_rules = {"design_check", "study", "study_figure"}  # they read every split: never inside one
+    assert set(assigned) == _rules() - study_rules and set(assigned.values()) == {"contrast"}
+    assert grouped["group-components"] == ["contrast=1"]
+
+
+@pytest.mark.workflow
+def test_grouped_profile_makes_one_group_job_per_split(tmp_path):
+    import subprocess
+
+    _small_study(tmp_path / "study.h5ad")
+    cfg = yaml.safe_load((REPO / "config.yaml").read_text())
+    cfg["datasets"] = {"st": {"path": str(tmp_path / "study.h5ad"), "groupby": "condition", "target": ["case"],
+                              "background": ["control"], "counts": "raw", "replicate": "donor",
+                              "split_by": "cell_type", "subset": {"cell_type": ["B", "NK", "Dendritic"]},
+                              "methods": ["sparda", "pseudobulk"], "preprocess": {"min_genes": 50}}}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
+    proc = subprocess.run([SNAKEMAKE, "-s", str(REPO / "Snakefile"), "-d", str(tmp_path), "--configfile",
+                           str(tmp_path / "config.yaml"), "-n", "--workflow-profile",
+                           str(REPO / "workflow" / "profiles" / "slurm_grouped")], capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout + proc.stderr
+    assert out.count("Group job contrast") == 2  # B and NK (Dendritic cannot be tested): one submission each
