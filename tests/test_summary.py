@@ -143,6 +143,22 @@ def test_dropped_replicates_are_one_row():
         "min_cells_per_replicate=3 in a group); 6 kept"]
 
 
+def test_a_lambda_at_the_sparse_end_is_a_finding_row():
+    """Read from the recorded path (the fit logs it at INFO, not as a warning); the path's other end is not one."""
+    a = _cells()
+    a.var["sparda_weight"] = [0.0, 0.0, 0.9, 0.0]
+    a.uns["sparda"] = {"lam": 0.5, "n_selected": 1, "warnings": np.array([], dtype=object),
+                       "lambda_path": {"lam": np.array([0.5, 0.2, 0.1]), "best_index": 0, "rule": "fraction",
+                                       "chosen_n_selected": 1.0}}
+    table = summarise(a)
+    assert table.query("item == 'lambda at the sparse end'")["value"].tolist() == [
+        "cv_rule='fraction' chose the largest lambda of the path (0.5, 1 gene(s)), its sparse end: the best single "
+        "genes carry the difference"]
+    assert "warning" not in table["item"].tolist()
+    a.uns["sparda"]["lambda_path"]["best_index"] = 1
+    assert "lambda at the sparse end" not in summarise(a)["item"].tolist()
+
+
 def test_no_feature_is_one_sentence():
     a = _cells()
     a.uns["fangs"] = {"n_features": 0, "warnings": np.array([], dtype=object)}

@@ -344,10 +344,26 @@ def _finding_rows(adata: ad.AnnData, method: str) -> Iterator[tuple[str, str, st
     found = _floor_finding(adata) if method == "sparda" else None
     if found:
         yield method, "p-value at its floor", found
+    sparse_end = _sparse_end(adata) if method == "sparda" else None
+    if sparse_end:
+        yield method, "lambda at the sparse end", sparse_end
+        return
     recorded = [str(t) for t in np.asarray(_get(adata.uns[method], "warnings", []), dtype=object).ravel()]
     for m, pattern, item in _FINDINGS:
         if m == method and item is not None:
             yield from ((method, item, t) for t in recorded if pattern.search(t))
+
+
+def _sparse_end(adata: ad.AnnData) -> str | None:
+    """SPARDA's lambda chosen at the sparse end of its path, from ``uns['sparda']['lambda_path']``."""
+    path = _get(adata.uns.get("sparda"), "lambda_path")
+    lam = np.asarray(_get(path, "lam", []), dtype=float).ravel()
+    if lam.size < 2 or int(_get(path, "best_index", -1)) != 0:
+        return None
+    n = _float(_get(path, "chosen_n_selected", np.nan))
+    genes = f", {n:.0f} gene(s)" if np.isfinite(n) else ""
+    return (f"cv_rule={str(_get(path, 'rule', ''))!r} chose the largest lambda of the path ({lam[0]:.3g}{genes}), its "
+            "sparse end: the best single genes carry the difference")
 
 
 def _failed_rows(adata: ad.AnnData):

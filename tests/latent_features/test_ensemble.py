@@ -141,10 +141,14 @@ def test_two_seeds_give_the_same_features():
         assert max(_jaccard(A[:, j] == 1, B[:, c] == 1) for c in range(3)) >= 0.9
 
 
-def test_pure_noise_has_no_stable_feature_and_says_so():
+def test_pure_noise_has_no_stable_feature_and_says_so(caplog):
+    """A finding, logged at INFO (n_features_ = 0 holds it), not a warning: no setting changes it."""
     X = np.random.default_rng(6).normal(size=(400, 20))
-    with pytest.warns(ScontrastWarning, match="no feature is stable over 10 resamples"):
+    with warnings.catch_warnings(), caplog.at_level("INFO", logger="scontrast.latent_features"):
+        warnings.simplefilter("error", ScontrastWarning)
         m = BinaryFactorEnsemble(n_members=10, max_features=3, random_state=0).fit(X)
+    assert [r.levelname for r in caplog.records if "no feature is stable over 10 resamples" in r.getMessage()] == [
+        "INFO"]
     assert m.n_features_ == 0 and all(s.shape == (400, 0) for s in m.samples_)
     assert np.nanmax(m.stability_) < 0.8
 

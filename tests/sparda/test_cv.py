@@ -40,13 +40,16 @@ def test_fraction_rule_is_sparse_where_max_takes_every_gene(seed):
     assert frac.k_ <= 15
 
 
-def test_choice_at_the_end_of_the_path_is_warned():
-    # one gene carries the whole difference: the rule takes the sparse end, and says so
+def test_choice_at_the_end_of_the_path_is_warned(caplog):
+    # one gene carries the whole difference: the rule takes the sparse end and states it as a finding
+    # (an INFO line; no advice can change it), not a warning
     rng = np.random.default_rng(9)
     X, Y = _planted(150, 150, 10, [4], "mean", rng, effect=2.0)
-    with pytest.warns(ScontrastWarning, match="largest lambda of the path"):
+    with warnings.catch_warnings(), caplog.at_level("INFO", logger="scontrast.sparda"):
+        warnings.simplefilter("error", ScontrastWarning)
         model = SPARDA(n_permutations=0, random_state=0).fit(X, Y)
     assert model.cv_results_["best_index"] == 0 and list(model.selected_) == [4]
+    assert [r.levelname for r in caplog.records if "largest lambda of the path" in r.getMessage()] == ["INFO"]
     # the dense end: 'max' on many small shifts takes the smallest lambda
     X, Y = _many_small_shifts(0, d=30, n_diff=30)
     with pytest.warns(ScontrastWarning, match="smallest lambda of the path"):

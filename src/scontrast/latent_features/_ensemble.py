@@ -20,6 +20,7 @@ not grow with the number of cells beyond that.
 
 from __future__ import annotations
 
+import logging
 import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor
@@ -43,6 +44,8 @@ from ..core import (
 )
 from ._binary_factor import assign, fit_member, oriented
 from ._estimator import _subsample
+
+_log = logging.getLogger("scontrast.latent_features")
 
 
 def _member(X: np.ndarray, k: int, seed: int, p: dict) -> dict:
@@ -248,12 +251,12 @@ class BinaryFactorEnsemble(BaseEstimator):
         self.sample_chains_ = np.arange(len(self.samples_), dtype=np.int64) % 2
 
     def _warn(self, p: dict) -> None:
-        """The choices a user should know about, as ``ScontrastWarning``s."""
+        """The choices a user can change, as ``ScontrastWarning``s; no stable feature is logged as a finding."""
         k = self.n_features_
-        if k == 0:
-            warnings.warn(f"latent_features: no feature is stable over {p['n_members']} resamples of the cells "
-                          f"(largest stability {np.nanmax(self.stability_):.2f} < {p['stability']}): the cells show no "
-                          "reproducible binary structure in these genes", ScontrastWarning, stacklevel=3)
+        if k == 0:  # a finding (n_features_ and stability_ hold it, the summary states it), not a warning
+            _log.info(f"latent_features: no feature is stable over {p['n_members']} resamples of the cells "
+                      f"(largest stability {np.nanmax(self.stability_):.2f} < {p['stability']}): the cells show no "
+                      "reproducible binary structure in these genes")
         elif k == p["max_features"]:
             warnings.warn(f"latent_features: the chosen K = {k} is max_features, the edge of the grid: the data may "
                           "support more features (raise max_features)", ScontrastWarning, stacklevel=3)

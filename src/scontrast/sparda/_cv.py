@@ -8,6 +8,7 @@ parallel), with a warning when the rule chooses an end of the path.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import warnings
 
 import numpy as np
@@ -18,6 +19,8 @@ from ..core import ScontrastError, ScontrastWarning, dense, one_blas_thread, pro
 from ..design import stratified_subsample
 from ._replicate import replicate_folds
 from ._wasserstein import wasserstein2_1d
+
+_log = logging.getLogger("scontrast.sparda")
 
 
 class _LambdaChoice:
@@ -159,7 +162,8 @@ class _LambdaChoice:
         return X[ix], Y[iy], reps
 
     def _warn_path_edge(self, cv: dict) -> None:
-        """``ScontrastWarning`` when the rule's choice is an end of the lambda path."""
+        """``ScontrastWarning`` when the rule's choice is the dense end of the lambda path (a smaller lambda may
+        do better); an INFO line when it is the sparse end (the best single genes carry the difference)."""
         lams, best = cv["lam"], cv["best_index"]
         if lams.size < 2:
             return
@@ -169,9 +173,7 @@ class _LambdaChoice:
                 f"cv_rule={self.cv_rule!r} chose the smallest lambda of the path ({lams[best]:.3g}, "
                 f"{size:.0f} genes), its dense end; lower lam_min_ratio or raise n_lambdas to see whether a "
                 "smaller one is better", ScontrastWarning, stacklevel=4)
-        elif best == 0:
-            warnings.warn(
-                f"cv_rule={self.cv_rule!r} chose the largest lambda of the path ({lams[best]:.3g}, "
-                f"{size:.0f} gene(s)), its sparse end: the best single genes carry the difference",
-                ScontrastWarning, stacklevel=4)
+        elif best == 0:  # a finding (cv_results_ and the summary's row state it), not advice
+            _log.info(f"cv_rule={self.cv_rule!r} chose the largest lambda of the path ({lams[best]:.3g}, "
+                      f"{size:.0f} gene(s)), its sparse end: the best single genes carry the difference")
 
