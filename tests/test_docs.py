@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import doctest
 import importlib
+import inspect
 import re
 import sys
 from pathlib import Path
@@ -35,7 +36,11 @@ EXAMPLE_MODULES = [
     "scontrast.latent_features._diagnostics", "scontrast.latent_features._simulate", "scontrast.pseudobulk",
     "scontrast.study._design", "scontrast.sparda._utils", "scontrast.tl._common", "scontrast._matching",
     "scontrast.quadro._screen", "scontrast.study._split", "scontrast.feature_samples", "scontrast.quadro._moments",
-    "scontrast.quadro._scores", "scontrast.study._test", "scontrast.datasets",
+    "scontrast.quadro._scores", "scontrast.study._test", "scontrast.datasets", "scontrast.core",
+    "scontrast.sparda._stability", "scontrast.sparda._relax", "scontrast.sparda._tighten", "scontrast.pcpca._heldout",
+    "scontrast.pcpca._missing", "scontrast.quadro._outer", "scontrast.quadro._solver", "scontrast.latent_features._likelihood",
+    "scontrast.fangs._draws", "scontrast.fangs._support", "scontrast.study._study", "scontrast.study._effect",
+    "scontrast.study._figure",
 ]
 # the public modules whose names the API page must list (constants aside)
 API_MODULES = ["scontrast.tl", "scontrast.pl", "scontrast.sparda", "scontrast.cpca", "scontrast.pcpca", "scontrast.quadro",
@@ -69,6 +74,28 @@ def test_the_api_page_lists_every_public_name():
     for entry in listed:  # and every listed name exists
         module, _, attr = entry.rpartition(".")
         assert hasattr(importlib.import_module(module), attr), entry
+
+
+def _api_entries() -> list[str]:
+    return re.findall(r"^\s+(scontrast\.[\w.]+)$", (REPO / "docs" / "api.md").read_text(), flags=re.M)
+
+
+def test_every_entry_of_the_api_page_has_an_example_that_runs():
+    """Every function, estimator and class the API page lists has an ``Examples`` section, in a module
+    whose examples ``test_docstring_examples_run`` runs."""
+    entries = _api_entries()
+    assert len(entries) > 100  # the page's autosummary lists were read
+    lacking, not_run = [], []
+    for entry in entries:
+        module, _, attr = entry.rpartition(".")
+        obj = getattr(importlib.import_module(module), attr)
+        doc = inspect.getdoc(obj) or ""
+        if not re.search(r"^Examples\n-{3,}\n\s*>>> ", doc, flags=re.M):
+            lacking.append(entry)
+        elif inspect.unwrap(obj).__module__ not in EXAMPLE_MODULES:
+            not_run.append(f"{entry} ({inspect.unwrap(obj).__module__})")
+    assert not lacking, f"API entries without a docstring Examples section: {lacking}"
+    assert not not_run, f"API entries whose module's examples are not run (add it to EXAMPLE_MODULES): {not_run}"
 
 
 def _keys(block: dict, prefix: str = "") -> set[str]:

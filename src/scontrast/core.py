@@ -77,7 +77,18 @@ _VERSIONED = ("scontrast", "numpy", "scipy", "scikit-learn", "anndata", "scanpy"
 
 
 class ScontrastError(ValueError):
-    """A problem with the user's input or configuration; its message is one line."""
+    """A problem with the user's input or configuration; its message is one line.
+
+    Examples
+    --------
+    >>> import numpy as np, anndata as ad
+    >>> import scontrast as sct
+    >>> try:
+    ...     sct.tl.target_mask(ad.AnnData(np.zeros((4, 2))))
+    ... except sct.ScontrastError as err:                      # a ValueError with a one-line message
+    ...     print(err)
+    obs['scontrast_target'] is missing: run scontrast.preprocess first or pass the group column
+    """
 
 
 class CannotRun(ScontrastError):
@@ -96,12 +107,43 @@ class ScontrastWarning(UserWarning):
     not converge, QC that did nothing. Estimators raise it with ``warnings.warn``; the ``tl``
     front ends collect it (with the other warnings of the fit) into ``uns[<method>]['warnings']``
     and the log, and the workflow's summary and report show it.
+
+    Examples
+    --------
+    >>> import numpy as np, pandas as pd, anndata as ad
+    >>> import scontrast as sct
+    >>> rng = np.random.default_rng(0)
+    >>> adata = ad.AnnData(rng.normal(size=(30, 6)), var=pd.DataFrame(index=[f"g{i}" for i in range(6)]))
+    >>> adata.obs["scontrast_target"] = np.arange(30) < 2          # two target cells: one direction of variance
+    >>> sct.tl.cpca(adata, genes="all", alpha=1.0)
+    >>> print(adata.uns["cpca"]["warnings"][0][:78])                # the front end keeps what was warned
+    cpca: the target group has 2 cells, so at most 1 direction(s) carry target var
     """
 
 
 class ScontrastConvergenceWarning(ScontrastWarning):
     """An iterative solver stopped at its iteration cap before its tolerance: the result is its
-    last iterate (filter this class to treat non-convergence apart from other findings)."""
+    last iterate (filter this class to treat non-convergence apart from other findings).
+
+    Examples
+    --------
+    >>> import warnings
+    >>> import scontrast as sct
+    >>> issubclass(sct.ScontrastConvergenceWarning, sct.ScontrastWarning)
+    True
+    >>> import numpy as np
+    >>> from scontrast.pcpca import PCPCA
+    >>> rng = np.random.default_rng(0)
+    >>> X, Y = rng.normal(size=(40, 5)), rng.normal(size=(40, 5))
+    >>> X[0, 0] = np.nan                                       # missing values: fitted by L-BFGS
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("error", sct.ScontrastConvergenceWarning)   # treat non-convergence as an error
+    ...     try:
+    ...         PCPCA(n_components=1, max_iter=1).fit(X, Y)
+    ...     except sct.ScontrastConvergenceWarning as w:
+    ...         print(str(w)[:41])
+    PCPCA: L-BFGS stopped without converging:
+    """
 
 
 def package_versions() -> dict[str, str]:
@@ -210,6 +252,15 @@ def result_warnings(method: str) -> Iterator[list[str]]:
     ``scontrast.<method>`` logger at WARNING (so it reaches the job's log and the terminal) and
     its one-line message is appended to the yielded list, in order, without repeats. Deprecation
     and future warnings of the libraries are passed on untouched.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> import scontrast as sct
+    >>> with sct.tl.result_warnings("my_method") as warned:
+    ...     warnings.warn("alpha: the largest of the grid was chosen", sct.ScontrastWarning)
+    >>> warned
+    ['alpha: the largest of the grid was chosen']
     """
     collected: list[str] = []
     with warnings.catch_warnings(record=True) as caught:

@@ -75,6 +75,17 @@ class Design:
         The kept replicates of each group (paired: the same list twice).
     dropped : dict
         Dropped replicate -> the reason, one line each.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scontrast.design import declare_design
+    >>> design = declare_design(np.repeat(["a", "b", "c", "d", "e"], 4), np.repeat([True, True, True, False, False], 4),
+    ...                         column="donor")
+    >>> type(design).__name__, design.paired, design.target_replicates, design.background_replicates
+    ('Design', False, ('a', 'b', 'c'), ('d', 'e'))
+    >>> int(design.keep.sum()), design.replicates[:5].tolist()
+    (20, ['a', 'a', 'a', 'a', 'b'])
     """
 
     column: str
@@ -459,6 +470,16 @@ def replicate_mean_test(values, target_of_replicate, *, paired: bool, max_labell
         Share of labellings whose |difference| reaches the observed one (observed included).
     floor : float
         The smallest p-value these labellings allow.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scontrast.design import replicate_mean_test
+    >>> values = np.array([[1.0, 0.5], [1.1, 0.4], [0.9, 0.6],     # 3 target donors, 2 features
+    ...                    [0.1, 0.5], [0.0, 0.6], [0.2, 0.4]])    # 3 background donors
+    >>> difference, pvalue, floor = replicate_mean_test(values, np.array([True] * 3 + [False] * 3), paired=False)
+    >>> np.round(difference, 2).tolist(), np.round(pvalue, 2).tolist(), round(floor, 2)   # 20 relabellings: p >= 0.1
+    ([0.9, 0.0], [0.1, 1.0], 0.1)
     """
     values = np.asarray(values, dtype=float)
     lab, exact = replicate_labellings(target_of_replicate, paired=paired, max_labellings=max_labellings,

@@ -111,7 +111,16 @@ def check_samples(samples) -> list[np.ndarray]:
 
 
 def pack_samples(samples) -> tuple[np.ndarray, np.ndarray]:
-    """Samples side by side: ``(Z (N, sum K_b) uint8, n_features (B,) int64)``."""
+    """Samples side by side: ``(Z (N, sum K_b) uint8, n_features (B,) int64)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scontrast.latent_features import pack_samples
+    >>> Z, n_features = pack_samples([np.eye(3, dtype=np.uint8), np.ones((3, 1), np.uint8)])
+    >>> Z.shape, n_features.tolist()                          # 3 + 1 columns side by side
+    ((3, 4), [3, 1])
+    """
     S = check_samples(samples)
     k = np.array([s.shape[1] for s in S], dtype=np.int64)
     Z = np.concatenate(S, axis=1) if k.sum() else np.zeros((S[0].shape[0], 0), dtype=np.uint8)
@@ -119,7 +128,17 @@ def pack_samples(samples) -> tuple[np.ndarray, np.ndarray]:
 
 
 def unpack_samples(Z, n_features) -> list[np.ndarray]:
-    """Inverse of ``pack_samples``: the list of (N, K_b) matrices."""
+    """Inverse of ``pack_samples``: the list of (N, K_b) matrices.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scontrast.latent_features import pack_samples, unpack_samples
+    >>> samples = [np.eye(3, dtype=np.uint8), np.ones((3, 1), np.uint8)]
+    >>> back = unpack_samples(*pack_samples(samples))
+    >>> all(np.array_equal(a, b) for a, b in zip(back, samples))
+    True
+    """
     Z = np.asarray(Z)
     k = np.asarray(n_features)
     if Z.ndim != 2:
@@ -134,7 +153,20 @@ def unpack_samples(Z, n_features) -> list[np.ndarray]:
 
 @dataclass
 class FeatureSamples:
-    """Posterior samples of a feature allocation read from a samples file."""
+    """Posterior samples of a feature allocation read from a samples file.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> import numpy as np
+    >>> from scontrast.latent_features import load_samples, save_samples
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     path = os.path.join(folder, "samples.npz")
+    ...     save_samples(path, [np.eye(3, dtype=np.uint8)], cell_names=["a", "b", "c"])
+    ...     read = load_samples(path)
+    >>> type(read).__name__, read.n_features.tolist(), read.cell_names.tolist()
+    ('FeatureSamples', [3], ['a', 'b', 'c'])
+    """
 
     samples: list
     cell_names: np.ndarray | None = None
@@ -217,7 +249,20 @@ def _check_npz_size(path: Path) -> None:
 
 
 def load_samples(path) -> FeatureSamples:
-    """Read a samples file written by ``save_samples`` (or by hand in that format)."""
+    """Read a samples file written by ``save_samples`` (or by hand in that format).
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> import numpy as np
+    >>> from scontrast.latent_features import load_samples, save_samples
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     path = os.path.join(folder, "samples.npz")
+    ...     save_samples(path, [np.ones((4, 1), np.uint8), np.zeros((4, 2), np.uint8)], log_joint=[-10.0, -9.5])
+    ...     read = load_samples(path)
+    >>> [Z.shape for Z in read.samples], read.log_joint.tolist()
+    ([(4, 1), (4, 2)], [-10.0, -9.5])
+    """
     path = Path(path)
     if not path.is_file():
         raise ScontrastError(f"samples file '{path}': does not exist")

@@ -87,6 +87,17 @@ def sample_covariates(obs: pd.DataFrame, columns, is_target, replicates, samples
     A covariate must be constant within a pseudo-sample (a donor-level covariate: sex, age,
     batch); one that is not is a one-line error naming it. Numeric columns with more than two
     values stay numeric (a slope in the design), others become categories.
+
+    Examples
+    --------
+    >>> import numpy as np, pandas as pd
+    >>> from scontrast.pseudobulk import pseudobulk_counts, sample_covariates
+    >>> is_target = np.repeat([True, False], 6)
+    >>> donors = np.tile(np.repeat(["d1", "d2", "d3"], 2), 2)
+    >>> _, samples = pseudobulk_counts(np.ones((12, 2)), is_target, donors, gene_names=["g0", "g1"])
+    >>> obs = pd.DataFrame({"sex": np.tile(np.repeat(["F", "M", "F"], 2), 2)})   # one value per donor
+    >>> sample_covariates(obs, ["sex"], is_target, donors, samples)["sex"].tolist()
+    ['F', 'F', 'M', 'M', 'F', 'F']
     """
     group = np.where(np.asarray(is_target, dtype=bool), "target", "background")
     keys = pd.Series([f"{r}|{g}" for r, g in zip(np.asarray(replicates).astype(str), group)], index=obs.index)
@@ -135,6 +146,20 @@ def deseq2(summed: pd.DataFrame, samples: pd.DataFrame, *, paired: bool, min_tot
         ``pvalue``, ``padj``; NaN for untested genes.
     design : str
         The formula used.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scontrast.pseudobulk import deseq2, pseudobulk_counts
+    >>> rng = np.random.default_rng(0)
+    >>> counts = rng.poisson(5.0, size=(120, 100)).astype(float)
+    >>> is_target = np.repeat([True, False], 60)
+    >>> counts[is_target, :5] = rng.poisson(20.0, size=(60, 5))    # genes g0-g4 four times higher in the target
+    >>> donors = np.tile(np.repeat(["d1", "d2", "d3"], 20), 2)     # each donor gives cells to both groups
+    >>> summed, samples = pseudobulk_counts(counts, is_target, donors, gene_names=[f"g{i}" for i in range(100)])
+    >>> res, formula = deseq2(summed, samples, paired=True)
+    >>> formula, sorted(res.nsmallest(5, "padj").index)
+    ('~replicate + group', ['g0', 'g1', 'g2', 'g3', 'g4'])
     """
     from pydeseq2.dds import DeseqDataSet
     from pydeseq2.default_inference import DefaultInference

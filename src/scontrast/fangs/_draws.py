@@ -48,6 +48,16 @@ def draws(samples, a: float = 1.0, n_jobs: int | None = 1) -> FangsResult:
     FangsResult
         ``index`` is the chosen sample; ``details['expected_losses']`` holds
         every sample's expected loss (B,).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scontrast.fangs import draws
+    >>> truth = np.array([[1, 0], [1, 1], [0, 1], [0, 0]], dtype=np.uint8)
+    >>> samples = [truth, truth, truth[:, :1]]                 # two samples agree, one lost a feature
+    >>> result = draws(samples)
+    >>> result.index in (0, 1), result.estimate.shape        # the best single sample is one of the two
+    (True, (4, 2))
     """
     t0 = time.perf_counter()
     a, jobs = _check_params(a, n_jobs)

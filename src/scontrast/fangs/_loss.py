@@ -158,6 +158,16 @@ def expected_loss(samples, estimate, a: float = 1.0) -> float:
     -------
     float
         ``mean_b faro_loss(estimate, samples[b], a)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scontrast.fangs import expected_loss
+    >>> Z = np.array([[1, 0], [1, 1], [0, 1]], dtype=np.uint8)
+    >>> expected_loss([Z, Z], Z)                               # an estimate equal to every sample loses nothing
+    0.0
+    >>> bool(expected_loss([Z, Z], Z[:, :1]) > 0)
+    True
     """
     a = _check_a(a)
     S = check_samples(samples)

@@ -49,6 +49,16 @@ class FangsResult:
         ``initial_losses``), ``sweetened_losses``, ``iterations`` and
         ``accepted`` flips per sweetening, ``n_jobs``. Draws:
         ``expected_losses`` (B,), every sample's expected loss.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scontrast.fangs import fangs
+    >>> rng = np.random.default_rng(0)
+    >>> truth = (rng.random((30, 2)) < 0.5).astype(np.uint8)
+    >>> result = fangs([truth ^ (rng.random(truth.shape) < 0.05) for _ in range(10)], random_state=0)
+    >>> type(result).__name__, result.method, result.estimate.dtype, bool(result.expected_loss >= 0)
+    ('FangsResult', 'fangs', dtype('uint8'), True)
     """
 
     estimate: np.ndarray

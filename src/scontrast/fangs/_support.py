@@ -24,6 +24,16 @@ def feature_loadings(X, estimate, sigma_x: float, sigma_a: float, intercept: boo
     change feature k makes to each column (gene), in X's units. With ``intercept`` the
     model has a baseline shared by all cells (a column of ones with the same prior, as in
     ``LinearGaussianIBP(intercept=True)``): row k is then the change from the baseline.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scontrast.fangs import feature_loadings
+    >>> rng = np.random.default_rng(0)
+    >>> Z = (rng.random((200, 1)) < 0.5).astype(np.uint8)
+    >>> X = Z @ np.array([[2.0, 0.0, -1.0]]) + rng.normal(scale=0.1, size=(200, 3))   # the feature adds (2, 0, -1)
+    >>> (np.round(feature_loadings(X, Z, sigma_x=0.1, sigma_a=1.0), 1) + 0.0).tolist()
+    [[2.0, 0.0, -1.0]]
     """
     sigma_x, sigma_a = _check_loadings_params(sigma_x, sigma_a)
     E = _as_binary(estimate, "estimate").astype(np.float64)

@@ -37,6 +37,19 @@ def collapsed_log_likelihood(X, Z, sigma_x: float, sigma_a: float) -> float:
     X is N(0, sigma_a^2 Z Z' + sigma_x^2 I).
 
     X (N, D) float, Z (N, K) binary.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scipy.stats import multivariate_normal
+    >>> from scontrast.latent_features import collapsed_log_likelihood
+    >>> rng = np.random.default_rng(0)
+    >>> Z = (rng.random((8, 2)) < 0.5).astype(float)
+    >>> X = rng.normal(size=(8, 3))
+    >>> value = collapsed_log_likelihood(X, Z, sigma_x=0.5, sigma_a=1.0)
+    >>> cov = Z @ Z.T + 0.25 * np.eye(8)                      # each column of X is N(0, sigma_a^2 ZZ' + sigma_x^2 I)
+    >>> bool(np.isclose(value, multivariate_normal(np.zeros(8), cov).logpdf(X.T).sum()))
+    True
     """
     X = np.asarray(X, dtype=np.float64)
     Z = np.asarray(Z, dtype=np.float64)
@@ -73,6 +86,14 @@ def ibp_log_prob(Z, alpha: float) -> float:
         ``K log a - sum_h log K_h! - a H_N + sum_k [log (N - m_k)! + log (m_k - 1)! - log N!]``
         (Griffiths and Ghahramani 2011, eq. 14), K_h the number of columns
         with history h.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scontrast.latent_features import ibp_log_prob
+    >>> # one customer: the number of dishes is Poisson(alpha), so P(no dish) = exp(-alpha), P(one dish) = alpha exp(-alpha)
+    >>> round(ibp_log_prob(np.zeros((1, 0)), alpha=2.0), 6), round(ibp_log_prob(np.ones((1, 1)), alpha=2.0), 6)
+    (-2.0, -1.306853)
     """
     Z = np.asarray(Z, dtype=np.uint8)
     n = Z.shape[0]

@@ -35,6 +35,18 @@ def heldout_loglik(estimator, X, Y, holdout_fraction=0.2, random_state=None):
     dict with ``n_heldout`` (int), ``heldout_loglik`` and ``heldout_loglik_ppca`` (floats,
     NaN when the split is too small or a fit on it fails) and ``heldout_note`` (str: why a
     value is NaN, '' when none is).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scontrast.pcpca import PCPCA, heldout_loglik
+    >>> rng = np.random.default_rng(0)
+    >>> X, Y = rng.normal(size=(100, 6)), rng.normal(size=(100, 6))
+    >>> X[:, 0] += rng.normal(scale=2.0, size=100)            # variation only the target has
+    >>> model = PCPCA(n_components=1, gamma_prime=0.5, random_state=0).fit(X, Y)
+    >>> out = heldout_loglik(model, X, Y, holdout_fraction=0.2, random_state=0)
+    >>> out["n_heldout"], bool(np.isfinite(out["heldout_loglik"]) and np.isfinite(out["heldout_loglik_ppca"]))
+    (20, True)
     """
     check_is_fitted(estimator)
     holdout_fraction = check_real(holdout_fraction, "holdout_fraction", 0.0, 1.0, strict_max=True)

@@ -149,6 +149,18 @@ def observed_loglik(X, Y, W, sigma2, gamma):
     Returns
     -------
     float, the objective of the paper's last section (with its log(2 pi) terms).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scipy.stats import multivariate_normal
+    >>> from scontrast.pcpca import observed_loglik
+    >>> rng = np.random.default_rng(0)
+    >>> X, Y = rng.normal(size=(20, 3)), rng.normal(size=(15, 3))
+    >>> W, sigma2 = rng.normal(size=(3, 1)), 0.5
+    >>> value = observed_loglik(X, Y, W, sigma2, gamma=0.0)   # gamma = 0: the PPCA log-likelihood of X
+    >>> bool(np.isclose(value, multivariate_normal(np.zeros(3), W @ W.T + sigma2 * np.eye(3)).logpdf(X).sum()))
+    True
     """
     data = _stack(np.asarray(X, float), np.asarray(Y, float), gamma)
     return _loglik_and_grad(np.asarray(W, float), float(sigma2), data, grad=False)[0]

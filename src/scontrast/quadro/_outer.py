@@ -64,6 +64,17 @@ class OutOfFold:
     fold_fitted : ndarray of shape (k,), int
         The samples each outer model learned from (fewer than its training fold's with
         ``max_cells``; empty when not nested).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scontrast.quadro import QUADRO, cross_validated_scores
+    >>> rng = np.random.default_rng(0)
+    >>> X, y = rng.normal(size=(60, 4)), np.repeat([1, 0], 30)
+    >>> X[y == 1, 0] += 2.0
+    >>> res = cross_validated_scores(QUADRO(cv=3, lambda_grid=[1.0, 0.1], lambda2=1.0), X, y, cv=3, random_state=0)
+    >>> type(res).__name__, len(res.fold_features), type(res.final).__name__
+    ('OutOfFold', 3, 'QUADRO')
     """
 
     decision: np.ndarray
@@ -105,6 +116,20 @@ def cross_validated_scores(estimator: QUADRO, X, y, cv: int = 5, *, nested: bool
     Returns
     -------
     OutOfFold
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scontrast.quadro import QUADRO, balanced_error, cross_validated_scores
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(120, 6))
+    >>> y = np.repeat([1, 0], 60)
+    >>> X[y == 1, :2] *= 3.0                                  # genes 0 and 1 spread more in class 1
+    >>> res = cross_validated_scores(QUADRO(cv=3, lambda_grid=[1.0, 0.1], lambda2=1.0), X, y, cv=3, random_state=0)
+    >>> res.decision.shape, res.fold_lambdas.shape            # every sample scored by a model that never saw it
+    ((120,), (3, 2))
+    >>> bool(balanced_error(y == 1, res.predicted == 1) < 0.3)
+    True
     """
     cv = check_int(cv, "cv", 2)
     check_option(nested, "nested", [True, False])

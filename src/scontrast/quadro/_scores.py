@@ -68,7 +68,17 @@ def error_threshold(scores: np.ndarray, is_two: np.ndarray, balanced: bool = Fal
 
 
 def balanced_error(is_two: np.ndarray, predicted_two: np.ndarray) -> float:
-    """Mean of the two classes' error rates (1 - balanced accuracy); (n,) bool arrays."""
+    """Mean of the two classes' error rates (1 - balanced accuracy); (n,) bool arrays.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scontrast.quadro import balanced_error
+    >>> truth = np.array([True] * 2 + [False] * 8)
+    >>> always_false = np.zeros(10, dtype=bool)               # 80% right, but blind to the small class
+    >>> balanced_error(truth, always_false)
+    0.5
+    """
     is_two = np.asarray(is_two, dtype=bool)
     predicted_two = np.asarray(predicted_two, dtype=bool)
     rates = [float(np.mean(predicted_two[m] != is_two[m])) for m in (~is_two, is_two) if m.any()]

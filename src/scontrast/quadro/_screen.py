@@ -197,6 +197,18 @@ class RayleighScreen(SelectorMixin, BaseEstimator):
     marginal_ : (d,) :func:`marginal_rayleigh`; pairs_ : list of ``(i, j, z)``, the
     co-expression pairs kept; support_ : (d,) bool, the kept ones (ties broken by
     column order).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scontrast.quadro import RayleighScreen
+    >>> rng = np.random.default_rng(0)
+    >>> X, y = rng.normal(size=(200, 10)), np.repeat([0, 1], 100)
+    >>> X[y == 1, 3] += 1.5                                   # feature 3 shifts in class 1
+    >>> X[y == 1, 7] *= 3.0                                   # feature 7 spreads in class 1
+    >>> screen = RayleighScreen(k=2).fit(X, y)
+    >>> np.flatnonzero(screen.support_).tolist()
+    [3, 7]
     """
 
     def __init__(self, k=50, gamma=None, class_weight="balanced", n_pair_genes=500):

@@ -35,6 +35,15 @@ class RayleighProblem:
     ``|Omega|_1`` does. ``f(x) = pi L_1 + (1-pi) L_2`` is a homogeneous
     quadratic, ``f(x) = x' H x``, and the constraint ``M_2 - M_1 = 1`` is
     ``<a, x> = 1`` with ``a = [S2 - S1 + mu2 mu2' - mu1 mu1', -2 (mu2 - mu1)]``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scontrast.quadro import RayleighProblem, estimate_moments
+    >>> rng = np.random.default_rng(0)
+    >>> problem = RayleighProblem(estimate_moments(rng.normal(size=(80, 3)), rng.normal(size=(80, 3)) + 1.0))
+    >>> problem.size, problem.a.shape                         # Omega (3 x 3) and delta (3) packed
+    (12, (12,))
     """
 
     def __init__(self, moments: Moments):
@@ -195,7 +204,18 @@ def _prox_l1_affine(v: np.ndarray, a: np.ndarray, tau: np.ndarray, theta0: float
 
 @dataclass
 class RayleighSolution:
-    """Result of ``solve_rayleigh``."""
+    """Result of ``solve_rayleigh``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scontrast.quadro import RayleighProblem, estimate_moments, solve_rayleigh
+    >>> rng = np.random.default_rng(0)
+    >>> problem = RayleighProblem(estimate_moments(rng.normal(size=(80, 3)), rng.normal(size=(80, 3)) + 1.0))
+    >>> sol = solve_rayleigh(problem, lambda1=0.1, lambda2=0.1)
+    >>> type(sol).__name__, sol.Omega.shape, sol.delta.shape, sol.converged
+    ('RayleighSolution', (3, 3), (3,), True)
+    """
 
     Omega: np.ndarray
     delta: np.ndarray
@@ -365,6 +385,18 @@ def solve_rayleigh(problem: RayleighProblem, lambda1: float, lambda2: float, x0:
     -------
     RayleighSolution with ``multiplier`` nu such that
     ``grad f(x) + nu a + lambda * subgradient |x|_1 = 0`` at the optimum.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scontrast.quadro import RayleighProblem, estimate_moments, solve_rayleigh
+    >>> rng = np.random.default_rng(0)
+    >>> X1, X2 = rng.normal(size=(100, 3)), rng.normal(size=(100, 3))
+    >>> X2[:, 0] += 1.5                                       # the classes differ in the mean of feature 0
+    >>> problem = RayleighProblem(estimate_moments(X1, X2))
+    >>> sol = solve_rayleigh(problem, lambda1=0.5, lambda2=0.05)
+    >>> bool(np.isclose(problem.a @ sol.x, 1.0)), int(np.argmax(np.abs(sol.delta)))   # M_2 - M_1 = 1 holds
+    (True, 0)
     """
     if lambda1 < 0 or lambda2 < 0:
         raise ScontrastError(f"lambda1, lambda2: expected non-negative penalties, got {lambda1!r} and {lambda2!r}")

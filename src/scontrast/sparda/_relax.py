@@ -171,6 +171,17 @@ def relax_supergradient(X: np.ndarray, Y: np.ndarray, B: np.ndarray, S: np.ndarr
     G : ndarray, shape (d, d)
         ``W_M(B)``.
     potentials : tuple or None
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scontrast.sparda import relax_supergradient, projected_divergence
+    >>> rng = np.random.default_rng(0)
+    >>> X, Y = rng.normal(size=(30, 3)), rng.normal(size=(25, 3)) + [1.0, 0.0, 0.0]
+    >>> beta = np.array([1.0, 0.0, 0.0])
+    >>> F, G, _ = relax_supergradient(X, Y, np.outer(beta, beta))
+    >>> G.shape, bool(np.isclose(F, projected_divergence(X, Y, beta)))   # at B = beta beta', F is D(beta)
+    ((3, 3), True)
     """
     if S is None:
         S = X.T @ X / X.shape[0] + Y.T @ Y / Y.shape[0]
@@ -242,6 +253,17 @@ def relax(
         eigenvalues of the best ``B``, in (0, 1]: 1 means rank one, the relaxation is
         tight; the same as top eigenvalue over trace when ``B`` is psd),
         ``history`` (objective per step).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scontrast.sparda import relax
+    >>> rng = np.random.default_rng(0)
+    >>> X, Y = rng.normal(size=(40, 4)), rng.normal(size=(40, 4))
+    >>> X[:, 2] *= 3.0                                        # the groups differ along gene 2
+    >>> out = relax(X, Y, lam=0.0, max_iter=50)
+    >>> out["B"].shape, int(np.argmax(np.abs(out["beta"])))
+    ((4, 4), 2)
     """
     n, d = X.shape
     m = Y.shape[0]

@@ -79,6 +79,17 @@ def stability_selection(X, Y, *, lam=None, k=None, n_subsamples=50, n_jobs=1, ra
     mean_weight : ndarray, shape (d,)
         Mean over the fits of the gene's absolute weight (largest over directions; 0 when
         not selected); only with ``return_weights=True``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scontrast.sparda import stability_selection
+    >>> rng = np.random.default_rng(0)
+    >>> X, Y = rng.normal(size=(60, 8)), rng.normal(size=(60, 8))
+    >>> X[:, 0] *= 3.0                                        # gene 0 is more spread out in the target
+    >>> freq = stability_selection(X, Y, k=1, n_subsamples=10, random_state=0)
+    >>> freq.shape, int(np.argmax(freq)), float(freq[0])      # gene 0 chosen in every half-subsample
+    ((8,), 0, 1.0)
     """
     X, Y = check_pair(X, Y, min_rows=4)
     if lam is None and k is None:

@@ -148,6 +148,17 @@ def tighten(
         ``beta`` (d,), ``divergence`` ``D(beta)``, ``objective`` ``J(beta)``,
         ``start_divergence`` / ``start_objective`` at the (truncated) start,
         ``n_iter`` (gradient evaluations).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scontrast.sparda import tighten
+    >>> rng = np.random.default_rng(0)
+    >>> X, Y = rng.normal(size=(40, 4)), rng.normal(size=(40, 4))
+    >>> X[:, 2] *= 3.0
+    >>> out = tighten(X, Y, beta0=np.full(4, 0.5))            # from a flat start, no sparsity constraint
+    >>> int(np.argmax(np.abs(out["beta"]))), bool(out["divergence"] > out["start_divergence"])
+    (2, True)
     """
     beta0 = np.asarray(beta0, dtype=float)
     if k is None:

@@ -169,6 +169,19 @@ def divergence_gradient(X, Y, beta) -> tuple[float, np.ndarray]:
     -------
     D : float
     grad : ndarray, shape (d,)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scontrast.sparda import divergence_gradient, projected_divergence
+    >>> rng = np.random.default_rng(0)
+    >>> X, Y = rng.normal(size=(50, 3)), rng.normal(size=(40, 3)) + [1.0, 0.0, 0.0]
+    >>> beta = np.array([0.8, 0.6, 0.0])
+    >>> D, grad = divergence_gradient(X, Y, beta)
+    >>> bool(np.isclose(D, projected_divergence(X, Y, beta))), grad.shape
+    (True, (3,))
+    >>> bool(np.isclose(grad @ beta, 2 * D))                  # D is 2-homogeneous in beta (Euler)
+    True
     """
     px = np.asarray(X @ beta).ravel()
     py = np.asarray(Y @ beta).ravel()

@@ -48,6 +48,21 @@ def check_confounding(units: pd.DataFrame, columns: Sequence[str], *, role: str 
     Returns
     -------
     The warning messages issued (``ScontrastWarning``), one per strongly associated column.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> import scontrast as sct
+    >>> from scontrast.study import check_confounding
+    >>> units = pd.DataFrame({"condition": ["target"] * 3 + ["background"] * 3,
+    ...                       "sex": ["F", "M", "F", "M", "F", "M"], "batch": ["b1"] * 3 + ["b2"] * 3})
+    >>> check_confounding(units, ["sex"])                        # balanced: nothing to say
+    []
+    >>> try:
+    ...     check_confounding(units, ["batch"])                  # each batch holds one condition only
+    ... except sct.ScontrastError as err:
+    ...     print(str(err)[:38])
+    covariate 'batch' determines the condi
     """
     said = []
     both = units["condition"].nunique() == 2
@@ -183,6 +198,20 @@ def design_table(obs: pd.DataFrame, *, groupby: str, target: Sequence[str], back
     ``n_labellings``, ``pvalue_floor``, ``testable`` and ``verdict`` (plain words); its
     ``attrs['warnings']`` holds the confounding warnings. Raises when a column is absent or a
     covariate or block determines the condition.
+
+    Examples
+    --------
+    >>> import numpy as np, pandas as pd
+    >>> from scontrast.study import design_table
+    >>> obs = pd.DataFrame({"condition": np.repeat(["case", "control"], 40),
+    ...                     "donor": np.repeat([f"D{i}" for i in range(8)], 10),
+    ...                     "cell_type": np.tile(np.repeat(["B", "T"], 5), 8)})
+    >>> design = design_table(obs, groupby="condition", target=["case"], background=["control"], replicate="donor",
+    ...                       split_by="cell_type")
+    >>> design[["split", "group", "n_donors", "n_cells", "testable"]].values.tolist()
+    [['B', 'target', 4, 20, True], ['B', 'background', 4, 20, True], ['T', 'target', 4, 20, True], ['T', 'background', 4, 20, True]]
+    >>> round(float(design.loc[0, "pvalue_floor"]), 4)           # 4 against 4 donors: 70 relabellings, 2 extreme
+    0.0286
     """
     from ._split import split_folders
 

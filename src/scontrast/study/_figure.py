@@ -14,6 +14,22 @@ def plot_ranking(table: pd.DataFrame, global_pvalue: float | None = None, *, alp
     Tested splits top to bottom by rank: the effect (0 = no difference) with its jackknife
     interval, filled and starred when padj < ``alpha``, labelled with p and padj; skipped splits
     listed below with their reason. Returns the Figure.
+
+    Examples
+    --------
+    >>> import numpy as np, pandas as pd, anndata as ad
+    >>> from scontrast.datasets import simulate_study
+    >>> from scontrast.study import plot_ranking, run_study
+    >>> rng = np.random.default_rng(0)
+    >>> obs = pd.DataFrame({"cell_type": np.repeat(["B", "T"], 60)}, index=[f"c{i}" for i in range(120)])
+    >>> cells = ad.AnnData(rng.poisson(3.0, size=(120, 50)).astype(np.float32), obs=obs,
+    ...                    var=pd.DataFrame(index=[f"g{i}" for i in range(50)]))
+    >>> study = simulate_study(cells, n_target=4, n_background=4, cells_per_donor=15, gene_pool=20, random_state=0)
+    >>> res = run_study(study, groupby="condition", target=["case"], background=["control"], replicate="donor",
+    ...                 split_by="cell_type", n_genes=30)
+    >>> fig = plot_ranking(res.table, res.global_pvalue)
+    >>> type(fig).__name__
+    'Figure'
     """
     import matplotlib
 

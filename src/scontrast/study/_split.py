@@ -14,7 +14,22 @@ __all__ = ["read_obs", "subset_mask", "split_folders"]
 
 
 def read_obs(path) -> pd.DataFrame:
-    """The cells' annotations (obs) of an ``.h5ad``, never its matrices (a study reads them per split)."""
+    """The cells' annotations (obs) of an ``.h5ad``, never its matrices (a study reads them per split).
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> import numpy as np, pandas as pd, anndata as ad
+    >>> from scontrast.study import read_obs
+    >>> adata = ad.AnnData(np.ones((4, 3), np.float32), obs=pd.DataFrame({"donor": ["a", "a", "b", "b"]},
+    ...                                                                  index=["c0", "c1", "c2", "c3"]))
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     path = os.path.join(folder, "cells.h5ad")
+    ...     adata.write_h5ad(path)
+    ...     obs = read_obs(path)                                     # the annotations only
+    >>> obs["donor"].tolist()
+    ['a', 'a', 'b', 'b']
+    """
     import h5py
     from anndata.io import read_elem
 
@@ -60,7 +75,14 @@ def _folder(value: str) -> str:
 
 
 def split_folders(values: Sequence) -> dict[str, str]:
-    """``{value: folder}`` for the values of a split column, folders distinct (a suffix when two clash)."""
+    """``{value: folder}`` for the values of a split column, folders distinct (a suffix when two clash).
+
+    Examples
+    --------
+    >>> from scontrast.study import split_folders
+    >>> split_folders(["CD4 T", "CD4/T", "B cells"])             # safe folder names; a clash gets a suffix
+    {'B cells': 'B_cells', 'CD4 T': 'CD4_T', 'CD4/T': 'CD4_T_2'}
+    """
     out: dict[str, str] = {}
     taken: set[str] = set()
     for value in sorted(map(str, values)):
@@ -78,6 +100,20 @@ def read_subset(path, subset: Mapping[str, Sequence] | None):
 
     The file is opened backed (:func:`scontrast.io.read_h5ad`), the rows chosen from its obs and
     copied out, and the file closed; a split of a large study never holds the whole matrix.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> import numpy as np, pandas as pd, anndata as ad
+    >>> from scontrast.study import read_subset
+    >>> adata = ad.AnnData(np.arange(12, dtype=np.float32).reshape(4, 3),
+    ...                    obs=pd.DataFrame({"donor": ["a", "a", "b", "b"]}, index=["c0", "c1", "c2", "c3"]))
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     path = os.path.join(folder, "cells.h5ad")
+    ...     adata.write_h5ad(path)
+    ...     sub = read_subset(path, {"donor": ["b"]})              # only donor b's rows are read
+    >>> sub.obs_names.tolist(), np.asarray(sub.X)[:, 0].tolist()
+    (['c2', 'c3'], [6.0, 9.0])
     """
     from ..io import read_h5ad
 

@@ -42,6 +42,23 @@ class StudyResult:
         Plain sentences: the global answer and every split whose floor keeps it from the
         corrected level.
     params : dict
+
+    Examples
+    --------
+    >>> import numpy as np, pandas as pd, anndata as ad
+    >>> from scontrast.datasets import simulate_study
+    >>> from scontrast.study import run_study
+    >>> rng = np.random.default_rng(0)
+    >>> obs = pd.DataFrame({"cell_type": np.repeat(["B", "T"], 60)}, index=[f"c{i}" for i in range(120)])
+    >>> cells = ad.AnnData(rng.poisson(3.0, size=(120, 50)).astype(np.float32), obs=obs,
+    ...                    var=pd.DataFrame(index=[f"g{i}" for i in range(50)]))
+    >>> study = simulate_study(cells, n_target=4, n_background=4, cells_per_donor=15, gene_pool=20, random_state=0)
+    >>> res = run_study(study, groupby="condition", target=["case"], background=["control"], replicate="donor",
+    ...                 split_by="cell_type", n_genes=30)
+    >>> type(res).__name__, res.table.shape[0], res.design.shape[0]   # a row per split; a row per split and group
+    ('StudyResult', 2, 4)
+    >>> res.findings[0].startswith("global p-value")
+    True
     """
 
     table: pd.DataFrame
@@ -54,7 +71,14 @@ class StudyResult:
 
 
 def bh_adjust(pvalues) -> np.ndarray:
-    """Benjamini-Hochberg adjusted p-values (n,) of ``pvalues`` (n,)."""
+    """Benjamini-Hochberg adjusted p-values (n,) of ``pvalues`` (n,).
+
+    Examples
+    --------
+    >>> from scontrast.study import bh_adjust
+    >>> bh_adjust([0.01, 0.04, 0.03]).tolist()                   # p * n / rank, then monotone from the largest
+    [0.03, 0.04, 0.04]
+    """
     p = np.asarray(pvalues, dtype=float)
     return sps.false_discovery_control(p, method="bh") if p.size else p
 
@@ -184,6 +208,25 @@ def run_study(adata, *, groupby: str, target: Sequence[str], background: Sequenc
     Returns
     -------
     :class:`StudyResult`
+
+    Examples
+    --------
+    >>> import numpy as np, pandas as pd, anndata as ad
+    >>> from scontrast.datasets import simulate_study
+    >>> from scontrast.study import run_study
+    >>> rng = np.random.default_rng(0)
+    >>> obs = pd.DataFrame({"cell_type": np.repeat(["B", "T"], 60)}, index=[f"c{i}" for i in range(120)])
+    >>> cells = ad.AnnData(rng.poisson(3.0, size=(120, 50)).astype(np.float32), obs=obs,
+    ...                    var=pd.DataFrame(index=[f"g{i}" for i in range(50)]))
+    >>> study = simulate_study(cells, n_target=4, n_background=4, cells_per_donor=15, gene_pool=20,
+    ...                        effects=[{"cell_type": "T", "kind": "mean", "n_genes": 5, "fold": 4}], random_state=0)
+    >>> res = run_study(study, groupby="condition", target=["case"], background=["control"], replicate="donor",
+    ...                 split_by="cell_type", n_genes=30)
+    >>> res.table.loc[0, "split"], res.n_labellings, res.exact    # T (the planted effect) ranks first; 8 choose 4
+    ('T', 70, True)
+    >>> planted = set(study.uns["simulation"]["effects"]["0"]["genes"])
+    >>> len(planted & set(res.table.loc[0, "top_genes"].split(", "))) >= 3
+    True
     """
     obs = adata.obs
     mask = subset_mask(obs, subset)
@@ -251,7 +294,20 @@ def run_study(adata, *, groupby: str, target: Sequence[str], background: Sequenc
 
 
 def design_rows(design: pd.DataFrame) -> pd.DataFrame:
-    """The study table's rows from the design check: counts filled, results empty, untestable splits skipped."""
+    """The study table's rows from the design check: counts filled, results empty, untestable splits skipped.
+
+    Examples
+    --------
+    >>> import numpy as np, pandas as pd
+    >>> from scontrast.study import design_rows, design_table
+    >>> obs = pd.DataFrame({"condition": np.repeat(["case", "control"], 40),
+    ...                     "donor": np.repeat([f"D{i}" for i in range(8)], 10),
+    ...                     "cell_type": np.tile(np.repeat(["B", "T"], 5), 8)})
+    >>> design = design_table(obs, groupby="condition", target=["case"], background=["control"], replicate="donor",
+    ...                       split_by="cell_type")
+    >>> design_rows(design)[["split", "status", "n_target_replicates", "n_background_replicates"]].values.tolist()
+    [['B', 'tested', 4, 4], ['T', 'tested', 4, 4]]
+    """
     rows = []
     for value, d in design.groupby("value", sort=True):
         t = d[d["group"] == "target"].iloc[0]
@@ -267,7 +323,26 @@ def design_rows(design: pd.DataFrame) -> pd.DataFrame:
 
 
 def rank_and_say(table: pd.DataFrame, global_p: float, *, alpha: float, n_labellings: int, exact: bool):
-    """Rank the tested splits (by padj, then p, then effect) and the plain sentences a reader needs."""
+    """Rank the tested splits (by padj, then p, then effect) and the plain sentences a reader needs.
+
+    Examples
+    --------
+    >>> import numpy as np, pandas as pd, anndata as ad
+    >>> from scontrast.datasets import simulate_study
+    >>> from scontrast.study import rank_and_say, run_study
+    >>> rng = np.random.default_rng(0)
+    >>> obs = pd.DataFrame({"cell_type": np.repeat(["B", "T"], 60)}, index=[f"c{i}" for i in range(120)])
+    >>> cells = ad.AnnData(rng.poisson(3.0, size=(120, 50)).astype(np.float32), obs=obs,
+    ...                    var=pd.DataFrame(index=[f"g{i}" for i in range(50)]))
+    >>> study = simulate_study(cells, n_target=4, n_background=4, cells_per_donor=15, gene_pool=20,
+    ...                        effects=[{"cell_type": "T", "kind": "mean", "n_genes": 5, "fold": 4}], random_state=0)
+    >>> res = run_study(study, groupby="condition", target=["case"], background=["control"], replicate="donor",
+    ...                 split_by="cell_type", n_genes=30)
+    >>> table, findings = rank_and_say(res.table, res.global_pvalue, alpha=0.05, n_labellings=res.n_labellings,
+    ...                                exact=res.exact)
+    >>> table["split"].tolist(), table["rank"].tolist()
+    (['T', 'B'], [1.0, 2.0])
+    """
     table = table.copy()
     tested = table["status"] == "tested"
     order = table[tested].sort_values(["padj", "pvalue", "effect"], ascending=[True, True, False],

@@ -47,6 +47,18 @@ def build_estimator(cls, params: dict[str, Any], **fixed):
     ``params`` are the user's model parameters (a config block or ``**kwargs`` of a
     ``tl`` function); ``fixed`` are what the front end itself sets (``random_state``,
     ``n_jobs``).
+
+    Examples
+    --------
+    >>> import scontrast as sct
+    >>> from scontrast.cpca import CPCA
+    >>> sct.tl.build_estimator(CPCA, {"n_components": 3}, random_state=0).n_components
+    3
+    >>> try:
+    ...     sct.tl.build_estimator(CPCA, {"n_component": 3})
+    ... except sct.ScontrastError as err:
+    ...     print(str(err)[:50])
+    CPCA: unknown parameter(s) ['n_component']; it tak
     """
     valid = cls._get_param_names()
     unknown = sorted(set(params) - set(valid))
@@ -97,6 +109,23 @@ def replicate_design(adata: ad.AnnData) -> dict | None:
     Returns ``{'column', 'paired', 'summary', 'replicates'}`` where ``replicates`` (n_obs,) str
     is each cell's replicate (``obs['scontrast_replicate']``); None when no replicate is declared
     (the unit is the cell).
+
+    Examples
+    --------
+    >>> import numpy as np, pandas as pd, anndata as ad
+    >>> import scontrast as sct
+    >>> rng = np.random.default_rng(0)
+    >>> obs = pd.DataFrame({"condition": np.repeat(["disease", "healthy"], 60),
+    ...                     "donor": np.tile(np.repeat(["d1", "d2", "d3"], 20), 2)}, index=[f"c{i}" for i in range(120)])
+    >>> adata = ad.AnnData(rng.poisson(5.0, size=(120, 100)).astype(np.float32), obs=obs,
+    ...                    var=pd.DataFrame(index=[f"g{i}" for i in range(100)]))
+    >>> pre = sct.preprocess(adata, groupby="condition", target=["disease"], background=["healthy"], counts="raw",
+    ...                      replicate="donor", paired=True, min_genes=10, n_top_genes=50)
+    >>> design = sct.tl.replicate_design(pre)
+    >>> design["column"], design["paired"], sorted(set(design["replicates"]))
+    ('donor', True, ['d1', 'd2', 'd3'])
+    >>> sct.tl.replicate_design(ad.AnnData(np.zeros((3, 2)))) is None   # no replicate declared: the cell is the unit
+    True
     """
     from ..design import REPLICATE_KEY
 
@@ -256,6 +285,17 @@ def record_params(adata: ad.AnnData, method: str, params: dict, random_state, wa
 
     ``warnings`` (from :func:`result_warnings`) is stored as ``uns[method]['warnings']``, an
     array of one-line messages (empty when there were none).
+
+    Examples
+    --------
+    >>> import numpy as np, anndata as ad
+    >>> import scontrast as sct
+    >>> adata = ad.AnnData(np.zeros((3, 2)))
+    >>> entry = sct.tl.record_params(adata, "my_method", {"n_components": 2}, random_state=0, score=0.5)
+    >>> sorted(adata.uns["my_method"])
+    ['params', 'random_state', 'score', 'versions', 'warnings']
+    >>> adata.uns["my_method"]["params"], "numpy" in adata.uns["my_method"]["versions"]
+    ({'n_components': 2}, True)
     """
     entry = {
         "params": _h5_safe(dict(params)),

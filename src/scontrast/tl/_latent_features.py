@@ -173,6 +173,13 @@ def latent_features_params(cfg: dict) -> dict:
 
     The block holds the front end's settings, ``method`` and one block of settings per method
     (``ensemble``, ``ibp``); only the chosen method's block is passed on, flattened.
+
+    Examples
+    --------
+    >>> import scontrast as sct
+    >>> block = {"method": "ensemble", "genes": "highly_variable", "ensemble": {"max_features": 4}, "ibp": {"n_iter": 500}}
+    >>> sct.tl.latent_features_params(block)                  # only the chosen method's settings, flattened
+    {'method': 'ensemble', 'genes': 'highly_variable', 'max_features': 4}
     """
     method = cfg.get("method", "ensemble")
     if method not in METHODS:
@@ -282,7 +289,22 @@ def _strata(adata: ad.AnnData) -> np.ndarray | None:
 
 def samples_from_adata(adata: ad.AnnData, key: str = "latent_features") -> list[np.ndarray]:
     """The samples written by ``latent_features(adata, key_added=key)``: a list of (n_obs, K_b), rows in
-    the order of ``adata.obs_names``."""
+    the order of ``adata.obs_names``.
+
+    Examples
+    --------
+    >>> import numpy as np, pandas as pd, anndata as ad
+    >>> import scontrast as sct
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(200, 12))
+    >>> X[rng.random(200) < 0.4, :4] += 3.0               # a programme of g0-g3 in 40% of the cells
+    >>> adata = ad.AnnData(X, var=pd.DataFrame(index=[f"g{i}" for i in range(12)]))
+    >>> adata.obs["scontrast_target"] = np.arange(200) < 100
+    >>> sct.tl.latent_features(adata, genes="all", random_state=0)
+    >>> samples = sct.tl.samples_from_adata(adata)
+    >>> len(samples) > 0, samples[0].shape[0]                 # one binary (cells x K) matrix per sample
+    (True, 200)
+    """
     info = adata.uns.get(key)
     if not isinstance(info, dict) or SAMPLES not in info or "n_features" not in info:
         raise ScontrastError(f"samples: none under uns['{key}']['{SAMPLES}'] and uns['{key}']['n_features']; "
