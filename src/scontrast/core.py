@@ -446,6 +446,10 @@ TERMINAL = "scontrast_terminal"
 #: step of a few seconds needs no progress, and a burst of lines with one timestamp says nothing.
 PROGRESS_AFTER = 5.0
 
+#: Seconds a loop runs before its progress lines reach a workflow run's terminal too (:data:`TERMINAL`): the
+#: job's log has every line; the terminal, which shows every job of a run, only the steps a user waits for.
+TERMINAL_AFTER = 30.0
+
 
 def progress(iterable, *, total: int | None = None, desc: str, logger: str = "scontrast", every: float = 0.1,
              seconds: float = 30.0, after: float | None = None):
@@ -455,7 +459,8 @@ def progress(iterable, *, total: int | None = None, desc: str, logger: str = "sc
     ``after`` seconds (default :data:`PROGRESS_AFTER`): each time another ``every`` of the
     ``total`` steps is done, at most one line every ``after`` seconds, the last step always, and
     after a step that ends ``seconds`` or more after the last line (a long loop's tenth can take
-    hours: its log, a SLURM job's, still moves). A loop shorter than ``after`` logs nothing. In
+    hours: its log, a SLURM job's, still moves). A loop shorter than ``after`` logs nothing; a line
+    reaches a workflow run's terminal once the loop has run :data:`TERMINAL_AFTER` seconds. In
     a Jupyter notebook it also shows a tqdm bar. ``total`` defaults to ``len(iterable)``.
     """
     if total is None:
@@ -486,7 +491,7 @@ def progress(iterable, *, total: int | None = None, desc: str, logger: str = "sc
                 rate = done / elapsed if elapsed > 0 else float("inf")
                 left = (total - done) / rate if total and rate > 0 else 0.0
                 log.info("%s: %d/%d (%.3g/s, about %.0f s left)", desc, done, total, rate, left,
-                         extra={TERMINAL: True})
+                         extra={TERMINAL: elapsed >= TERMINAL_AFTER})
     finally:
         if bar is not None:
             bar.close()
