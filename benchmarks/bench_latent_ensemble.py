@@ -9,7 +9,7 @@ Everything runs at the library defaults of ``tl.latent_features`` (method ``'ens
 
 - ``agreement``: the contrasts of ``benchmarks.bench_latent_real`` but its timing one (pbmc68k CD14+ Mono vs
   CD19+ B, pbmc68k Dendritic random halves, wu2020 Tumor vs NAT: seeds 0, 1, 2; pbmc3k B vs CD14 Mono and CD4 T
-  random halves when /work/shared/data/pbmc3k_raw.h5ad is present: seeds 0, 1), 13 contrast-seed runs.
+  random halves (``data/pbmc3k_celltypes.h5ad``): seeds 0, 1), 13 contrast-seed runs.
   Each run is repeated with seed + 100 and the two answers compared: the findings (FANGS features
   held at >= 0.8 by both ensemble halves, ``uns['fangs']['feature_supported']``) of each matched in the other
   with Jaccard >= 0.8 (``fangs.feature_support``), and the FARO loss between the two FANGS estimates (a = 1)
@@ -35,7 +35,7 @@ import warnings
 
 import numpy as np
 
-from benchmarks.bench_latent_real import PBMC3K, contrasts, planted_programmes, programme_recovery
+from benchmarks.bench_latent_real import contrasts, planted_programmes, programme_recovery
 
 AGREEMENT_SEEDS = {"shipped": (0, 1, 2), "pbmc3k": (0, 1)}
 SECOND_SEED = 100
@@ -166,9 +166,6 @@ def growth_part(sizes=(1000, None, 10_000, 50_000)) -> None:
     from benchmarks.bench_latent_real import stratified_subsample
     from scontrast.tl._latent_features import gene_matrix
 
-    if not PBMC3K.exists():
-        _print(f"\n{PBMC3K} is not available (not shipped): the growth part is skipped")
-        return
     name, full = next((n, a) for n, a, kind in contrasts(False) if kind == "timing")
     X, names = gene_matrix(full, "highly_variable", 50)
     target = full.obs["scontrast_target"].to_numpy(bool)

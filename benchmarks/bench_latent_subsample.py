@@ -6,8 +6,8 @@ Output is printed; the committed copy is benchmarks/results/bench_latent_subsamp
 The default ``max_cells`` (5,000) is above every real contrast at hand, so the effect is measured
 by setting it to a third of each contrast's cells: ``tl.latent_features`` + ``tl.fangs`` at the
 defaults (seed 0, 2 threads) on all cells and with ``max_cells`` = ``fraction`` x cells, on the
-real contrasts of ``benchmarks.bench_latent_real`` (pbmc68k and wu2020 shipped; pbmc3k when
-/work/shared/data holds it) and its planted programmes (3,000 cells). Per contrast: time, split
+real contrasts of ``benchmarks.bench_latent_real`` (pbmc68k, wu2020 and pbmc3k, all shipped in
+``data/``) and its planted programmes (3,000 cells). Per contrast: time, split
 R-hat, FANGS K, enriched features, largest prevalence difference (``bench_latent_real.run_one``),
 and per feature of the full run its best match in the subsample run: the share of cells on which
 the two agree (a feature or its complement) and the Jaccard index of their top genes.
