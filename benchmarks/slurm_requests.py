@@ -2,7 +2,7 @@
 
 Run (after a bench_scale run left its work directory, every rule's output in it):
     PYTHONPATH=. .venv/bin/python -m benchmarks.slurm_requests --workdir /tmp/scale50k \
-        [--measure <clone to run the jobs with>] [--old-repo <clone of the code before>] [--out FILE]
+        [--measure <clone to run the jobs with>] [--old-repo <a clone sizing jobs by per_input_mb>] [--out FILE]
 
 1. The requests at the work directory's size are the workflow's own: for each rule, a dry run
    ``snakemake -n --forcerun <rule> --until <rule>`` (its inputs exist, so its ``mem_mb`` is
@@ -11,8 +11,8 @@ Run (after a bench_scale run left its work directory, every rule's output in it)
    (scontrast._workflow.input_sizes) scaled to that size: X and every layer to the X recorded
    in benchmarks/results/bench_scale_200k.txt (the same non-zeros in X and the counts), the rest
    (obs, var, uns, the deltas' entries: a few MB) by the ratio of cells; then the new request is
-   scontrast._workflow.memory_request_mb with the rule's MEMORY entry, the old one the old formula
-   (per_input_mb x X + everything else, per_input_mb parsed from --old-repo's rule files).
+   scontrast._workflow.memory_request_mb with the rule's MEMORY entry, the old one per_input_mb x X +
+   everything else (per_input_mb parsed from --old-repo's rule files).
 3. The peaks: those bench_scale recorded at both sizes (Snakemake's benchmark files: RSS sampled
    every second for 30 s, then every 30 s, so a longer job's peak can be missed), and with
    ``--measure`` each rule rerun alone in the work directory, its exact peak RSS (the kernel's
@@ -170,7 +170,7 @@ def _at_size(work: Path, repo: Path, say, lines: list, out: Path | None) -> int:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--workdir", type=Path, required=True, help="a finished bench_scale work directory")
-    p.add_argument("--old-repo", type=Path, default=None, help="a clone of the code before, for its requests")
+    p.add_argument("--old-repo", type=Path, default=None, help="a clone whose rules size jobs by per_input_mb, for its requests")
     p.add_argument("--measure", type=Path, default=None, metavar="REPO",
                    help="rerun each rule alone with the code of REPO (a clone) for its exact peak")
     p.add_argument("--out", type=Path, default=None)
