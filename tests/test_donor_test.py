@@ -13,10 +13,13 @@ from scontrast.design import replicate_labellings
 from scontrast.donor_test import (
     _natural_spline_basis,
     _trigamma_inverse,
+    donor_test,
+    family_t,
     location_statistics,
     location_test,
     min_p_combination,
     moderated_t,
+    replicate_features,
     replicate_means,
     set_pvalues,
     squeeze_var,
@@ -235,3 +238,105 @@ def test_location_test_finds_a_planted_shift_and_holds_its_level():
     rejections = sum(location_test(base + rng.normal(0, 0.3, size=(8, G)), np.arange(8) < 4, paired=False)["pvalue"]
                      <= 0.1 for _ in range(60))
     assert rejections < 12
+
+
+# --------------------------------------------------------------------------- the donor test
+@pytest.mark.parametrize("rows", [8192, 7])
+def test_replicate_features_sparse_equals_dense_and_direct(rows, monkeypatch):
+    """Each family against a direct per-replicate computation; sparse (in row blocks) equals dense."""
+    import scontrast.donor_test
+
+    monkeypatch.setattr(scontrast.donor_test, "_ROWS", rows)
+    rng = np.random.default_rng(11)
+    X = sp.random(80, 9, density=0.35, random_state=12, format="csr")
+    X.data = np.log1p(X.data * 5)
+    rep = np.repeat(np.arange(4), 20)
+    tgt = np.tile(np.arange(20) < 9, 4)
+    dense = X.toarray()
+    paired = replicate_features([X[:33], X[33:]], rep, tgt, 4, paired=True)
+    again = replicate_features(dense, rep, tgt, 4, paired=True)
+    for f in ("location", "spread", "detected"):
+        np.testing.assert_allclose(paired[f], again[f], rtol=1e-12, atol=1e-12)
+        assert paired[f].shape == (4, 2, 9)
+    for r in range(4):
+        for g, cells in ((0, (rep == r) & tgt), (1, (rep == r) & ~tgt)):
+            np.testing.assert_allclose(paired["location"][r, g], np.log1p(np.expm1(dense[cells]).mean(axis=0)))
+            np.testing.assert_allclose(paired["spread"][r, g], dense[cells].std(axis=0), atol=1e-12)
+            np.testing.assert_allclose(paired["detected"][r, g], (dense[cells] > 0).mean(axis=0))
+    unpaired = replicate_features(X, rep, rng.random(80) < 2, 4, paired=False)
+    np.testing.assert_allclose(unpaired["spread"][2], dense[rep == 2].std(axis=0), atol=1e-12)
+    with pytest.raises(ScontrastError, match="replicate features: a replicate .* has no cell"):
+        replicate_features(dense, rep, tgt, 5, paired=False)
+
+
+def test_family_t_of_paired_differences_is_limmas_one_sample_t():
+    """Paired differences without a covariate: limma's squeezeVar with a constant prior (written out in
+    _reference_squeeze), then ``dbar / sqrt(s2_post / R)``, for every sign flip checked."""
+    rng = np.random.default_rng(13)
+    R, G = 6, 40
+    D = rng.normal(0.2, 1.0, size=(R, G)) * rng.uniform(0.3, 2.0, G)
+    lab, _ = replicate_labellings(np.ones(R, bool), paired=True)
+    t, df = family_t(D, lab, paired=True)
+    for row in (0, 7, 33):
+        d = np.where(lab[row][:, None], -D, D)
+        s2 = d.var(axis=0, ddof=1)
+        post, d0 = _reference_squeeze(s2, R - 1)
+        np.testing.assert_allclose(t[row], d.mean(axis=0) / np.sqrt(post / R), rtol=1e-7)
+        assert df[row] == pytest.approx(d0 + R - 1, rel=1e-7)
+
+
+def _relabelled_pvalues(features, lab, paired, **kw):
+    """The donor test's p-value with each labelling of ``lab`` taken as the observed one (rows reordered so it is
+    first: the set of labellings is the same, only which member is observed changes)."""
+    out = []
+    for row in range(lab.shape[0]):
+        order = np.r_[row, np.delete(np.arange(lab.shape[0]), row)]
+        out.append(donor_test(features, lab[order], paired=paired, **kw)["pvalue"])
+    return np.array(out)
+
+
+@pytest.mark.parametrize("design", ["unpaired", "paired", "blocks"])
+def test_donor_test_is_exact_over_its_relabellings(design):
+    """Exactness by brute force: every labelling taken in turn as the observed one; under the null each is equally
+    likely, so P(p <= a) = #{labellings with p <= a} / L must be at most a at every a. Unpaired 4 vs 4 (70), paired
+    5 donors (32 sign flips), and 3 + 3 donors in two blocks of 3 + 3 (400 labellings keeping each block's count)."""
+    rng = np.random.default_rng(14)
+    if design == "paired":
+        feats = {"location": rng.normal(size=(5, 2, 30)), "spread": rng.gamma(2.0, size=(5, 2, 30))}
+        lab, exact = replicate_labellings(np.ones(5, bool), paired=True)
+        kw = {}
+    else:
+        R = 8 if design == "unpaired" else 12
+        feats = {"location": rng.normal(size=(R, 30)), "spread": rng.gamma(2.0, size=(R, 30))}
+        blocks = None if design == "unpaired" else np.repeat(["a", "b"], 6)
+        target = np.arange(R) % (2 if blocks is not None else R) < (1 if blocks is not None else 4)
+        lab, exact = replicate_labellings(target, paired=False, blocks=blocks, max_labellings=10_000)
+        kw = {"top_k": 3, "weights": [2.0, 1.0]}
+    assert exact and lab.shape[0] == {"unpaired": 70, "paired": 32, "blocks": 400}[design]
+    p = _relabelled_pvalues(feats, lab, design == "paired", **kw)
+    L = lab.shape[0]
+    for a in np.arange(1, L + 1) / L:
+        assert np.mean(p <= a + 1e-12) <= a + 1e-12
+    # not trivially conservative: the smallest p-values are near the floor the set allows
+    assert p.min() <= 4 / L
+
+
+def test_donor_test_finds_a_mean_shift_and_a_spread_change_and_records_its_parts():
+    rng = np.random.default_rng(15)
+    R, G = 12, 300
+    base = rng.uniform(0.2, 3.0, G)
+    loc = np.log1p(base + rng.normal(0, 0.1, size=(R, G)) * base)
+    spread = 0.5 + rng.normal(0, 0.05, size=(R, G))
+    target = np.arange(R) < 6
+    lab, exact = replicate_labellings(target, paired=False)
+    null = donor_test({"location": loc, "spread": spread}, lab, paired=False, exact=exact)
+    assert null["floor"] == pytest.approx(2 / 924) and set(null["parts"]) == {"location", "spread"}
+    shifted = loc.copy()
+    shifted[target, 5] += 0.8
+    res = donor_test({"location": shifted, "spread": spread}, lab, paired=False, exact=exact)
+    assert res["parts"]["location"] <= 3 / 924 and res["pvalue"] <= 0.01
+    assert int(np.argmax(np.abs(res["t"]["location"]))) == 5 and res["statistics"].shape == (924, 2)
+    wider = spread.copy()
+    wider[target, 9] += 0.3
+    res = donor_test({"location": loc, "spread": wider}, lab, paired=False, exact=exact)
+    assert res["parts"]["spread"] <= 3 / 924 and res["pvalue"] <= 0.01 and res["parts"]["location"] > 0.01

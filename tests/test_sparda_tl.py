@@ -239,23 +239,27 @@ def test_front_end_tests_per_replicate_on_wu2020_paired_by_patient(tmp_path):
     assert "per replicate (6 replicates, paired; all of 32 relabellings, smallest possible p 0.03125)" in \
         rows["p-value (replicate test)"]
     assert not bool(test["subsampled"]) and int(test["n_cells"].sum()) == adata.n_obs
-    # three parts over the same 32 swaps, each p-value a multiple of 1/32; the location part's genes by name, HSPA1B
-    # (pseudobulk's smallest p on these patients) among them; the distributional parts alone were 3/32
-    assert list(test["parts"]) == ["location", "divergence", "shape"]
+    # the donor test's two families over the same 32 swaps, each p-value a multiple of 1/32 (location 5/32, spread
+    # 8/32, min-p 7/32); the location part's genes by name, HSPA1B (pseudobulk's smallest p on these patients)
+    # among them
+    assert list(test["parts"]) == ["location", "spread"] and "distribution_pvalue" not in test
     assert all(float(v) * 32 == pytest.approx(round(float(v) * 32)) for v in test["parts"].values())
-    assert adata.uns["sparda"]["pvalue"] == pytest.approx(4 / 32) and test["distribution_pvalue"] == pytest.approx(3 / 32)
+    assert adata.uns["sparda"]["pvalue"] == pytest.approx(7 / 32)
     assert "HSPA1B" in list(test["location_genes"][:3]) and set(test["location_genes"]) <= set(adata.var_names)
-    assert "p-values of the parts (location, divergence, shape)" in rows and "HSPA1B (+" in \
+    assert set(test["spread_genes"]) <= set(adata.var_names)
+    assert "p-values of the parts (location, spread)" in rows and "HSPA1B (+" in \
         rows["location part's genes (moderated t, max-T adjusted p)"]
-    # test_max_cells below half the cells: the relabellings use one share of every patient and group, said in
-    # uns, the written file and the summary; the fit is the same
+    # with SPARDA's distributional parts (test_distribution) and test_max_cells below half the cells: those parts'
+    # relabellings use one share of every patient and group, said in uns, the written file and the summary; the
+    # fit is the same
     sub = adata.copy()
-    sparda(sub, test_max_cells=40, random_state=0)
+    sparda(sub, test_max_cells=40, test_distribution=True, random_state=0)
     t = sub.uns["sparda"]["test"]
     assert bool(t["subsampled"]) and 70 <= int(t["n_cells"].sum()) <= 90 and int(t["n_labellings"]) == 32
     np.testing.assert_array_equal(sub.var["sparda_weight"], adata.var["sparda_weight"])
-    # the location part reads every cell's replicate means whatever the share the other parts relabel
+    # the donor test reads every cell whatever the share the other parts relabel
     np.testing.assert_array_equal(t["location_t"], test["location_t"])
+    assert list(t["parts"]) == ["location", "spread", "divergence", "shape"] and 0 < t["distribution_pvalue"] <= 1
     assert f"each on {int(t['n_cells'][0])} + {int(t['n_cells'][1])} cells, one share of every replicate and group" \
         in dict(summary_rows(sub))["p-value (replicate test)"]
     io.write_h5ad(sub, tmp_path / "sub.h5ad")

@@ -21,7 +21,14 @@ statistics (e.g. this one and SPARDA's distributional parts) over the same relab
 - :func:`squeeze_var` -- limma's empirical-Bayes variances for many sets of genes' variances at once;
 - :func:`location_statistics` -- max ``|t|`` of every labelling, for a given labelling matrix;
 - :func:`location_test` -- the whole test on replicate means: p-value, floor, each gene's t and
-  its max-T adjusted p-value.
+  its max-T adjusted p-value;
+- :func:`replicate_features` -- per-replicate feature families from the cells in one pass:
+  ``location`` (pseudobulk), ``spread`` (the sd of log-normalised expression) and ``detected``
+  (the share of cells expressing the gene);
+- :func:`family_t`, :func:`family_statistics` -- a moderated t per feature of one family under
+  every labelling, and each family's statistic (the mean of its ``top_k`` largest ``t^2``);
+- :func:`donor_test` -- the donor-level test: the families' statistics combined by min-p over one
+  matrix of relabellings (exact), each family's p-value and the observed t of every feature.
 
 numpy in, numpy out (no AnnData).
 """
@@ -43,12 +50,19 @@ __all__ = [
     "location_test",
     "set_pvalues",
     "min_p_combination",
+    "replicate_features",
+    "family_t",
+    "family_statistics",
+    "donor_test",
+    "FAMILIES",
 ]
 
 
 
 # cells transformed and summed at once by replicate_means (bounds the copy expm1 makes)
 _ROWS = 8192
+# statistics within this relative distance tie (set_pvalues)
+_TIES = 1e-9
 
 
 def _trend_df(n_genes: int) -> int:
@@ -218,43 +232,12 @@ def moderated_t(means: np.ndarray, labellings: np.ndarray, *, paired: bool) -> t
     df_total : ndarray, shape (L,)
         ``d0 + df`` of every labelling (the moderated t's degrees of freedom).
     """
-    lab = np.asarray(labellings, dtype=bool)
     M = np.asarray(means, dtype=float)
-    R = M.shape[0]
-    if paired:
-        if M.ndim != 3 or M.shape[1] != 2:
-            raise ScontrastError(f"moderated t: paired means must have shape (R, 2, G), got {M.shape}")
-        D = M[:, 0] - M[:, 1]
-        cov = M.mean(axis=(0, 1))
-        signs = np.where(lab, -1.0, 1.0)
-        dbar = signs @ D / R
-        df = R - 1
-        # the sum of squares does not depend on the signs
-        s2 = np.maximum((D * D).sum(axis=0)[None, :] - R * dbar * dbar, 0.0) / df
-        post, d0, _ = squeeze_var(s2, df, cov)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            t = np.where(post > 0, dbar / np.sqrt(post / R), 0.0)
-        return t, d0 + df
-    if M.ndim != 2:
+    if paired and (M.ndim != 3 or M.shape[1] != 2):
+        raise ScontrastError(f"moderated t: paired means must have shape (R, 2, G), got {M.shape}")
+    if not paired and M.ndim != 2:
         raise ScontrastError(f"moderated t: unpaired means must have shape (R, G), got {M.shape}")
-    cov = M.mean(axis=0)
-    C = M - cov  # centred: the sums of squares below lose no digits
-    w = lab.astype(float)
-    rt = w.sum(axis=1, keepdims=True)
-    rb = R - rt
-    if rt.min() < 1 or rb.min() < 1:
-        raise ScontrastError("moderated t: a labelling leaves a group without replicates")
-    mt = (w @ C) / rt
-    mb = ((1.0 - w) @ C) / rb
-    df = R - 2
-    if df < 1:
-        raise ScontrastError(f"moderated t: {R} replicates leave no residual degree of freedom (need >= 3)")
-    s2 = np.maximum((C * C).sum(axis=0)[None, :] - rt * mt * mt - rb * mb * mb, 0.0) / df
-    post, d0, _ = squeeze_var(s2, df, cov)
-    se2 = post * (1.0 / rt + 1.0 / rb)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        t = np.where(se2 > 0, (mt - mb) / np.sqrt(se2), 0.0)
-    return t, d0 + df
+    return family_t(M, labellings, paired=paired)
 
 
 def location_statistics(means: np.ndarray, labellings: np.ndarray, *, paired: bool) -> np.ndarray:
@@ -270,14 +253,16 @@ def location_statistics(means: np.ndarray, labellings: np.ndarray, *, paired: bo
 def set_pvalues(T: np.ndarray) -> np.ndarray:
     """The p-value of every member of a set of statistics within the set (larger = more extreme).
 
-    ``p_b = #{c : T_c >= T_b} / len(T)`` for every column of ``T`` (shape (L, q)): the p-value each
+    ``p_b = #{c : T_c >= T_b} / len(T)`` (ties within a relative ``1e-9``) for every column of ``T`` (shape (L, q)): the p-value each
     labelling would get if it were the observed one. One symmetric rule for every member keeps the
     set exchangeable under the null, so a combination of these is again an exact statistic.
     """
     T = np.asarray(T, dtype=float)
     T = T[:, None] if T.ndim == 1 else T
     srt = np.sort(T, axis=0)
-    return np.column_stack([T.shape[0] - np.searchsorted(srt[:, j], T[:, j], side="left")
+    # within _TIES (relative) counts as a tie: a labelling and its mirror give the same statistic up to rounding
+    tol = _TIES * np.maximum(1.0, np.abs(np.where(np.isfinite(T), T, 0.0)))
+    return np.column_stack([T.shape[0] - np.searchsorted(srt[:, j], T[:, j] - tol[:, j], side="left")
                             for j in range(T.shape[1])]) / T.shape[0]
 
 
@@ -329,3 +314,255 @@ def location_test(means: np.ndarray, target_of_replicate, *, paired: bool, max_l
     return {"pvalue": float(adj.min(initial=1.0)), "floor": labelling_floor(lab, paired=paired, exact=exact),
             "exact": bool(exact), "n_labellings": int(lab.shape[0]), "statistic": float(stat[0]),
             "t": t[0], "df": float(df[0]), "adjusted_pvalue": adj}
+
+
+# --------------------------------------------------------------------------- #
+# The donor-level test: feature families, moderated t per family, min-p over families
+# --------------------------------------------------------------------------- #
+# The families the donor-level test combines by default, and each family's top-k: chosen on the
+# pseudo-donor simulations of benchmarks/bench_donors.py --donor-test with --seed 1 (6 vs 6; the
+# detected-share family and a 2:1 weight lost power; top-k 5 and 10 alike, 10 as the study's),
+# reported on --seed 2 (benchmarks/results/bench_donors.txt).
+FAMILIES = ("location", "spread")
+TOP_K = 10
+
+
+def replicate_features(X, replicate_index: np.ndarray, is_target: np.ndarray, n_replicates: int, *,
+                       paired: bool) -> dict[str, np.ndarray]:
+    """Per-replicate feature families of every gene, from log-normalised cells, in one pass over the cells.
+
+    - ``location``: ``log1p`` of the replicate's mean ``expm1`` expression (its pseudobulk, as
+      :func:`replicate_means` with ``pseudobulk=True``);
+    - ``spread``: the standard deviation of the replicate's cells' log-normalised expression
+      (a change of spread or a sub-state in a share of the cells moves it, a mean shift of
+      counts moves it less than the location);
+    - ``detected``: the share of the replicate's cells with the gene expressed (``X > 0``).
+
+    Sparse input stays sparse (products with a replicates x cells indicator, ``_ROWS`` cells at a time).
+
+    Parameters
+    ----------
+    X : ndarray or sparse matrix, shape (N, G), or a list of them (row blocks)
+    replicate_index : ndarray of int, shape (N,)
+    is_target : ndarray of bool, shape (N,)
+    n_replicates : int
+    paired : bool
+
+    Returns
+    -------
+    dict of family -> ndarray, shape (R, G) unpaired; (R, 2, G) paired ([target, background])
+    """
+    index = np.asarray(replicate_index, dtype=np.int64)
+    is_target = np.asarray(is_target, dtype=bool)
+    blocks = list(X) if isinstance(X, (list, tuple)) else [X]
+    if sum(b.shape[0] for b in blocks) != index.size or is_target.size != index.size:
+        raise ScontrastError(f"replicate features: {sum(b.shape[0] for b in blocks)} cells, {index.size} replicate "
+                             f"labels and {is_target.size} group labels")
+    strata = 2 * index + ~is_target if paired else index
+    k = 2 * n_replicates if paired else n_replicates
+    counts = np.bincount(strata, minlength=k).astype(float)
+    if np.any(counts == 0):
+        raise ScontrastError("replicate features: a replicate (or, paired, a replicate's group) has no cell")
+    G = blocks[0].shape[1]
+    sums = {name: np.zeros((k, G)) for name in ("x", "x2", "e", "nz")}
+    start = 0
+    for b in blocks:
+        for s in range(0, b.shape[0], _ROWS):
+            part = b[s:s + _ROWS]
+            rows = strata[start + s:start + s + part.shape[0]]
+            S = sp.csr_matrix((1.0 / counts[rows], (rows, np.arange(part.shape[0]))), shape=(k, part.shape[0]))
+            if sp.issparse(part):
+                part = sp.csr_matrix(part, dtype=float)
+                pieces = {"x": part, "x2": part.multiply(part), "e": part.expm1(), "nz": (part != 0).astype(float)}
+            else:
+                part = np.asarray(part, dtype=float)
+                pieces = {"x": part, "x2": part * part, "e": np.expm1(part), "nz": (part != 0).astype(float)}
+            for name, piece in pieces.items():
+                prod = S @ piece
+                sums[name] += np.asarray(prod.toarray() if sp.issparse(prod) else prod, dtype=float)
+        start += b.shape[0]
+    out = {"location": np.log1p(sums["e"]),
+           "spread": np.sqrt(np.maximum(sums["x2"] - sums["x"] ** 2, 0.0)),
+           "detected": sums["nz"]}
+    return {name: (v.reshape(n_replicates, 2, G) if paired else v) for name, v in out.items()}
+
+
+def family_t(values: np.ndarray, labellings: np.ndarray, *, paired: bool,
+             covariate: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The limma-trend moderated t of every feature of one family under every labelling.
+
+    Parameters
+    ----------
+    values : ndarray
+        Unpaired: (R, F), each replicate's features. Paired: (R, 2, F) [target, background] of each
+        replicate (:func:`replicate_features`), or (R, F) the within-replicate differences.
+    labellings : ndarray of bool, shape (L, R)
+    paired : bool
+    covariate : ndarray, shape (F,), optional
+        The trend's covariate (label free). Default: the features' mean over every replicate (and
+        group); paired differences without it: a constant prior (limma without trend).
+
+    Returns
+    -------
+    t : ndarray, shape (L, F)
+    df_total : ndarray, shape (L,)
+    """
+    V = np.asarray(values, dtype=float)
+    if not paired or V.ndim == 3:
+        if covariate is None:
+            covariate = V.mean(axis=(0, 1)) if V.ndim == 3 else V.mean(axis=0)
+        if not paired:
+            return _unpaired_moderated_t(V, labellings, covariate)
+        return _paired_moderated_t(V[:, 0] - V[:, 1], labellings, covariate)
+    return _paired_moderated_t(V, labellings, covariate)
+
+
+def _paired_moderated_t(D: np.ndarray, labellings: np.ndarray, covariate) -> tuple[np.ndarray, np.ndarray]:
+    """Moderated one-sample t of the differences ``D`` (R, F) under sign flips (True = swapped)."""
+    lab = np.asarray(labellings, dtype=bool)
+    R = D.shape[0]
+    if R < 2:
+        raise ScontrastError(f"moderated t: {R} paired replicate(s) leave no residual degree of freedom (need >= 2)")
+    signs = np.where(lab, -1.0, 1.0)
+    dbar = signs @ D / R
+    df = R - 1
+    # the sum of squares does not depend on the signs
+    s2 = np.maximum((D * D).sum(axis=0)[None, :] - R * dbar * dbar, 0.0) / df
+    post, d0, _ = squeeze_var(s2, df, covariate)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        t = np.where(post > 0, dbar / np.sqrt(post / R), 0.0)
+    return t, d0 + df
+
+
+def _unpaired_moderated_t(M: np.ndarray, labellings: np.ndarray, covariate) -> tuple[np.ndarray, np.ndarray]:
+    """Moderated two-sample t of the replicates' features ``M`` (R, F) under every labelling (True = target)."""
+    lab = np.asarray(labellings, dtype=bool)
+    R = M.shape[0]
+    C = M - M.mean(axis=0)  # centred: the sums of squares below lose no digits
+    w = lab.astype(float)
+    rt = w.sum(axis=1, keepdims=True)
+    rb = R - rt
+    if rt.min() < 1 or rb.min() < 1:
+        raise ScontrastError("moderated t: a labelling leaves a group without replicates")
+    df = R - 2
+    if df < 1:
+        raise ScontrastError(f"moderated t: {R} replicates leave no residual degree of freedom (need >= 3)")
+    mt = (w @ C) / rt
+    mb = ((1.0 - w) @ C) / rb
+    s2 = np.maximum((C * C).sum(axis=0)[None, :] - rt * mt * mt - rb * mb * mb, 0.0) / df
+    post, d0, _ = squeeze_var(s2, df, covariate)
+    se2 = post * (1.0 / rt + 1.0 / rb)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        t = np.where(se2 > 0, (mt - mb) / np.sqrt(se2), 0.0)
+    return t, d0 + df
+
+
+def top_mean(t: np.ndarray, top_k: int) -> np.ndarray:
+    """The mean of the ``top_k`` largest ``t^2`` of every row of ``t`` (L, F), shape (L,); NaN counts as 0."""
+    t2 = np.nan_to_num(np.asarray(t, dtype=float), nan=0.0) ** 2
+    k = int(min(max(top_k, 1), t2.shape[1]))
+    return np.partition(t2, t2.shape[1] - k, axis=1)[:, -k:].mean(axis=1)
+
+
+def family_statistics(features: dict[str, np.ndarray], labellings: np.ndarray, *, paired: bool,
+                      top_k: int = TOP_K, covariates: dict | None = None) -> tuple[np.ndarray, dict]:
+    """Each family's statistic under every labelling: the mean of its ``top_k`` largest moderated ``t^2``.
+
+    Parameters
+    ----------
+    features : dict of family -> ndarray
+        As :func:`family_t` reads them (one entry per family, in the order of the columns returned).
+    labellings : ndarray of bool, shape (L, R)
+    paired : bool
+    top_k : int
+        1: the largest ``t^2`` (max-T over the family's features).
+    covariates : dict of family -> ndarray (F,), optional
+
+    Returns
+    -------
+    T : ndarray, shape (L, n_families)
+    t : dict of family -> ndarray (F,)
+        The observed labelling's (row 0's) moderated t of every feature.
+    """
+    covariates = covariates or {}
+    cols, observed = [], {}
+    for name, values in features.items():
+        t, _ = family_t(values, labellings, paired=paired, covariate=covariates.get(name))
+        cols.append(top_mean(t, top_k))
+        observed[name] = t[0]
+    return np.column_stack(cols), observed
+
+
+def weighted_min_p(T: np.ndarray, weights=None) -> np.ndarray:
+    """Every labelling's combined p-value within the set (shape (L,)), row 0 observed: min-p of the columns'
+    p-values within the set (:func:`set_pvalues`), each divided by its weight (equal weights:
+    :func:`min_p_combination`). Exact for weights fixed before the data are seen."""
+    T = np.asarray(T, dtype=float)
+    if weights is None:
+        return min_p_combination(T)
+    w = np.asarray(weights, dtype=float)
+    if w.shape != (T.shape[1],) or np.any(w <= 0):
+        raise ScontrastError(f"weighted min-p: {T.shape[1]} positive weights expected, got {weights!r}")
+    key = (set_pvalues(T) / (w / w.sum())).min(axis=1)
+    tol = 1e-12 * np.abs(key).max()
+    return np.searchsorted(np.sort(key), key + tol, side="right") / key.size
+
+
+def donor_test(features: dict[str, np.ndarray], labellings: np.ndarray, *, paired: bool, exact: bool = True,
+               top_k: int = TOP_K, weights=None, extra: dict[str, np.ndarray] | None = None) -> dict:
+    """The donor-level test of target = background over one matrix of relabellings of the donors.
+
+    Each family of per-donor features (:func:`replicate_features`) gets a limma-trend moderated t
+    per feature under every labelling (:func:`family_t`) and a statistic, the mean of its
+    ``top_k`` largest ``t^2``; the families (and any ``extra`` statistics of the same labellings,
+    larger = more extreme) are combined by min-p within the set of labellings
+    (:func:`min_p_combination`, or :func:`weighted_min_p` with ``weights``). Every statistic is a
+    fixed function of (the donors' features, the labels), so under exchangeable donors the
+    observed labelling's rank is uniform: ``p = #{combined p <= observed} / L`` is exact when every
+    relabelling is listed (:func:`scontrast.design.replicate_labellings`,
+    :func:`scontrast.study.study_labellings` with blocks), and valid when they are sampled.
+
+    Parameters
+    ----------
+    features : dict of family -> ndarray, (R, F) unpaired or (R, 2, F) paired
+    labellings : ndarray of bool, shape (L, R), row 0 the observed labelling
+    paired : bool
+    exact : bool
+        Whether ``labellings`` lists every relabelling (recorded; the p-value is the same formula).
+    top_k : int
+    weights : array-like, shape (n_families + n_extra,), optional
+    extra : dict of name -> ndarray (L,), optional
+
+    Returns
+    -------
+    dict
+        ``pvalue``, ``floor`` (the smallest p the labellings allow), ``n_labellings``, ``exact``, ``parts`` {family: its own
+        p-value over the same labellings}, ``statistics`` (L, q) every labelling's family
+        statistics, ``level`` (L,) every labelling's combined p within the set, ``t``
+        {family: (F,) observed moderated t}.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scontrast.design import replicate_labellings
+    >>> from scontrast.donor_test import donor_test
+    >>> rng = np.random.default_rng(0)
+    >>> loc = rng.normal(size=(8, 50)); loc[:4, :3] += 3.0        # 4 vs 4 donors, 3 genes shifted
+    >>> lab, exact = replicate_labellings(np.arange(8) < 4, paired=False)
+    >>> res = donor_test({"location": loc}, lab, paired=False, exact=exact)
+    >>> res["n_labellings"], res["pvalue"] == res["floor"]
+    (70, True)
+    """
+    lab = np.asarray(labellings, dtype=bool)
+    T, t = family_statistics(features, lab, paired=paired, top_k=top_k)
+    names = list(features)
+    if extra:
+        T = np.column_stack([T] + [np.asarray(v, dtype=float) for v in extra.values()])
+        names += list(extra)
+    level = weighted_min_p(T, weights)
+    L = lab.shape[0]
+    floor = labelling_floor(lab, paired=paired, exact=exact) if lab.shape[1] > 0 else 1.0 / L
+    tol = 1e-10 * np.maximum(1.0, np.abs(T[0]))
+    parts = {name: float(np.mean(T[:, j] >= T[0, j] - tol[j])) for j, name in enumerate(names)}
+    return {"pvalue": float(level[0]), "floor": float(floor), "n_labellings": int(L), "exact": bool(exact),
+            "parts": parts, "statistics": T, "level": level, "t": t}

@@ -92,7 +92,10 @@ def test_donor_differences_do_not_read_as_group_differences():
 def test_replicate_test_finds_a_shift_every_donor_shares():
     X, Y, rx, ry = _donors(12, 25, 8, 2, effect=2.5, sd=0.3)
     model = SPARDA(lam=0.5, random_state=0).fit(X, Y, rx, ry)
-    assert model.test_["method"] == "replicate" and model.pvalue_ == pytest.approx(1 / 462)  # C(12, 6) / 2
+    # the location family at its floor, 1 / C(12, 6) * 2; the min-p of two families is at most 2 / 462 (the spread
+    # family's own most extreme relabelling ties the observed one's smallest part)
+    assert model.test_["method"] == "replicate" and model.test_["parts"]["location"] == pytest.approx(1 / 462)
+    assert model.pvalue_ <= 2 / 462 + 1e-12
 
 
 def test_paired_floor_is_warned_and_cell_tests_with_replicates_are_warned():
@@ -126,7 +129,8 @@ def test_test_max_cells_keeps_one_share_of_every_donor_and_group():
     rx = np.repeat([f"d{i}" for i in range(4)], cells_t)
     ry = np.repeat([f"d{i}" for i in range(4)], cells_b)
     X, Y = rng.normal(size=(rx.size, 3)), rng.normal(size=(ry.size, 3))
-    model = SPARDA(lam=0.5, test_max_cells=48, random_state=0).fit(X, Y, rx, ry, paired=True)
+    # the share applies to SPARDA's distributional parts (the donor test reads every cell once)
+    model = SPARDA(lam=0.5, test_max_cells=48, test_distribution=True, random_state=0).fit(X, Y, rx, ry, paired=True)
     share = 96 / 190
     Xs, Ys, reps = model._test_cells(X, Y, model.replicates_, np.random.default_rng(1))
     names = reps.names[reps.index]
@@ -143,12 +147,12 @@ def test_test_max_cells_keeps_one_share_of_every_donor_and_group():
 
 def test_test_max_cells_at_or_above_half_the_cells_changes_nothing():
     X, Y, rx, ry = _donors(8, 30, 6, 4, effect=0.5)
-    ref = SPARDA(lam=0.5, test_max_cells=None, random_state=0).fit(X, Y, rx, ry)
-    same = SPARDA(lam=0.5, test_max_cells=120, random_state=0).fit(X, Y, rx, ry)
+    ref = SPARDA(lam=0.5, test_max_cells=None, random_state=0, test_distribution=True).fit(X, Y, rx, ry)
+    same = SPARDA(lam=0.5, test_max_cells=120, random_state=0, test_distribution=True).fit(X, Y, rx, ry)
     assert not same.test_["subsampled"] and list(same.test_["n_cells"]) == [120, 120]
     np.testing.assert_array_equal(same.null_divergences_, ref.null_divergences_)
     assert same.pvalue_ == ref.pvalue_
-    sub = SPARDA(lam=0.5, test_max_cells=60, random_state=0).fit(X, Y, rx, ry)
+    sub = SPARDA(lam=0.5, test_max_cells=60, random_state=0, test_distribution=True).fit(X, Y, rx, ry)
     assert sub.test_["subsampled"] and list(sub.test_["n_cells"]) == [60, 60]
     # the fit uses every cell whatever the test's subsample
     np.testing.assert_array_equal(sub.components_, ref.components_)
@@ -157,14 +161,14 @@ def test_test_max_cells_at_or_above_half_the_cells_changes_nothing():
 def test_test_max_cells_keeps_the_power_and_the_level():
     # a shift every donor shares is still found at the floor on a quarter of the cells ...
     X, Y, rx, ry = _donors(12, 40, 8, 2, effect=2.5, sd=0.3)
-    model = SPARDA(lam=0.5, test_max_cells=120, random_state=0).fit(X, Y, rx, ry)
+    model = SPARDA(lam=0.5, test_max_cells=120, random_state=0, test_distribution=True).fit(X, Y, rx, ry)
     assert model.test_["subsampled"] and model.pvalue_ == pytest.approx(1 / 462)
     # ... and with donor effects only, the subsampled test holds its level over 40 simulated 4 vs 4 designs
     # (each exact p-value super-uniform: at 0.1, P(Binomial(40, 0.1) >= 10) < 0.01)
     p = []
     for s in range(40):
         X, Y, rx, ry = _donors(8, 24, 6, 200 + s)
-        fit = SPARDA(lam=0.5, test_max_cells=48, random_state=s).fit(X, Y, rx, ry)
+        fit = SPARDA(lam=0.5, test_max_cells=48, random_state=s, test_distribution=True).fit(X, Y, rx, ry)
         assert fit.test_["subsampled"]
         p.append(fit.pvalue_)
     assert sum(v <= 0.1 for v in p) < 10
@@ -184,17 +188,18 @@ def _count_donors(n_donors, cells, genes, seed, shift=1.0):
     return Z[target], Z[~target], names[target], names[~target]
 
 
-def test_each_relabelling_of_the_data_gets_the_p_value_the_set_gave_it():
+@pytest.mark.parametrize("distribution", [False, True])
+def test_each_relabelling_of_the_data_gets_the_p_value_the_set_gave_it(distribution):
     """Exactness of the combined test: the statistics of every relabelling are one fixed function of (cells,
     labels), so refitting on the data relabelled by labelling l gives l the p-value that the observed fit's set of
     relabellings gave it (the set is the same, only which member is observed changes). Under the null the observed
     labelling is any of them with equal probability: its p-value is uniform on the grid."""
-    from scontrast.donor_test import min_p_combination
+    from scontrast.donor_test import FAMILIES, min_p_combination
 
     X, Y, rx, ry = _count_donors(8, 12, 15, 11)
-    model = SPARDA(k=3, random_state=0).fit(X, Y, rx, ry)
+    model = SPARDA(k=3, random_state=0, test_distribution=distribution).fit(X, Y, rx, ry)
     lab, exact, L = _distinct_labellings(model.replicates_, 10_000, np.random.default_rng(0))
-    assert exact and L == 35 and model.part_statistics_.shape == (35, 3)
+    assert exact and L == 35 and model.part_statistics_.shape == (35, len(FAMILIES) + 2 * distribution)
     set_p = min_p_combination(model.part_statistics_)
     assert model.pvalue_ == pytest.approx(set_p[0])
     np.testing.assert_allclose(np.sort(set_p), np.arange(1, 36) / 35)  # no ties: uniform on the grid
@@ -202,26 +207,30 @@ def test_each_relabelling_of_the_data_gets_the_p_value_the_set_gave_it():
     for row in (4, 20):
         chosen = model.replicates_.names[lab[row]]
         t = np.isin(names, chosen)
-        again = SPARDA(k=3, random_state=0).fit(Z[t], Z[~t], names[t], names[~t])
+        again = SPARDA(k=3, random_state=0, test_distribution=distribution).fit(Z[t], Z[~t], names[t], names[~t])
         assert again.pvalue_ == pytest.approx(set_p[row])
 
 
-def test_location_part_finds_a_mean_shift_and_is_recorded():
+def test_donor_test_finds_a_mean_shift_and_is_recorded():
     X, Y, rx, ry = _count_donors(12, 30, 40, 12, shift=4.0)
     model = SPARDA(k=3, random_state=0).fit(X, Y, rx, ry)
     t = model.test_
-    assert set(t["parts"]) == {"location", "divergence", "shape"}
+    assert set(t["parts"]) == {"location", "spread"} and "distribution_pvalue" not in t
     assert t["parts"]["location"] <= 0.01 and model.pvalue_ <= 0.05
     assert int(t["location_genes"][0]) == 3 and t["location_t"][0] > 0
-    assert t["location_adjusted_pvalue"][0] == pytest.approx(t["parts"]["location"])
+    # the genes' max-T adjusted p-values (the share of labellings whose largest |t| reaches the gene's): the
+    # planted gene's at the floor, the others' larger, in the order of their |t|
+    assert t["location_adjusted_pvalue"][0] <= 2 * t["floor"] and np.median(t["location_adjusted_pvalue"]) > 0.2
+    assert np.all(np.diff(t["location_adjusted_pvalue"]) >= 0) and t["top_k"] == 10
     assert len(t["location_genes"]) == 10 and np.all(np.diff(np.abs(t["location_t"])) <= 0)
-    # the distributional parts alone: today's test, whose p-value is recorded either way
-    alone = SPARDA(k=3, test_location=False, random_state=0).fit(X, Y, rx, ry)
-    assert set(alone.test_["parts"]) == {"divergence", "shape"} and "location_genes" not in alone.test_
-    assert alone.pvalue_ == pytest.approx(t["distribution_pvalue"]) == pytest.approx(alone.test_["distribution_pvalue"])
-    np.testing.assert_array_equal(alone.part_statistics_, model.part_statistics_[:, 1:])
-    with pytest.raises(ScontrastError, match="test_location: expected True or False"):
-        SPARDA(test_location="yes").fit(X, Y, rx, ry)
+    assert len(t["spread_genes"]) == 10
+    # with SPARDA's distributional parts: the same donor-test parts, two more parts in the min-p
+    both = SPARDA(k=3, test_distribution=True, random_state=0).fit(X, Y, rx, ry)
+    assert list(both.test_["parts"]) == ["location", "spread", "divergence", "shape"]
+    np.testing.assert_array_equal(both.part_statistics_[:, :2], model.part_statistics_)
+    assert both.test_["parts"]["location"] == t["parts"]["location"] and 0 < both.test_["distribution_pvalue"] <= 1
+    with pytest.raises(ScontrastError, match="test_distribution: expected True or False"):
+        SPARDA(test_distribution="yes").fit(X, Y, rx, ry)
 
 
 def test_combined_test_reproduces_bit_for_bit_under_a_seed():

@@ -21,7 +21,7 @@ from joblib import Parallel, delayed
 
 from ..bounds import check_memory
 from ..core import ScontrastError, ScontrastWarning, dense, one_blas_thread, progress, spawn_seed
-from ..donor_test import min_p_combination, moderated_t, replicate_means
+from ..donor_test import FAMILIES, TOP_K, donor_test, family_t, replicate_features
 from ._replicate import _distinct_labellings, replicate_statistics
 from ._tighten import _moment_starts, _tighten_rows
 from ._utils import _column_moments, _pooled, _scale_columns
@@ -197,25 +197,31 @@ def _labelling_statistics(Z: np.ndarray, n: int, n_permutations: int, lams, rng:
     return stats
 
 
-def _location_part(X, Y, reps, lab: np.ndarray) -> tuple[np.ndarray, dict]:
-    """The replicate test's location statistic of every labelling and the observed labelling's genes.
+def _donor_part(X, Y, reps, lab: np.ndarray, exact: bool, extra: dict | None = None) -> tuple[dict, dict]:
+    """The donor test (:func:`scontrast.donor_test.donor_test`) of every labelling, on every cell and gene of ``X``, ``Y``.
 
-    The largest moderated ``|t|`` over all genes of the replicates' pseudobulk, ``log1p`` of their
-    mean ``expm1`` expression (:func:`scontrast.donor_test.replicate_means`,
-    :func:`scontrast.donor_test.moderated_t`, every cell of ``X`` and ``Y``), shape (L,); and,
-    for the ``_LOCATION_TOP`` genes of largest observed ``|t|``, their columns, t and max-T
-    adjusted p-values (``#{labellings whose largest |t| reaches the gene's} / L``).
+    Per replicate (and group, paired) the feature families of :data:`scontrast.donor_test.FAMILIES`
+    (:func:`scontrast.donor_test.replicate_features`), the mean of each family's ``TOP_K`` largest
+    moderated ``t^2``, combined by min-p with any ``extra`` statistics of the same labellings. Returns the
+    donor test's result and, per family, the ``_LOCATION_TOP`` genes of largest observed ``|t|``
+    with their t and max-T adjusted p-values (``#{labellings whose largest |t| in the family
+    reaches the gene's} / L``), as ``<family>_genes``, ``<family>_t``, ``<family>_adjusted_pvalue``.
     """
     n = X.shape[0]
     is_target = np.arange(n + Y.shape[0]) < n
-    means = replicate_means([X, Y], reps.index, is_target, reps.names.size, paired=reps.paired, pseudobulk=True)
-    t, df = moderated_t(means, lab, paired=reps.paired)
-    stat = np.abs(t).max(axis=1)
-    top = np.argsort(-np.abs(t[0]), kind="stable")[:_LOCATION_TOP]
-    adjusted = (stat[None, :] >= np.abs(t[0, top])[:, None]).mean(axis=1)
-    return stat, {"location_statistic": float(stat[0]), "location_df": float(df[0]),
-                  "location_genes": top.astype(np.int64), "location_t": t[0, top],
-                  "location_adjusted_pvalue": adjusted}
+    feats = replicate_features([X, Y], reps.index, is_target, reps.names.size, paired=reps.paired)
+    feats = {f: feats[f] for f in FAMILIES}
+    res = donor_test(feats, lab, paired=reps.paired, exact=exact, top_k=TOP_K, extra=extra)
+    genes = {}
+    for f in FAMILIES:
+        t, df = family_t(feats[f], lab, paired=reps.paired)
+        stat = np.abs(t).max(axis=1)
+        top = np.argsort(-np.abs(t[0]), kind="stable")[:_LOCATION_TOP]
+        genes[f"{f}_genes"] = top.astype(np.int64)
+        genes[f"{f}_t"] = t[0, top]
+        genes[f"{f}_df"] = float(df[0])
+        genes[f"{f}_adjusted_pvalue"] = (stat[None, :] >= np.abs(t[0, top])[:, None] * (1 - 1e-12)).mean(axis=1)
+    return res, genes
 
 
 # --------------------------------------------------------------------------- #
@@ -384,60 +390,64 @@ class _Tests:
         return float(level[0]), level[1:], info
 
     def _replicate_test(self, X, Y, max_labellings, rng) -> None:
-        """The replicate test: a location part and the ``'permute'`` statistics over relabellings of replicates.
+        """The replicate test: the donor test, and optionally the ``'permute'`` statistics, over relabellings of replicates.
 
-        Three statistics of every labelling of the replicates (:mod:`._replicate`), observed first:
-        the location part (with ``test_location``; the largest moderated ``|t|`` over all genes of
-        the replicates' pseudobulk, :mod:`scontrast.donor_test`, on every cell), and the
-        ``'permute'`` test's re-optimised divergence and its shape part (on the test cells and
-        genes). The test genes and both ``lam0`` are label free as in ``'permute'`` (``lam0`` from
-        relabellings of half the pooled cells, whatever the observed group sizes), so every
-        labelling's statistics are fixed functions of (pooled cells, labels); they are combined
-        by min-p within the set of labellings (:func:`scontrast.donor_test.min_p_combination`):
-        under exchangeable replicates ``p = #{combined p <= observed} / L`` over the ``L``
-        labellings (observed included) is exact when they are all listed, and valid when sampled.
+        The donor test (:func:`scontrast.donor_test.donor_test`, on every cell and gene): per
+        replicate, each gene's pseudobulk (location) and the sd of its log-normalised expression
+        (spread); per family, limma-trend's moderated t of every gene under every labelling and
+        the mean of its ``TOP_K`` largest ``t^2``; the families combined by min-p within the set of labellings. With
+        ``test_distribution``, the ``'permute'`` test's re-optimised divergence and its shape part
+        (on the test cells and genes; the test genes and both ``lam0`` label free as in
+        ``'permute'``) join the min-p as two more parts of the same labellings. Every part is a
+        fixed function of (pooled cells, labels), so under exchangeable replicates
+        ``p = #{combined p <= observed} / L`` over the ``L`` labellings (observed included) is
+        exact when they are all listed, and valid when sampled.
         """
         X_all, Y_all, reps_all = X, Y, self.replicates_
-        X, Y, reps = self._test_cells(X, Y, reps_all, rng)
-        n = X.shape[0]
-        Z, genes = self._test_genes(X, Y)
-        lam0 = _noise_levels(Z, Z.shape[0] // 2, rng)
-        lams = _PERMUTE_LAM * lam0
-        def statistics(Z, size, perms):
-            return _relabelled_statistics(Z, size, perms, lams, _PERMUTE_TIGHTEN_ITER)
+        info, extra = {}, None
+        if self.test_distribution:
+            X, Y, reps = self._test_cells(X, Y, reps_all, rng)
+            n = X.shape[0]
+            Z, genes = self._test_genes(X, Y)
+            lam0 = _noise_levels(Z, Z.shape[0] // 2, rng)
+            lams = _PERMUTE_LAM * lam0
 
-        lab, exact, L = _distinct_labellings(reps, max_labellings, rng)
-        stats = replicate_statistics(statistics, Z, n, reps, lab, _PERM_BATCH)
-        distribution_level = _min_p_level(stats)
-        distribution_p = float((1 + np.sum(distribution_level[1:] >= distribution_level[0])) / L)
-        location = {}
-        if self.test_location:
-            loc, location = _location_part(X_all, Y_all, reps_all, lab)
-            stats = np.column_stack([loc, stats])
-            level = 1.0 - min_p_combination(stats)
+            def statistics(Z, size, perms):
+                return _relabelled_statistics(Z, size, perms, lams, _PERMUTE_TIGHTEN_ITER)
+
+            lab, exact, L = _distinct_labellings(reps, max_labellings, rng)
+            dist = replicate_statistics(statistics, Z, n, reps, lab, _PERM_BATCH)
+            distribution_level = _min_p_level(dist)
+            extra = {"divergence": dist[:, 0], "shape": dist[:, 1]}
+            info = {"distribution_pvalue": float((1 + np.sum(distribution_level[1:] >= distribution_level[0])) / L),
+                    "n_cells": np.array([n, Z.shape[0] - n]),
+                    "subsampled": bool(Z.shape[0] < reps_all.index.size),
+                    "n_test_genes": int(genes.size), "lam0": float(lam0[0]), "test_lam": float(lams[0]),
+                    "shape_lam0": float(lam0[1]), "shape_test_lam": float(lams[1]),
+                    "divergence_statistic": float(dist[0, 0]), "shape_statistic": float(dist[0, 1]),
+                    "tighten_max_iter": _PERMUTE_TIGHTEN_ITER}
         else:
-            level = distribution_level
+            reps = reps_all
+            lab, exact, L = _distinct_labellings(reps, max_labellings, rng)
+            info = {"n_cells": np.array([X.shape[0], Y.shape[0]]), "subsampled": False}
+        res, genes = _donor_part(X_all, Y_all, reps_all, lab, exact, extra)
+        level = 1.0 - res["level"]
         at_least = int(np.sum(level[1:] >= level[0]))
         self.null_divergences_ = level[1:]
-        self.part_statistics_ = stats
+        self.part_statistics_ = res["statistics"]
         self.pvalue_ = float((1 + at_least) / L)
         floor = 1.0 / L
-        comp = (1 + np.sum(stats[1:] >= stats[0], axis=0)) / L
-        names = (["location"] if self.test_location else []) + ["divergence", "shape"]
-        parts = {name: float(p) for name, p in zip(names, comp)}
+        parts = res["parts"]
+        if self.test_distribution:
+            info["divergence_pvalue"], info["shape_pvalue"] = parts["divergence"], parts["shape"]
         self.test_ = {
             "method": "replicate", "requested": self.test, "unit": "replicate", "design": reps.summary(),
             "paired": reps.paired, "n_replicates": int(reps.names.size), "statistic": float(level[0]),
-            "n_cells": np.array([n, Z.shape[0] - n]), "subsampled": bool(Z.shape[0] < self.replicates_.index.size),
             "test_max_cells": -1 if self.test_max_cells is None else int(self.test_max_cells),
             "n_permutations": L - 1, "n_labellings": L, "exact": bool(exact), "floor": floor,
             "n_at_least": at_least, "bound": bool(at_least == 0 and not exact), "pvalue": self.pvalue_,
-            "parts": parts, "distribution_pvalue": distribution_p,
-            "n_test_genes": int(genes.size), "lam0": float(lam0[0]), "test_lam": float(lams[0]),
-            "shape_lam0": float(lam0[1]), "shape_test_lam": float(lams[1]),
-            "divergence_statistic": float(stats[0, -2]), "shape_statistic": float(stats[0, -1]),
-            "divergence_pvalue": parts["divergence"], "shape_pvalue": parts["shape"],
-            "tighten_max_iter": _PERMUTE_TIGHTEN_ITER, **location,
+            "parts": parts, "families": list(FAMILIES), "top_k": int(TOP_K),
+            "distribution": bool(self.test_distribution), **info, **genes,
         }
         kind = "all" if exact else "a random sample of"
         if floor > _FLOOR_WARN:

@@ -3,11 +3,10 @@
 Each donor of a split is summarised by two profiles over the split's most expressed genes: its
 pseudobulk log-CPM (log of its cells' mean counts per million plus one) and the standard deviation
 of its cells' log-normalised expression (the first carries mean shifts, the second changes of
-spread or of a sub-state's share). The split's
-statistic is the mean of the ``top_k`` largest squared moderated t statistics over these
-features (donors as the unit: Welch-like unpaired, or on each donor's target-minus-background
-difference when paired; each variance is shrunk towards the median of its kind of feature, as
-limma moderates it, so that a feature whose donors happen to agree does not dominate).
+spread or of a sub-state's share). The test is :func:`scontrast.donor_test.donor_test`'s: per
+family of profiles, limma-trend's moderated t of every gene under every relabelling (donors as the
+unit: unpaired, or each donor's target-minus-background difference when paired) and the family's
+largest ``t^2`` (top-k mean); the families combined by min-p within the set of relabellings.
 
 A relabelling of the study's donors (unpaired: which donors are target, within blocks; paired:
 which donors swap their two labels) applies to every split at once: each split's p-value is its
@@ -21,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..design import replicate_labellings
+from ..donor_test import TOP_K, family_t, top_mean, weighted_min_p
 
 __all__ = ["donor_features", "study_labellings", "split_statistics", "rank_pvalues", "min_p"]
 
@@ -119,68 +119,65 @@ def study_labellings(target_of_donor, *, paired: bool, blocks=None, max_labellin
                                 random_state=random_state, blocks=blocks)
 
 
-def _top_mean(t2: np.ndarray, top_k: int) -> np.ndarray:
-    k = min(top_k, t2.shape[1])
-    return np.partition(t2, t2.shape[1] - k, axis=1)[:, -k:].mean(axis=1)
+def _families(n_features: int, kinds: np.ndarray | None) -> list[np.ndarray]:
+    """The columns of each family of features (one family without ``kinds``)."""
+    kinds = np.zeros(n_features, dtype=int) if kinds is None else np.asarray(kinds)
+    return [np.flatnonzero(kinds == k) for k in np.unique(kinds)]
 
 
-PRIOR_DF = 4.0  # degrees of freedom of the variance prior (limma's are of this order on small designs)
+def _valid(labellings: np.ndarray, paired: bool) -> np.ndarray:
+    """Labellings (L,) that leave both groups at least 2 donors (every paired one)."""
+    if paired:
+        return np.ones(labellings.shape[0], dtype=bool)
+    n1 = labellings.sum(axis=1)
+    return (n1 >= 2) & (labellings.shape[1] - n1 >= 2)
 
 
-def _moderated(var: np.ndarray, df: float, kinds: np.ndarray | None) -> np.ndarray:
-    """Variances (L, F) shrunk towards the median of their kind of feature (limma-style, ``PRIOR_DF``)."""
-    kinds = np.zeros(var.shape[1], dtype=int) if kinds is None else kinds
-    prior = np.empty_like(var)
-    for k in np.unique(kinds):
-        cols = kinds == k
-        prior[:, cols] = np.median(var[:, cols], axis=1, keepdims=True)
-    return (PRIOR_DF * prior + df * var) / (PRIOR_DF + df)
+def _family_t(features: np.ndarray, labellings: np.ndarray, kinds, *, paired: bool) -> np.ndarray:
+    """Moderated t (L, F) of every feature, each family with its own limma-trend prior; NaN where a labelling
+    leaves a group fewer than 2 donors."""
+    lab = np.asarray(labellings, dtype=bool)
+    t = np.full((lab.shape[0], features.shape[1]), np.nan)
+    ok = _valid(lab, paired)
+    if ok.any():
+        for cols in _families(features.shape[1], kinds):
+            t[np.ix_(ok, cols)] = family_t(features[:, cols], lab[ok], paired=paired)[0]
+    return t
 
 
 def unpaired_t(features: np.ndarray, labellings: np.ndarray, kinds: np.ndarray | None = None) -> np.ndarray:
     """Moderated two-sample t (L, F) of the features (D, F) under each labelling (L, D; True = target).
 
-    ``kinds`` (F,): features of one kind share their variance prior. A labelling with fewer than
-    2 donors in a group gets NaN.
+    ``kinds`` (F,): the families; each has its own limma-trend prior
+    (:func:`scontrast.donor_test.family_t`, the trend on the feature's mean over the donors). A
+    labelling with fewer than 2 donors in a group gets NaN.
     """
-    L = labellings.astype(float)
-    n1 = L.sum(axis=1, keepdims=True)
-    n0 = features.shape[0] - n1
-    s1, s0 = L @ features, (1 - L) @ features
-    q1, q0 = L @ features ** 2, (1 - L) @ features ** 2
-    with np.errstate(divide="ignore", invalid="ignore"):
-        m1, m0 = s1 / n1, s0 / n0
-        df = features.shape[0] - 2
-        pooled = _moderated(np.maximum(q1 - s1 * m1 + q0 - s0 * m0, 0) / df, df, kinds)
-        t = (m1 - m0) / np.sqrt(pooled * (1 / n1 + 1 / n0))
-    t[((n1 < 2) | (n0 < 2)).ravel()] = np.nan
-    return t
+    return _family_t(features, labellings, kinds, paired=False)
 
 
 def paired_t(differences: np.ndarray, labellings: np.ndarray, kinds: np.ndarray | None = None) -> np.ndarray:
-    """Moderated one-sample t (L, F) of the donors' differences (D, F) under sign flips (L, D; True = swapped)."""
-    S = np.where(labellings, -1.0, 1.0)
-    D = differences.shape[0]
-    mean = S @ differences / D
-    ss = (differences ** 2).sum(axis=0, keepdims=True)  # the same under every sign flip
-    with np.errstate(divide="ignore", invalid="ignore"):
-        var = _moderated(np.maximum(ss - D * mean ** 2, 0) / (D - 1), D - 1, kinds)
-        return mean / np.sqrt(var / D)
+    """Moderated one-sample t (L, F) of the donors' differences (D, F) under sign flips (L, D; True = swapped);
+    each family of ``kinds`` with its own limma prior (constant: the differences carry no mean expression)."""
+    return _family_t(differences, labellings, kinds, paired=True)
 
 
-def split_statistics(features: np.ndarray, labellings: np.ndarray, *, paired: bool, top_k: int = 10,
+def split_statistics(features: np.ndarray, labellings: np.ndarray, *, paired: bool, top_k: int = TOP_K,
                      kinds: np.ndarray | None = None) -> np.ndarray:
-    """The split's statistic (L,) under each relabelling: mean of the ``top_k`` largest squared t.
+    """The split's statistic (L,) under each relabelling: the donor test's combination of its families.
 
     ``features``: unpaired (D, F) per donor; paired (D, F) each donor's target minus background
-    features. A labelling that leaves a group with fewer than 2 donors gets -inf (never as large
-    as the observed statistic).
+    features; ``kinds`` (F,) their families. Per family the mean of the ``top_k`` largest squared
+    moderated t (:func:`scontrast.donor_test.top_mean`), the families combined by min-p within
+    these labellings (:func:`scontrast.donor_test.weighted_min_p`); returned as ``1 - p`` (larger
+    = more extreme). A labelling that leaves a group with fewer than 2 donors gets -inf (never
+    as large as the observed statistic).
     """
-    t = (paired_t if paired else unpaired_t)(features, labellings, kinds)
-    bad = ~np.isfinite(t).any(axis=1)
-    t2 = np.nan_to_num(t, nan=0.0) ** 2
-    out = _top_mean(t2, top_k)
-    out[bad] = -np.inf
+    t = _family_t(features, labellings, kinds, paired=paired)
+    ok = _valid(np.asarray(labellings, dtype=bool), paired)
+    T = np.column_stack([top_mean(t[:, cols], top_k) for cols in _families(features.shape[1], kinds)])
+    T[~ok] = -np.inf
+    out = 1.0 - weighted_min_p(T)
+    out[~ok] = -np.inf
     return out
 
 

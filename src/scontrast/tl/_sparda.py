@@ -216,9 +216,10 @@ def _record(adata: ad.AnnData, model: SPARDA, front: dict, random_state, warned:
     d_in = int(mask.sum())
     relax_info, tighten_info = _iterations(model, max(n_target, n_background))
     extra = _path_and_test(model, n_target, n_background)
-    if "location_genes" in extra.get("test", {}):
-        # the location part's genes by name (the model knows their columns in the gene set)
-        extra["test"]["location_genes"] = names[np.asarray(extra["test"]["location_genes"], dtype=int)].astype(str)
+    for family in ("location", "spread", "detected"):
+        if f"{family}_genes" in extra.get("test", {}):
+            # the donor test's genes of the family by name (the model knows their columns in the gene set)
+            extra["test"][f"{family}_genes"] = names[np.asarray(extra["test"][f"{family}_genes"], dtype=int)].astype(str)
     selected = names[model.selected_].astype(str)
     model_params = fitted_params(model)
     record_params(
@@ -347,10 +348,11 @@ def summary_rows(adata: ad.AnnData, n_top: int = 10) -> Iterator[tuple[str, str]
         # the replicate test's parts, combined by min-p over the same relabellings into the p-value above
         parts = test["parts"]
         yield f"p-values of the parts ({', '.join(parts)})", ", ".join(fmt(parts[k]) for k in parts)
-        if "location_genes" in test:
-            yield "location part's genes (moderated t, max-T adjusted p)", ", ".join(
-                f"{g} ({t:+.1f}, {fmt(p)})" for g, t, p in zip(test["location_genes"][:5], test["location_t"][:5],
-                                                                test["location_adjusted_pvalue"][:5]))
+        for family in ("location", "spread", "detected"):
+            if f"{family}_genes" in test:
+                yield f"{family} part's genes (moderated t, max-T adjusted p)", ", ".join(
+                    f"{g} ({t:+.1f}, {fmt(p)})" for g, t, p in zip(test[f"{family}_genes"][:5], test[f"{family}_t"][:5],
+                                                                    test[f"{family}_adjusted_pvalue"][:5]))
     elif test is not None and "shape_pvalue" in test:
         # the permute test's two parts, combined by min-p into the p-value above
         yield "p-values of the parts (divergence, its shape part)", (
