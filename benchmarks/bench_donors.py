@@ -597,6 +597,167 @@ def compare_tests(n_null: int, n_power: int, designs: list[str], scenarios: list
             say(_compare_line(design, scenario, rows, cut, t0))
 
 
+# --------------------------------------------------------------------------- 7. the donor test
+
+
+# Variants of the donor test computed on every data set (families, top-k, weights); the shipped one is
+# scontrast.donor_test's defaults. Chosen on one seed set (--seed 1), reported on another (--seed 2).
+DONOR_VARIANTS = {
+    "loc k1": (("location",), 1, None),
+    "loc k5": (("location",), 5, None),
+    "loc+spread k1": (("location", "spread"), 1, None),
+    "loc+spread k5": (("location", "spread"), 5, None),
+    "loc+spread k10": (("location", "spread"), 10, None),
+    "loc+spread k1 w2:1": (("location", "spread"), 1, (2.0, 1.0)),
+    "loc+spread+det k1": (("location", "spread", "detected"), 1, None),
+    "spread k1": (("spread",), 1, None),
+}
+
+
+def donor_test_pvalues(pp: ad.AnnData, paired: bool) -> dict:
+    """The donor test's p-value on a preprocessed data set (every cell, every gene of ``pp.X``), its families' own
+    p-values, and every variant of :data:`DONOR_VARIANTS` on the same relabellings; the seconds it takes."""
+    from scontrast.design import replicate_labellings
+    from scontrast.donor_test import FAMILIES, donor_test, family_statistics, replicate_features, weighted_min_p
+
+    t_mask = pp.obs["scontrast_target"].to_numpy(dtype=bool)
+    names, index = np.unique(pp.obs["scontrast_replicate"].astype(str).to_numpy(), return_inverse=True)
+    tor = np.isin(names, np.unique(names[index][t_mask]))
+    t0 = time.perf_counter()
+    lab, exact = replicate_labellings(tor, paired=paired, max_labellings=9999, random_state=0)
+    feats = replicate_features(pp.X, index, t_mask, names.size, paired=paired)
+    res = donor_test({f: feats[f] for f in FAMILIES}, lab, paired=paired, exact=exact)
+    out = {"donor": res["pvalue"], "donor_s": time.perf_counter() - t0,
+           "donor_location": res["parts"]["location"], "donor_spread": res["parts"]["spread"]}
+    cache = {}
+    for name, (fams, k, w) in DONOR_VARIANTS.items():
+        cols = []
+        for f in fams:
+            if (f, k) not in cache:
+                cache[(f, k)] = family_statistics({f: feats[f]}, lab, paired=paired, top_k=k)[0][:, 0]
+            cols.append(cache[(f, k)])
+        out["v " + name] = float(weighted_min_p(np.column_stack(cols), w)[0])
+    return out
+
+
+def donor_compare_one(adata: ad.AnnData, paired: bool, planted: np.ndarray, genes: np.ndarray, seed: int,
+                      sparda: bool, etest_too: bool, deseq2: bool = True) -> dict:
+    """The donor test (and its variants), pseudobulk DESeq2, limma-trend, optionally SPARDA's replicate test with its
+    distributional parts (and the previous release's location + divergence + shape) and the E-test, on one data set."""
+    from scontrast import tl
+    from scontrast.donor_test import replicate_features
+    from scontrast.preprocess import preprocess
+
+    pp = preprocess(adata, groupby="group", target=["T"], background=["B"], replicate="donor", paired=paired,
+                    min_genes=0, min_cells=1, max_pct_mito=100, n_top_genes=300, min_cells_per_group=2)
+    out = donor_test_pvalues(pp, paired)
+    if sparda:
+        from scontrast.donor_test import family_t, min_p_combination
+        from scontrast.sparda import SPARDA
+        from scontrast.sparda._replicate import _distinct_labellings
+        from scontrast.tl._common import group_matrices
+        from scontrast.tl._sparda import _replicates
+
+        X, Y, _ = group_matrices(pp)
+        model = SPARDA(k=5, random_state=seed, test_distribution=True).fit(X, Y, **_replicates(pp, "scontrast_target"))
+        out["sparda"] = float(model.pvalue_)
+        # the replicate test of the previous release on the same relabellings: the largest moderated |t| of the
+        # donors' pseudobulk (the location family at top-k 1), SPARDA's divergence and shape parts, min-p
+        reps = model.replicates_
+        lab = _distinct_labellings(reps, 10**4, np.random.default_rng(0))[0]
+        n = X.shape[0]
+        feats = replicate_features([X, Y], reps.index, np.arange(n + Y.shape[0]) < n, reps.names.size,
+                                   paired=reps.paired)
+        loc = np.abs(family_t(feats["location"], lab, paired=reps.paired)[0]).max(axis=1)
+        dist = model.part_statistics_[:, -2:]
+        out["sparda_old"] = float(min_p_combination(np.column_stack([loc, dist]))[0])
+    pick = np.isin(pp.var_names, genes[planted])
+    if deseq2:
+        tl.pseudobulk(pp)
+        padj = pp.var["pseudobulk_padj"].to_numpy()
+        out["deseq2_any"], out["deseq2_planted"] = _smallest(padj, slice(None)), _smallest(padj, pick)
+    lt = limma_trend_padj(pp)
+    out["limma_any"], out["limma_planted"] = _smallest(lt, slice(None)), _smallest(lt, pick)
+    if etest_too:
+        out["etest"] = etest(pp, seed=seed)
+    return out
+
+
+def _binom_band(k: int, n: int) -> str:
+    """Clopper-Pearson 95% interval of k / n."""
+    from scipy.stats import beta
+
+    lo = beta.ppf(0.025, k, n - k + 1) if k > 0 else 0.0
+    hi = beta.ppf(0.975, k + 1, n - k) if k < n else 1.0
+    return f"{k}/{n} = {k / n:.3f} [{lo:.3f}, {hi:.3f}]"
+
+
+def _donor_line(design: str, scenario: str, rows: list[dict], cut: dict) -> list[str]:
+    n = len(rows)
+    key = "any" if scenario == "none" else "planted"
+    parts = [f"donor test {_binom_band(sum(r['donor'] <= 0.05 for r in rows), n)}",
+             f"its location part {sum(r['donor_location'] <= 0.05 for r in rows) / n:.3f}",
+             f"spread part {sum(r['donor_spread'] <= 0.05 for r in rows) / n:.3f}"]
+    for m, label in (("deseq2", "DESeq2"), ("limma", "limma-trend")):
+        v = np.array([r[f"{m}_{key}"] for r in rows if f"{m}_{key}" in r])
+        if v.size == 0:
+            continue
+        if scenario == "none":
+            cut[m] = float(np.quantile(v, 0.05))
+        matched = f"{np.mean(v < cut[m]):.3f}" if m in cut else "n/a"
+        first = f" (first {v.size})" if v.size < n else ""
+        parts.append(f"{label}{first} padj<0.05 {np.mean(v < 0.05):.3f} / matched {matched}")
+        if m == "deseq2" and v.size < n:
+            on = [r for r in rows if f"{m}_{key}" in r]
+            parts.append(f"donor test on the same {np.mean([r['donor'] <= 0.05 for r in on]):.3f}")
+    sub = [r for r in rows if "sparda" in r]
+    if sub:
+        parts.append(f"first {len(sub)}: donor test + SPARDA's divergence and shape parts "
+                     f"{sum(r['sparda'] <= 0.05 for r in sub)}/{len(sub)}, the previous replicate test (location max|t| + "
+                     f"divergence + shape) {sum(r['sparda_old'] <= 0.05 for r in sub)}/{len(sub)}, the donor test "
+                     f"{sum(r['donor'] <= 0.05 for r in sub)}/{len(sub)}")
+    et = [r["etest"] for r in rows if "etest" in r]
+    if et:
+        parts.append(f"E-test (first {len(et)}) {np.mean(np.array(et) <= 0.05):.3f}")
+    if scenario == "none" and cut:
+        parts.append("matched padj cuts: " + ", ".join(f"{m} {v:.3g}" for m, v in cut.items()))
+    parts.append(f"donor test {np.median([r['donor_s'] for r in rows]):.3f} s median")
+    lines = [f"{design:6s} {scenario:8s} ({n:3d}): " + " | ".join(parts)]
+    lines.append("    variants (p <= 0.05): " + ", ".join(
+        f"{name} {np.mean([r['v ' + name] <= 0.05 for r in rows]):.3f}" for name in DONOR_VARIANTS))
+    return lines
+
+
+def donor_compare(n_null: int, n_power: int, designs: list[str], scenarios: list[str], cells: int, seed: int,
+                  n_sparda: int, n_etest: int, n_deseq2: int) -> None:
+    """The donor test against pseudobulk DESeq2 and limma-trend (at padj < 0.05 and at the level matched to 5% of
+    the design's null data sets), SPARDA's combined replicate test on the first ``n_sparda`` data sets and the
+    E-test on the first ``n_etest``, on the data sets of :func:`simulate_design` (the null scenario first)."""
+    pool, genes = shipped_cd4_pool()
+    say(f"\n## The donor test (location + spread families, top-10 mean t^2 each, min-p): pseudo-donors of {cells} cells of the "
+        f"shipped pbmc3k CD4 T cells ({pool.shape[0]} in the pool, {genes.size} genes), donor log-sd 0.3, seed {seed} "
+        f"(load {os.getloadavg()[0]:.2f})")
+    say("rejections: p <= 0.05 (donor test, SPARDA, E-test; 95% Clopper-Pearson interval); pseudobulk: any gene "
+        "(null) or a planted gene at padj < 0.05 / at the matched padj cut")
+    for design in designs:
+        cut = {}
+        for scenario in scenarios:
+            n_sims = n_null if scenario == "none" else n_power
+            if n_sims == 0:
+                continue
+            rng = np.random.default_rng([seed, 100 + list(DESIGNS).index(design), SCENARIOS.index(scenario)])
+            rows, t0 = [], time.time()
+            for i in range(n_sims):
+                a, planted = simulate_design(pool, genes, scenario, design, cells, rng)
+                rows.append(donor_compare_one(a, DESIGNS[design][1], planted, genes, int(rng.integers(2**31)),
+                                              i < n_sparda, i < n_etest, i < n_deseq2))
+                if (i + 1) % 50 == 0 and i + 1 < n_sims:
+                    say("  interim " + _donor_line(design, scenario, rows, dict(cut))[0])
+            for line in _donor_line(design, scenario, rows, cut):
+                say(line)
+            say(f"  ({time.time() - t0:.0f} s, load {os.getloadavg()[0]:.2f})")
+
+
 def location_scales(n_sims: int, scenario: str, seed: int) -> None:
     """The location part's power by the scale of the replicate summaries, 6 vs 6 pseudo-donors (no SPARDA fit).
 
@@ -643,7 +804,7 @@ def location_scales(n_sims: int, scenario: str, seed: int) -> None:
 
 
 def sparda_splits(sources: list[str], max_splits: int) -> None:
-    """The replicate test alone (library defaults) on the wu2020 donor splits: combined, today's and the location part."""
+    """The replicate test alone (library defaults: the donor test) on the wu2020 donor splits, with its two parts."""
     from scontrast import tl
     from scontrast.preprocess import preprocess
 
@@ -654,9 +815,9 @@ def sparda_splits(sources: list[str], max_splits: int) -> None:
         patients = sorted(counts.index[counts >= 4])
         cells = cells[cells.obs["patient"].astype(str).isin(patients)].copy()
         splits = patient_splits(patients, max_splits)
-        say(f"\n## SPARDA's replicate test on {source} T cells of {len(patients)} patients ({cells.n_obs} cells): "
-            f"{len(splits)} splits by patient (load {os.getloadavg()[0]:.2f})")
-        say("split (first half) | combined p | today's p (divergence + shape) | location part p")
+        say(f"\n## SPARDA's replicate test (the donor test) on {source} T cells of {len(patients)} patients "
+            f"({cells.n_obs} cells): {len(splits)} splits by patient (load {os.getloadavg()[0]:.2f})")
+        say("split (first half) | p | location part p | spread part p")
         rows = []
         t0 = time.time()
         for first in splits:
@@ -665,22 +826,22 @@ def sparda_splits(sources: list[str], max_splits: int) -> None:
             pp = preprocess(a, groupby="half", target=["A"], background=["B"], replicate="patient", **PRE)
             tl.sparda(pp, random_state=0)
             t = pp.uns["sparda"]["test"]
-            rows.append((float(pp.uns["sparda"]["pvalue"]), float(t["distribution_pvalue"]),
-                         float(t["parts"]["location"])))
+            rows.append((float(pp.uns["sparda"]["pvalue"]), float(t["parts"]["location"]), float(t["parts"]["spread"])))
             say(f"{'+'.join(first):40s} | {rows[-1][0]:.3f} | {rows[-1][1]:.3f} | {rows[-1][2]:.3f}")
         v = np.array(rows)
         n = len(rows)
-        band = 0.05 + 2 * np.sqrt(0.05 * 0.95 / n)
-        say(f"p <= 0.05 in {n} splits: combined {int(np.sum(v[:, 0] <= 0.05))}, today's {int(np.sum(v[:, 1] <= 0.05))}, "
-            f"location part {int(np.sum(v[:, 2] <= 0.05))} (nominal 0.05: {0.05 * n:.1f}; binomial 2-sd band <= "
-            f"{band:.3f}, i.e. {band * n:.1f}) ({time.time() - t0:.0f} s, load {os.getloadavg()[0]:.2f})")
+        k = int(np.sum(v[:, 0] <= 0.05))
+        say(f"p <= 0.05 in {n} splits: the donor test {_binom_band(k, n)}, location part {int(np.sum(v[:, 1] <= 0.05))}, "
+            f"spread part {int(np.sum(v[:, 2] <= 0.05))} (nominal 0.05: {0.05 * n:.1f}) ({time.time() - t0:.0f} s, load "
+            f"{os.getloadavg()[0]:.2f})")
 
 
-def timing(n_cells: int = 5000, n_genes: int = 2000, donors: int = 6, seed: int = 0) -> None:
-    """Seconds of SPARDA's replicate test (and of its location part) at 6 vs 6 donors, 2,000 genes, 5,000 cells."""
-    from scontrast.donor_test import moderated_t, replicate_means
+def timing(n_cells: int = 5000, n_genes: int = 2000, donors: int = 6, seed: int = 0, distribution: bool = False) -> None:
+    """Seconds of SPARDA's replicate test (the donor test; with ``distribution`` also SPARDA's relabelled-refit
+    parts) and of the donor test alone on every relabelling at 6 vs 6 donors, 2,000 genes, 5,000 cells."""
+    from scontrast.design import replicate_labellings
+    from scontrast.donor_test import FAMILIES, donor_test, replicate_features
     from scontrast.sparda import SPARDA
-    from scontrast.sparda._replicate import Replicates, _distinct_labellings
 
     rng = np.random.default_rng(seed)
     base = rng.gamma(0.3, 2.0, size=n_genes)
@@ -691,25 +852,24 @@ def timing(n_cells: int = 5000, n_genes: int = 2000, donors: int = 6, seed: int 
     say(f"\n## Time of the replicate test: {donors} vs {donors} donors, {X.shape[1]} genes, {X.shape[0]} cells "
         f"(density {X.nnz / np.prod(X.shape):.2f}; load {os.getloadavg()[0]:.2f})")
     reps_x, reps_y = donor[is_t].astype(str), donor[~is_t].astype(str)
-    for location in (True, False):
-        fit_only = SPARDA(k=5, n_permutations=0, random_state=0)
-        t0 = time.perf_counter()
-        fit_only.fit(X[is_t], X[~is_t], replicates_x=reps_x, replicates_y=reps_y)
-        t_fit = time.perf_counter() - t0
-        model = SPARDA(k=5, test_location=location, random_state=0)
+    fit_only = SPARDA(k=5, n_permutations=0, random_state=0)
+    t0 = time.perf_counter()
+    fit_only.fit(X[is_t], X[~is_t], replicates_x=reps_x, replicates_y=reps_y)
+    t_fit = time.perf_counter() - t0
+    for dist in ((False, True) if distribution else (False,)):
+        model = SPARDA(k=5, test_distribution=dist, random_state=0)
         t0 = time.perf_counter()
         model.fit(X[is_t], X[~is_t], replicates_x=reps_x, replicates_y=reps_y)
         t_all = time.perf_counter() - t0
-        say(f"test_location={location}: fit and test {t_all:.1f} s, fit alone {t_fit:.1f} s: the test {t_all - t_fit:.1f} s "
-            f"({model.test_['n_labellings']} relabellings, p {model.pvalue_:.3g})")
-    reps = Replicates.from_labels(reps_x, reps_y, int(is_t.sum()), int((~is_t).sum()), False)
-    lab = _distinct_labellings(reps, 999, rng)[0]
+        say(f"test_distribution={dist}: fit and test {t_all:.1f} s, fit alone {t_fit:.1f} s: the test "
+            f"{t_all - t_fit:.1f} s ({model.test_['n_labellings']} relabellings, p {model.pvalue_:.3g})")
     t0 = time.perf_counter()
-    means = replicate_means([X[is_t], X[~is_t]], reps.index, np.arange(X.shape[0]) < is_t.sum(), reps.names.size,
-                            paired=False)
-    moderated_t(means, lab, paired=False)
-    say(f"the location part alone (means of every donor, moderated t of {lab.shape[0]} relabellings x {n_genes} "
-        f"genes): {time.perf_counter() - t0:.2f} s")
+    lab, exact = replicate_labellings(is_t[np.unique(donor, return_index=True)[1]], paired=False, max_labellings=9999)
+    feats = replicate_features(X, donor, is_t, 2 * donors, paired=False)
+    res = donor_test({f: feats[f] for f in FAMILIES}, lab, paired=False, exact=exact)
+    say(f"the donor test alone (features of every donor from the cells, {', '.join(FAMILIES)}; moderated t of "
+        f"{lab.shape[0]} relabellings x {n_genes} genes per family; min-p): {time.perf_counter() - t0:.2f} s "
+        f"(p {res['pvalue']:.3g})")
 
 
 # --------------------------------------------------------------------------- 4. enrichment under donor effects
@@ -776,6 +936,12 @@ def main(argv=None):
     parser.add_argument("--designs", nargs="+", default=list(DESIGNS), choices=list(DESIGNS))
     parser.add_argument("--sparda-splits", action="store_true", help="the replicate test alone on the wu2020 splits")
     parser.add_argument("--timing", action="store_true")
+    parser.add_argument("--with-distribution", action="store_true", help="--timing: also with test_distribution")
+    parser.add_argument("--donor-test", nargs=2, type=int, metavar=("N_NULL", "N_POWER"),
+                        help="the donor test against the pseudobulk tests on the --compare data sets")
+    parser.add_argument("--n-sparda", type=int, default=0, help="--donor-test: SPARDA's combined test on this many")
+    parser.add_argument("--n-etest", type=int, default=0, help="--donor-test: the E-test on this many")
+    parser.add_argument("--n-deseq2", type=int, default=10**9, help="--donor-test: pseudobulk DESeq2 on this many")
     parser.add_argument("--location-scales", type=int, default=0, metavar="N",
                         help="the location part's power by the scale of the replicate summaries (first --scenarios)")
     args = parser.parse_args(argv)
@@ -793,13 +959,16 @@ def main(argv=None):
     if args.sim:
         simulation(args.sim, args.scenarios, args.donors, args.cells, args.seed)
     if args.timing:
-        timing()
+        timing(distribution=args.with_distribution)
     if args.location_scales:
         location_scales(args.location_scales, args.scenarios[0], args.seed)
     if args.sparda_splits:
         sparda_splits(args.sources, args.max_splits)
     if args.compare:
         compare_tests(*args.compare, args.designs, args.scenarios, args.cells, args.seed)
+    if args.donor_test:
+        donor_compare(*args.donor_test, args.designs, args.scenarios, args.cells, args.seed, args.n_sparda,
+                      args.n_etest, args.n_deseq2)
 
 
 if __name__ == "__main__":

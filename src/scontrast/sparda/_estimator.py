@@ -124,8 +124,9 @@ class SPARDA(_LambdaChoice, _Tests, BaseEstimator):
         denser (``docs/sparda.md``); the path's top, the fit and the test always use every cell.  Groups at or below it (every
         contrast of a few thousand cells) are not subsampled.  ``None``: every cell.
     test_max_cells : int or None, default 5000
-        The ``'replicate'`` test relabels at most about twice this many cells (both groups
-        together): with more, every (replicate, group) stratum keeps the same share of its cells,
+        With ``test_distribution``, the ``'replicate'`` test's distributional parts relabel at
+        most about twice this many cells (both groups together; the donor test reads every
+        cell): with more, every (replicate, group) stratum keeps the same share of its cells,
         drawn at random (``test_['n_cells']`` records the cells used). Each relabelling's
         re-optimised statistic costs time in proportion to the cells, and with donors as the
         unit the cells of one donor add little beyond a few hundred; one share for every
