@@ -40,3 +40,17 @@ def test_compare_one_runs_every_test_and_limma_finds_a_planted_shift(pool):
         assert 0 < out[k] <= 1 and out[k] * 462 == pytest.approx(round(out[k] * 462))
     assert out["limma_planted"] < 0.05 and out["deseq2_planted"] < 0.05
     assert out["limma_any"] <= out["limma_planted"]
+
+
+def test_donor_compare_one_runs_the_donor_test_its_variants_and_the_baselines(pool):
+    C, genes = pool
+    rng = np.random.default_rng(2)
+    a, planted = bd.simulate_design(C, genes, "mean", "6v6", 30, rng)
+    out = bd.donor_compare_one(a, False, planted, genes, 0, sparda=False, etest_too=False, deseq2=False)
+    assert {"donor", "donor_location", "donor_spread", "limma_planted"} <= set(out) and "deseq2_any" not in out
+    assert {f"v {name}" for name in bd.DONOR_VARIANTS} <= set(out)
+    # 6 vs 6 donors, every labelling listed (924, a labelling and its mirror tie): p-values are multiples of 1/924
+    for k in ("donor", "donor_location", "donor_spread"):
+        assert 0 < out[k] <= 1 and out[k] * 924 == pytest.approx(round(out[k] * 924))
+    # the default is the variant "loc+spread k10"; a 2x shift of 5 genes at 30 cells a donor is found by it
+    assert out["donor"] == out["v loc+spread k10"] and out["donor_location"] <= 0.05
