@@ -34,16 +34,17 @@ if _USER_DATASETS is not None:
     config["datasets"] = _USER_DATASETS
 
 
-# The scheduler's "Select jobs to execute..." and "Execute 1 jobs..." (two lines per finished job,
-# whatever --quiet says) are progress: quiet with it, as in the default profile.
+# The scheduler's "Select jobs to execute..." and "Execute 1 jobs..." (two lines per finished job) and
+# the report's "Adding <file> (<size>)." (one per file), whatever --quiet says, are progress: quiet
+# with it, as in the default profile.
 from snakemake.logging import logger as _logger
 from snakemake.settings.enums import Quietness as _Quietness
 
-from scontrast._workflow import quiet_scheduler as _quiet_scheduler
+from scontrast._workflow import quiet_progress_lines as _quiet_progress_lines
 
 
 if {_Quietness.PROGRESS, _Quietness.ALL} & set(workflow.output_settings.quiet or ()):
-    _quiet_scheduler(_logger)
+    _quiet_progress_lines(_logger)
 
 
 report: "workflow/report/workflow.rst"

@@ -12,14 +12,14 @@ import pytest
 import yaml
 
 from conftest import REPO
-from scontrast._workflow import SchedulerLines
+from scontrast._workflow import ProgressLines
 
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
 
 # The lines snakemake prints whatever the number of jobs (the profile, "Building DAG of jobs...", the shell,
-# the conda note; a run's start and end), and the lines allowed per job. The quick start (README's two
-# commands, about 130 jobs) printed 1,842 lines at about 10 per job with snakemake's job blocks; with the
-# default profile its count is in docs/reliability.md.
+# the conda note), and the lines allowed per job: the warnings and long steps' progress of some jobs. With
+# snakemake's job blocks and progress lines (--quiet host) a job prints about 10; the quick start's count
+# with the default profile is in docs/reliability.md.
 FIXED_LINES = 12
 LINES_PER_JOB = 0.25
 
@@ -30,12 +30,17 @@ def _record(msg: str, **extra) -> logging.LogRecord:
     return record
 
 
-def test_the_scheduler_lines_are_dropped_and_nothing_else():
+def test_the_scheduler_and_report_file_lines_are_dropped_and_nothing_else():
     from snakemake_interface_logger_plugins.common import LogEvent
 
-    keep = SchedulerLines().filter
+    keep = ProgressLines().filter
     assert not keep(_record("Select jobs to execute..."))
     assert not keep(_record("Execute 2 jobs...", event=LogEvent.JOB_STARTED, jobs=[1, 2]))
+    assert not keep(_record("Adding summary.tsv (3.92 KB)."))
+    assert not keep(_record("Adding preprocess_qc.png (114.03 KB)."))
+    assert not keep(_record("Loading script code for rule sparda_figure"))
+    assert keep(_record("Creating report...")) and keep(_record("Report created."))
+    assert keep(_record("Adding a note to the log"))  # the report's pattern only
     assert keep(_record("Building DAG of jobs..."))
     assert keep(_record("Nothing to be done (all requested files are present and up to date)."))
     assert keep(_record("Error in rule sparda:", event=LogEvent.JOB_ERROR))
@@ -92,6 +97,12 @@ def test_a_run_prints_a_few_lines_whatever_its_number_of_jobs(tmp_path):
     assert not [ln for ln in lines if re.match(r"\s*(local)?rule \w+:", ln) or "steps (" in ln]
     warned = [ln for ln in lines if " WARNING " in ln]
     assert all("[dataset=wu2020]" in ln for ln in warned), warned
+
+    # the report of the README's second command: a few lines, not one per file and rule
+    report = subprocess.run([*base, "--report", str(tmp_path / "report.html")], capture_output=True, text=True,
+                            timeout=600)
+    assert report.returncode == 0, report.stderr[-3000:]
+    assert len((report.stdout + report.stderr).splitlines()) <= 6, report.stdout + report.stderr
 
     # the same run asked for snakemake's job blocks prints them: the count above is the profile's doing
     again = subprocess.run([*base, "--forcerun", "summary", "--quiet", "host"], capture_output=True, text=True,

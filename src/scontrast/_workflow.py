@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import socket
 import sys
 import time
@@ -313,24 +314,29 @@ def _run(smk: Any, main: Callable[[Any], None], log: logging.Logger, log_path: P
 #: :func:`scontrast.core.temporary_beside`). Names are ASCII (the config schema's pattern): bytes = characters.
 MAX_DATASET_NAME = 255 - 14
 
-class SchedulerLines(logging.Filter):
-    """Drops snakemake's scheduler lines, "Select jobs to execute..." and "Execute 2 jobs...".
+class ProgressLines(logging.Filter):
+    """Drops snakemake's lines per job and per report file, which no ``--quiet`` category covers.
 
-    The scheduler logs them at INFO without a quiet category, two per finished job: a hundred jobs
-    made some two hundred lines. The Snakefile adds this filter to snakemake's logger when the run
-    is quiet on progress (the default profile), so the terminal keeps warnings and failures.
+    The scheduler's "Select jobs to execute..." and "Execute 2 jobs..." (two per finished job: a
+    hundred jobs made some two hundred lines) and the report's "Adding summary.tsv (3.92 KB)." and
+    "Loading script code for rule sparda" (one per file and rule: a hundred lines for the demo's
+    report). The Snakefile adds this filter to snakemake's logger when the run is quiet on
+    progress (the default profile), so the terminal keeps warnings, failures and the run's end.
     """
 
+    _REPORT = re.compile(r"^(Adding .+ \([0-9.]+ [KMGT]?i?B\)\.|Loading (script|wrapper) code for rule \S+)$")
+
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.getMessage() == "Select jobs to execute...":
+        message = record.getMessage()
+        if message == "Select jobs to execute..." or self._REPORT.match(message):
             return False
         return str(getattr(getattr(record, "event", None), "value", "")) != "job_started"
 
 
-def quiet_scheduler(logger: logging.Logger) -> None:
-    """Add :class:`SchedulerLines` to ``logger`` once."""
-    if not any(isinstance(f, SchedulerLines) for f in logger.filters):
-        logger.addFilter(SchedulerLines())
+def quiet_progress_lines(logger: logging.Logger) -> None:
+    """Add :class:`ProgressLines` to ``logger`` once."""
+    if not any(isinstance(f, ProgressLines) for f in logger.filters):
+        logger.addFilter(ProgressLines())
 
 
 def dataset_name_problem(name: object) -> str | None:
