@@ -15,24 +15,43 @@ library, not snakemake). Parts:
 2. ``--power N``: a 2x mean shift of 15 genes in CD14 Mono and a spread change of 10 genes (per-cell
    log-normal factor, log-sd 1, mean kept) in B, 6 vs 6 and 4 vs 4 donors: how often each planted
    split is found (padj < 0.05), the mean-shift split ranked first, and any unplanted split called.
-3. ``--effect N``: the effect size with nothing planted at 50 and at 500 cells per donor (its
-   mean, spread, and how often its donor interval covers 0), and with a mean shift of fold 1.5, 2
-   and 3 at 50 and 500 cells per donor.
+3. ``--effect N [--effect-null M]``: the effect size of the CD14 Mono split with nothing planted
+   (M studies) at 50 and at 500 cells per donor (its mean, spread, how often its donor interval
+   covers 0, and whether its distribution is the same at both counts: the mean difference with its
+   standard error, a two-sample Kolmogorov-Smirnov test), and with a mean shift of fold 1.5, 2 and
+   3 (N studies each) at 50 and 500 cells per donor.
+
+4. ``--workflow N [N ...]``: the whole workflow on a study of about N cells (the 7 cell types, 6
+   against 6 donors, a sex covariate and a 2x mean shift of 15 genes in CD14 Mono), every default
+   method per split: the study is simulated from the shipped cells, written with a config into a
+   temporary work directory, and ``snakemake --cores 2`` runs it there. Printed: the total wall
+   time, and per rule the jobs, their summed wall and CPU seconds (snakemake's ``benchmark:``
+   files: ``s`` and ``cpu_time``, the latter meaningful on a shared machine) and the largest peak
+   memory (``max_rss``). With two sizes or more, each rule's CPU seconds per 1,000 cells and the
+   growth between sizes. ``--types T`` keeps the largest T cell types only (CD14 Mono first): with
+   ``--types 1`` one split at the size it has in a larger study (20,000 cells: one of the 10 splits
+   of a 200,000-cell study). ``--keep DIR`` keeps the work directories under DIR.
 
 ``--cells C`` sets the cells of each type per donor and condition in parts 1 and 2 (default 80:
 ~8,000 cells over 7 types and 12 donors; 0 = the real cells shared out without replacement,
 ~2,600 cells). Usage (repository root): python -m benchmarks.bench_study [--calibration N]
-[--power N] [--effect N] [--baselines K] [--cells C] [--seed S] [--designs 6v6 4v4 '6 paired' '4 paired']
+[--power N] [--effect N] [--workflow N ...] [--keep DIR] [--baselines K] [--cells C] [--seed S]
+[--designs 6v6 4v4 '6 paired' '4 paired']
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import os
 import platform
+import shutil
+import subprocess
 import sys
+import tempfile
 import time
 import warnings
+from pathlib import Path
 
 import anndata as ad
 import numpy as np
@@ -152,21 +171,139 @@ def power(cells, n, seed, cells_per_donor, designs=DESIGNS):
               f"{(time.time() - t0) / n:.1f} s/study")
 
 
-def effect(cells, n, seed):
-    print(f"\n## Effect size (6 vs 6 donors, CD14 Mono split, {n} studies per row)")
-    for cpd in (50, 500):
-        for fold in (1.0, 1.5, 2.0, 3.0):
+def effect(cells, n, seed, n_null=None):
+    """The effect of the CD14 Mono split, 6 vs 6 donors: ``n_null`` studies with nothing planted and ``n``
+    per planted fold, at 50 and at 500 cells per donor (only the split's real cells are simulated)."""
+    n_null = n_null or n
+    mono = cells[(cells.obs["cell_type"] == "CD14 Mono").to_numpy()].copy()
+    print(f"\n## Effect size (6 vs 6 donors, CD14 Mono split; {n_null} studies with nothing planted and {n} per "
+          "planted fold, at each cell count)")
+    null = {}
+    for fold in (1.0, 1.5, 2.0, 3.0):
+        for cpd in (50, 500):
             eff = [] if fold == 1.0 else [{"cell_type": "CD14 Mono", "kind": "mean", "n_genes": 15, "fold": fold}]
             values, covered = [], 0
-            for i in range(n):
-                sim = simulate(cells, seed + 2000 + i, 6, 6, False, cpd, eff)
-                sim = sim[(sim.obs["cell_type"] == "CD14 Mono").to_numpy()].copy()
-                row = study(sim, False, seed + i).table.iloc[0]
+            reps = n_null if fold == 1.0 else n
+            for i in range(reps):
+                row = study(simulate(mono, seed + 2000 + i, 6, 6, False, cpd, eff), False, seed + i).table.iloc[0]
                 values.append(row["effect"])
                 covered += row["effect_low"] <= 0 <= row["effect_high"]
             v = np.array(values)
-            print(f"{cpd} cells/donor, fold {fold}: effect mean {v.mean():.3f} sd {v.std(ddof=1):.3f}; "
-                  f"interval covers 0 in {band(covered, n)}")
+            if fold == 1.0:
+                null[cpd] = v
+            print(f"{cpd} cells/donor, fold {fold}: effect mean {v.mean():.3f} (se {v.std(ddof=1) / np.sqrt(v.size):.3f}) "
+                  f"sd {v.std(ddof=1):.3f}; interval covers 0 in {band(covered, reps)}")
+    a, b = null[50], null[500]
+    ks = stats.ks_2samp(a, b)
+    diff = a.mean() - b.mean()
+    se = np.sqrt(a.var(ddof=1) / a.size + b.var(ddof=1) / b.size)
+    print(f"nothing planted, 50 against 500 cells/donor: mean difference {diff:.3f} (se {se:.3f}, z {diff / se:.2f}); "
+          f"Kolmogorov-Smirnov p {ks.pvalue:.3g}; sd ratio {a.std(ddof=1) / b.std(ddof=1):.2f}")
+
+
+WORKFLOW_EFFECTS = [{"cell_type": "CD14 Mono", "kind": "mean", "n_genes": 15, "fold": 2.0}]
+
+
+def workflow_config(h5ad: Path) -> dict:
+    """The shipped config with one study entry on ``h5ad`` (every default method per split)."""
+    import yaml
+
+    cfg = yaml.safe_load(Path(REPO, "config.yaml").read_text())
+    demo = cfg["datasets"]["pbmc_study"]
+    cfg["datasets"] = {"study": {"path": str(h5ad), "groupby": "condition", "target": ["case"],
+                                 "background": ["control"], "counts": "raw", "replicate": "donor",
+                                 "split_by": "cell_type", "covariates": ["sex"], "preprocess": demo["preprocess"]}}
+    return cfg
+
+
+def read_benchmarks(work: Path, study: str = "study") -> list[dict]:
+    """One row per job of the study (its splits' and its own): rule, split, wall s, CPU s, max_rss MB."""
+    rows = []
+    for f in sorted(Path(work, "results", study).glob("**/benchmarks/*.tsv")):
+        with f.open() as fh:
+            rec = next(csv.DictReader(fh, delimiter="\t"))
+        num = {k: float(rec[k]) if rec.get(k) not in (None, "", "-", "NA") else float("nan")
+               for k in ("s", "cpu_time", "max_rss")}
+        split = f.parent.parent.relative_to(Path(work, "results", study)).as_posix()
+        rows.append({"rule": f.stem, "split": split if split != "." else "", **num})
+    return rows
+
+
+def per_rule(rows: list[dict]) -> dict[str, dict]:
+    """Per rule: jobs, summed wall and CPU seconds, largest peak memory (MB)."""
+    out = {}
+    for r in rows:
+        a = out.setdefault(r["rule"], {"jobs": 0, "s": 0.0, "cpu": 0.0, "rss": 0.0})
+        a["jobs"] += 1
+        a["s"] += r["s"]
+        a["cpu"] += np.nan_to_num(r["cpu_time"])
+        a["rss"] = max(a["rss"], np.nan_to_num(r["max_rss"]))
+    return out
+
+
+def run_workflow(cells, n_cells: int, seed: int, keep: str | None, n_types: int = 0) -> dict:
+    """Simulate a study of about ``n_cells`` cells, run snakemake on it; print and return its numbers.
+
+    ``n_types``: only the largest ``n_types`` cell types (CD14 Mono among them, where the effect is
+    planted), e.g. 1 for one split of a larger study at its own size; 0 = every type.
+    """
+    if n_types:
+        keep_types = list(dict.fromkeys(["CD14 Mono", *cells.obs["cell_type"].value_counts().index]))[:n_types]
+        cells = cells[cells.obs["cell_type"].isin(keep_types).to_numpy()].copy()
+        cells.obs["cell_type"] = cells.obs["cell_type"].astype(str).astype("category")
+    types = cells.obs["cell_type"].nunique()
+    per = max(1, round(n_cells / (types * 12)))
+    sim = simulate_study(cells, n_target=6, n_background=6, cells_per_donor=per, covariates={"sex": ["F", "M"]},
+                         effects=WORKFLOW_EFFECTS, random_state=seed)
+    work = Path(keep, f"study_{n_cells}_{types}") if keep else Path(tempfile.mkdtemp(prefix="bench_study_"))
+    work.mkdir(parents=True, exist_ok=True)
+    import yaml
+
+    sim.write_h5ad(work / "study.h5ad")
+    (work / "config.yaml").write_text(yaml.safe_dump(workflow_config(work / "study.h5ad"), sort_keys=False))
+    snakemake = str(Path(sys.executable).parent / "snakemake")
+    cmd = [snakemake, "-s", str(Path(REPO, "Snakefile")), "-d", str(work), "--configfile", str(work / "config.yaml"),
+           "--cores", "2"]
+    print(f"\n## Workflow: {sim.n_obs} cells x {sim.n_vars} genes, {types} cell types x 12 donors (6 vs 6), "
+          f"{per} cells per type and donor; every default method per split; snakemake --cores 2 (load "
+          f"{os.getloadavg()[0]:.1f} at start)")
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    (work / "snakemake.log").write_text(proc.stdout + proc.stderr)
+    rows = read_benchmarks(work)
+    rules = per_rule(rows)
+    print(f"exit {proc.returncode}; {len(rows)} jobs in {wall / 60:.1f} min wall (load {os.getloadavg()[0]:.1f} at "
+          f"end); summed over jobs {sum(r['s'] for r in rows) / 60:.1f} min wall, "
+          f"{sum(np.nan_to_num(r['cpu_time']) for r in rows) / 60:.1f} min CPU")
+    print(f"{'rule':<18}{'jobs':>5}{'wall s':>9}{'CPU s':>9}{'CPU s/job':>10}{'peak MB':>9}")
+    for rule, a in sorted(rules.items(), key=lambda kv: -kv[1]["cpu"]):
+        print(f"{rule:<18}{a['jobs']:>5}{a['s']:>9.1f}{a['cpu']:>9.1f}{a['cpu'] / a['jobs']:>10.1f}{a['rss']:>9.0f}")
+    if proc.returncode != 0:
+        print(proc.stderr[-3000:])
+    table = work / "results" / "study" / "study.tsv"
+    if table.exists():
+        import pandas as pd
+
+        t = pd.read_csv(table, sep="\t")
+        print(t[[c for c in ("split", "status", "pvalue", "padj", "effect", "rank") if c in t]].to_string(index=False))
+    if not keep:
+        shutil.rmtree(work, ignore_errors=True)
+    return {"cells": sim.n_obs, "wall": wall, "rules": rules}
+
+
+def scaling(runs: list[dict]) -> None:
+    """Per rule: CPU seconds per 1,000 cells at each size and the growth between the two largest sizes."""
+    if len(runs) < 2:
+        return
+    a, b = runs[-2], runs[-1]
+    print(f"\n## Scaling, {a['cells']} -> {b['cells']} cells (x{b['cells'] / a['cells']:.1f}): CPU s per rule")
+    for rule in sorted(set(a["rules"]) | set(b["rules"])):
+        ca, cb = a["rules"].get(rule, {}).get("cpu", float("nan")), b["rules"].get(rule, {}).get("cpu", float("nan"))
+        print(f"{rule:<18}{ca:>9.1f}{cb:>9.1f}  x{cb / ca if ca else float('nan'):.2f}")
+    ta = sum(r["cpu"] for r in a["rules"].values())
+    tb = sum(r["cpu"] for r in b["rules"].values())
+    print(f"{'all':<18}{ta:>9.1f}{tb:>9.1f}  x{tb / ta:.2f}; wall {a['wall'] / 60:.1f} -> {b['wall'] / 60:.1f} min")
 
 
 def main(argv=None):
@@ -174,9 +311,14 @@ def main(argv=None):
     ap.add_argument("--calibration", type=int, default=0)
     ap.add_argument("--power", type=int, default=0)
     ap.add_argument("--effect", type=int, default=0)
+    ap.add_argument("--effect-null", type=int, default=0, help="studies with nothing planted per cell count "
+                    "(default: --effect)")
     ap.add_argument("--baselines", type=int, default=0)
     ap.add_argument("--cells", type=int, default=80)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--workflow", type=int, nargs="*", default=[], help="study sizes (cells) run by snakemake")
+    ap.add_argument("--types", type=int, default=0, help="--workflow: only the largest T cell types (0 = all)")
+    ap.add_argument("--keep", default=None, help="keep the --workflow work directories under this directory")
     ap.add_argument("--designs", nargs="+", default=[d[0] for d in DESIGNS],
                     help="among '6v6', '4v4', '6 paired', '4 paired'")
     args = ap.parse_args(argv)
@@ -190,7 +332,9 @@ def main(argv=None):
     if args.power:
         power(cells, args.power, args.seed, args.cells, designs)
     if args.effect:
-        effect(cells, args.effect, args.seed)
+        effect(cells, args.effect, args.seed, args.effect_null)
+    if args.workflow:
+        scaling([run_workflow(cells, n, args.seed, args.keep, args.types) for n in args.workflow])
 
 
 if __name__ == "__main__":
