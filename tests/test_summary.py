@@ -204,3 +204,12 @@ def test_overview_escapes_and_embeds(tmp_path):
     page = overview_html("<d>", table, genes, [(str(tmp_path / "f.png"), "a legend")])
     assert "differs &lt;b&gt;" in page and "&lt;d&gt;" in page and "&lt;G&gt;" in page and "w &amp; v" in page
     assert page.count("data:image/png;base64,") == 1 and "a legend" in page
+    assert "most methods naming them first" in page
+
+
+def test_overview_says_when_no_method_names_a_gene():
+    table = pd.DataFrame([("verdict", "verdict", "no difference shown")], columns=["method", "item", "value"])
+    genes = pd.DataFrame({"gene": ["A", "B"], "n_methods": [0, 0], "sparda_weight": [-0.0, 0.25]})
+    page = overview_html("d", table, genes)
+    assert "no method names a gene here" in page and "most methods naming" not in page
+    assert ">-0<" not in page and ">0<" in page and ">0.25<" in page

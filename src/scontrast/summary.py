@@ -502,8 +502,11 @@ def overview_html(name: str, table: pd.DataFrame, genes: pd.DataFrame | None = N
         cols = [c for c in _KEY_GENE_COLUMNS if c in genes.columns]
         rows = "".join("<tr>" + "".join(f'<td style="{cell}">{html.escape(_cell(r[c]))}</td>' for c in cols) + "</tr>"
                        for _, r in genes.head(n_genes).iterrows())
-        parts.append(f"<p style=\"margin:4px 0\"><b>Top {min(n_genes, len(genes))} genes</b> (most methods naming "
-                     "them first; the whole table is genes.tsv):</p>"
+        named = "n_methods" not in genes or bool((genes["n_methods"].head(n_genes) > 0).any())
+        why = ("most methods naming them first" if named else
+               "no method names a gene here: ranked by pseudobulk's p-value, then SPARDA's weight and marginal W2")
+        parts.append(f"<p style=\"margin:4px 0\"><b>Top {min(n_genes, len(genes))} genes</b> ({why}; the whole "
+                     "table is genes.tsv):</p>"
                      f'<table style="border-collapse:collapse;font-size:12px"><tr>'
                      + "".join(f'<th style="{cell};background:#f0f0f0">{html.escape(c)}</th>' for c in cols)
                      + f"</tr>{rows}</table>")
@@ -529,7 +532,7 @@ def overview_html(name: str, table: pd.DataFrame, genes: pd.DataFrame | None = N
 
 def _cell(value) -> str:
     if isinstance(value, float | np.floating):
-        return "" if not np.isfinite(value) else f"{value:.3g}"
+        return "" if not np.isfinite(value) else f"{value + 0.0:.3g}"  # + 0.0: -0.0 reads as 0
     if isinstance(value, bool | np.bool_):
         return "yes" if value else ""
     return str(value)
