@@ -77,10 +77,17 @@ def describe(name: str, a, seconds: float, load0: float) -> None:
                + "/".join(f"{v:.2f}" for v in support[j]) + f"  {', '.join(str(genes[j]).split(', ')[:6])}")
 
 
+def _estimate(a) -> np.ndarray:
+    """FANGS' estimate (cells x K); with K = 0 ``tl.fangs`` writes no ``obsm`` entry."""
+    if "fangs_features" in a.obsm:
+        return np.asarray(a.obsm["fangs_features"])
+    return np.zeros((a.n_obs, 0), dtype=np.uint8)
+
+
 def findings(a) -> np.ndarray:
     """The FANGS estimate's supported features (cells x findings)."""
     f = a.uns["fangs"]
-    return np.asarray(a.obsm["fangs_features"])[:, np.asarray(f["feature_supported"], dtype=bool)]
+    return _estimate(a)[:, np.asarray(f["feature_supported"], dtype=bool)]
 
 
 def agreement(a, b) -> dict:
@@ -88,7 +95,7 @@ def agreement(a, b) -> dict:
     from scontrast.fangs import faro_loss, feature_support
 
     fa, fb = findings(a), findings(b)
-    ea, eb = np.asarray(a.obsm["fangs_features"]), np.asarray(b.obsm["fangs_features"])
+    ea, eb = _estimate(a), _estimate(b)
     ab = feature_support([eb], fa)[0][:, 0] if fa.shape[1] else np.zeros(0)
     ba = feature_support([ea], fb)[0][:, 0] if fb.shape[1] else np.zeros(0)
     loss = faro_loss(ea, eb) / ea.shape[0]

@@ -29,7 +29,8 @@ def _top_genes(adata) -> list[set]:
 
 def matches(full, sub) -> list[tuple[float, float]]:
     """For each FANGS feature of ``full``: (cells agreeing with its best match in ``sub``, top-gene Jaccard)."""
-    F, S = np.asarray(full.obsm["fangs_features"], dtype=bool), np.asarray(sub.obsm["fangs_features"], dtype=bool)
+    F, S = (np.asarray(x.obsm["fangs_features"], dtype=bool) if "fangs_features" in x.obsm
+            else np.zeros((x.n_obs, 0), dtype=bool) for x in (full, sub))
     gf, gs = _top_genes(full), _top_genes(sub)
     out = []
     for j in range(F.shape[1]):
