@@ -2,7 +2,7 @@
 #
 # config.yaml -> rule (workflow/rules/<rule>.smk) -> script (scripts/<rule>.py)
 #   -> library function (src/scontrast/tl/_<method>.py) -> AnnData slot (docs/guide/results.md).
-# Run:  snakemake --cores 2          (profile: workflow/profiles/default)
+# Run:  snakemake                    (profile: workflow/profiles/default: every core, a quiet terminal)
 from snakemake.utils import min_version
 
 min_version("9.0")
