@@ -313,6 +313,10 @@ def test_donor_test_is_exact_over_its_relabellings(design):
         lab, exact = replicate_labellings(target, paired=False, blocks=blocks, max_labellings=10_000)
         kw = {"top_k": 3, "weights": [2.0, 1.0]}
     assert exact and lab.shape[0] == {"unpaired": 70, "paired": 32, "blocks": 400}[design]
+    res = donor_test(feats, lab, paired=design == "paired", **kw)
+    # 70 and 32 labellings (a mirror ties: floor 2/L): a family at its floor could not reach 0.05 in a min-p of two,
+    # so the location family alone; 400 blocked labellings (no mirror): both, weighted 2:1
+    assert res["combined"] == (["location", "spread"] if design == "blocks" else ["location"])
     p = _relabelled_pvalues(feats, lab, design == "paired", **kw)
     L = lab.shape[0]
     for a in np.arange(1, L + 1) / L:

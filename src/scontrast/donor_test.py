@@ -54,6 +54,7 @@ __all__ = [
     "family_t",
     "family_statistics",
     "donor_test",
+    "combined_parts",
     "FAMILIES",
 ]
 
@@ -325,6 +326,8 @@ def location_test(means: np.ndarray, target_of_replicate, *, paired: bool, max_l
 # reported on --seed 2 (benchmarks/results/bench_donors.txt).
 FAMILIES = ("location", "spread")
 TOP_K = 10
+# The level combined_parts plans for.
+ALPHA = 0.05
 
 
 def replicate_features(X, replicate_index: np.ndarray, is_target: np.ndarray, n_replicates: int, *,
@@ -509,14 +512,18 @@ def weighted_min_p(T: np.ndarray, weights=None) -> np.ndarray:
 
 
 def donor_test(features: dict[str, np.ndarray], labellings: np.ndarray, *, paired: bool, exact: bool = True,
-               top_k: int = TOP_K, weights=None, extra: dict[str, np.ndarray] | None = None) -> dict:
+               top_k: int = TOP_K, weights=None, extra: dict[str, np.ndarray] | None = None,
+               floor: float | None = None, alpha: float = ALPHA) -> dict:
     """The donor-level test of target = background over one matrix of relabellings of the donors.
 
     Each family of per-donor features (:func:`replicate_features`) gets a limma-trend moderated t
     per feature under every labelling (:func:`family_t`) and a statistic, the mean of its
     ``top_k`` largest ``t^2``; the families (and any ``extra`` statistics of the same labellings,
     larger = more extreme) are combined by min-p within the set of labellings
-    (:func:`min_p_combination`, or :func:`weighted_min_p` with ``weights``). Every statistic is a
+    (:func:`min_p_combination`, or :func:`weighted_min_p` with ``weights``). A design with so few
+    relabellings that a part at its floor could not reach ``alpha`` in that min-p (4 vs 4 donors,
+    6 pairs) uses its first part, the location family, alone (:func:`combined_parts`); every part's
+    own p-value is reported either way. Every statistic is a
     fixed function of (the donors' features, the labels), so under exchangeable donors the
     observed labelling's rank is uniform: ``p = #{combined p <= observed} / L`` is exact when every
     relabelling is listed (:func:`scontrast.design.replicate_labellings`,
@@ -532,14 +539,19 @@ def donor_test(features: dict[str, np.ndarray], labellings: np.ndarray, *, paire
     top_k : int
     weights : array-like, shape (n_families + n_extra,), optional
     extra : dict of name -> ndarray (L,), optional
+    floor : float, optional
+        The smallest p the labellings allow (default :func:`scontrast.design.labelling_floor`;
+        give ``1 / L`` for labellings listed without their mirrors).
+    alpha : float
+        The level :func:`combined_parts` plans for.
 
     Returns
     -------
     dict
-        ``pvalue``, ``floor`` (the smallest p the labellings allow), ``n_labellings``, ``exact``, ``parts`` {family: its own
-        p-value over the same labellings}, ``statistics`` (L, q) every labelling's family
-        statistics, ``level`` (L,) every labelling's combined p within the set, ``t``
-        {family: (F,) observed moderated t}.
+        ``pvalue``, ``floor`` (the smallest p the labellings allow), ``n_labellings``, ``exact``,
+        ``parts`` {family: its own p-value over the same labellings}, ``combined`` (the parts the
+        min-p combines), ``statistics`` (L, q) every labelling's family statistics, ``level`` (L,)
+        every labelling's combined p within the set, ``t`` {family: (F,) observed moderated t}.
 
     Examples
     --------
@@ -559,10 +571,24 @@ def donor_test(features: dict[str, np.ndarray], labellings: np.ndarray, *, paire
     if extra:
         T = np.column_stack([T] + [np.asarray(v, dtype=float) for v in extra.values()])
         names += list(extra)
-    level = weighted_min_p(T, weights)
     L = lab.shape[0]
-    floor = labelling_floor(lab, paired=paired, exact=exact) if lab.shape[1] > 0 else 1.0 / L
+    if floor is None:
+        floor = labelling_floor(lab, paired=paired, exact=exact) if lab.shape[1] > 0 else 1.0 / L
+    used = combined_parts(len(names), floor, alpha)
+    level = weighted_min_p(T[:, :used], None if weights is None else np.asarray(weights, dtype=float)[:used])
     tol = 1e-10 * np.maximum(1.0, np.abs(T[0]))
     parts = {name: float(np.mean(T[:, j] >= T[0, j] - tol[j])) for j, name in enumerate(names)}
     return {"pvalue": float(level[0]), "floor": float(floor), "n_labellings": int(L), "exact": bool(exact),
-            "parts": parts, "statistics": T, "level": level, "t": t}
+            "parts": parts, "combined": names[:used], "statistics": T, "level": level, "t": t}
+
+
+def combined_parts(n_parts: int, floor: float, alpha: float = ALPHA) -> int:
+    """How many parts (first ones first) the min-p combines: all, unless the design allows so few relabellings that
+    a part at its floor could not reach ``alpha`` in a min-p of them all (``n_parts x floor > alpha``: 4 vs 4
+    donors, 6 pairs), then the first part alone (the location family). It depends on the design only, never on
+    the data, so the test stays exact.
+
+    >>> combined_parts(2, 2 / 924), combined_parts(2, 2 / 70), combined_parts(4, 1 / 462)
+    (2, 1, 4)
+    """
+    return n_parts if n_parts * floor <= alpha else 1

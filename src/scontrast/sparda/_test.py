@@ -211,7 +211,8 @@ def _donor_part(X, Y, reps, lab: np.ndarray, exact: bool, extra: dict | None = N
     is_target = np.arange(n + Y.shape[0]) < n
     feats = replicate_features([X, Y], reps.index, is_target, reps.names.size, paired=reps.paired)
     feats = {f: feats[f] for f in FAMILIES}
-    res = donor_test(feats, lab, paired=reps.paired, exact=exact, top_k=TOP_K, extra=extra)
+    # the labellings are listed without their mirrors: the floor is 1 / L
+    res = donor_test(feats, lab, paired=reps.paired, exact=exact, top_k=TOP_K, extra=extra, floor=1.0 / lab.shape[0])
     genes = {}
     for f in FAMILIES:
         t, df = family_t(feats[f], lab, paired=reps.paired)
@@ -446,7 +447,7 @@ class _Tests:
             "test_max_cells": -1 if self.test_max_cells is None else int(self.test_max_cells),
             "n_permutations": L - 1, "n_labellings": L, "exact": bool(exact), "floor": floor,
             "n_at_least": at_least, "bound": bool(at_least == 0 and not exact), "pvalue": self.pvalue_,
-            "parts": parts, "families": list(FAMILIES), "top_k": int(TOP_K),
+            "parts": parts, "combined": list(res["combined"]), "families": list(FAMILIES), "top_k": int(TOP_K),
             "distribution": bool(self.test_distribution), **info, **genes,
         }
         kind = "all" if exact else "a random sample of"

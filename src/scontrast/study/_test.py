@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..design import replicate_labellings
-from ..donor_test import TOP_K, family_t, top_mean, weighted_min_p
+from ..design import labelling_floor, replicate_labellings
+from ..donor_test import TOP_K, combined_parts, family_t, top_mean, weighted_min_p
 
 __all__ = ["donor_features", "study_labellings", "split_statistics", "rank_pvalues", "min_p"]
 
@@ -172,11 +172,15 @@ def split_statistics(features: np.ndarray, labellings: np.ndarray, *, paired: bo
     = more extreme). A labelling that leaves a group with fewer than 2 donors gets -inf (never
     as large as the observed statistic).
     """
-    t = _family_t(features, labellings, kinds, paired=paired)
-    ok = _valid(np.asarray(labellings, dtype=bool), paired)
+    lab = np.asarray(labellings, dtype=bool)
+    t = _family_t(features, lab, kinds, paired=paired)
+    ok = _valid(lab, paired)
     T = np.column_stack([top_mean(t[:, cols], top_k) for cols in _families(features.shape[1], kinds)])
     T[~ok] = -np.inf
-    out = 1.0 - weighted_min_p(T)
+    # as the donor test: with so few relabellings that a family at its floor could not reach 0.05 in the min-p,
+    # the first family (location) alone; the floor of the listed labellings (a mirror ties), from the design only
+    floor = labelling_floor(lab, paired=paired, exact=True) if lab.shape[1] else 1.0
+    out = 1.0 - weighted_min_p(T[:, :combined_parts(T.shape[1], floor)])
     out[~ok] = -np.inf
     return out
 
