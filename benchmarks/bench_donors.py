@@ -14,9 +14,9 @@ Five parts; every number is printed with the machine load.
    with ``--fangs``, whether FANGS calls any feature enriched.
 2. ``--paired``: Tumor vs NAT paired by patient (6 patients with >= 3 cells in both): SPARDA's
    replicate test and its genes next to PyDESeq2's ``~patient + source`` pseudobulk.
-3. ``--sim N``: pseudo-donors of real cells (pbmc3k CD4 T cells, raw counts, read from
-   ``/work/shared/data/pbmc3k_raw.h5ad``; skipped when absent; a panel of their 300 most variable
-   genes among those seen in >= 20% of the cells): ``--donors`` (6) donors per group,
+3. ``--sim N``: pseudo-donors of real cells (pbmc3k CD4 T cells, raw counts, the shipped
+   ``data/pbmc3k_cd4_counts.h5ad``: a panel of their 300 most variable genes among those seen
+   in >= 20% of the cells, see data/README.md): ``--donors`` (6) donors per group,
    each ``--cells`` (60) cells drawn from the pool, every donor's genes scaled by exp(N(0, 0.3^2))
    (Poisson resampling of the counts), and, in the target donors, a planted effect in 5 genes
    shared by every donor: ``none`` (type I error), ``mean`` (counts x 2: a mean shift), or
@@ -69,7 +69,6 @@ import scipy.sparse as sp
 
 REPO = Path(__file__).resolve().parents[1]
 WU2020 = REPO / "data" / "wu2020_tcells_200.h5ad"
-PBMC3K = Path("/work/shared/data/pbmc3k_raw.h5ad")
 PBMC3K_CD4 = REPO / "data" / "pbmc3k_cd4_counts.h5ad"
 PRE = dict(min_genes=20, n_top_genes=1000)  # the demo config's wu2020 settings
 
@@ -222,14 +221,18 @@ def paired_tumour_vs_nat() -> None:
 # --------------------------------------------------------------------------- 3. pseudo-donor simulation
 
 
-def pbmc3k_cd4_counts() -> tuple[sp.csr_matrix, np.ndarray]:
-    """Raw counts of the pbmc3k CD4 T cells (labels of bench_quadro_real) and gene names."""
+def pbmc3k_cd4_counts(raw_path) -> tuple[sp.csr_matrix, np.ndarray]:
+    """Raw counts of the pbmc3k CD4 T cells (labels of bench_quadro_real) on their 300-gene panel, and its genes.
+
+    ``raw_path``: 10x Genomics' raw pbmc3k matrix (.h5ad, all genes). The recipe of the shipped
+    ``data/pbmc3k_cd4_counts.h5ad``, which the simulations read (:func:`shipped_cd4_pool`).
+    """
     import scanpy as sc
 
     from benchmarks.bench_quadro_real import pbmc3k_labels
 
-    _, names, lab = pbmc3k_labels()
-    a = ad.read_h5ad(PBMC3K)
+    _, names, lab = pbmc3k_labels(raw_path)
+    a = ad.read_h5ad(raw_path)
     a.var_names_make_unique()
     sc.pp.filter_cells(a, min_genes=200)
     sc.pp.filter_genes(a, min_cells=3)
@@ -273,11 +276,7 @@ def simulation(n_sims: int, scenarios: list[str], donors: int, cells: int, seed:
     from scontrast import tl
     from scontrast.preprocess import preprocess
 
-    if not PBMC3K.exists():
-        say(f"# {PBMC3K} is absent: the pseudo-donor simulation is skipped")
-        return
-    pool, genes = pbmc3k_cd4_counts()
-    dense_pool = pool.toarray().astype(float)
+    dense_pool, genes = shipped_cd4_pool()
     say(f"\n## Pseudo-donor simulation: {donors} vs {donors} donors of {cells} pbmc3k CD4 T cells each "
         f"({pool.shape[0]} in the pool, {genes.size} genes), donor log-sd 0.3, {n_sims} simulations per scenario "
         f"(load {os.getloadavg()[0]:.2f})")
@@ -333,11 +332,7 @@ def matched_baselines(n_null: int, n_power: int, donors: int, cells: int, seed: 
     from scontrast import tl
     from scontrast.preprocess import preprocess
 
-    if not PBMC3K.exists():
-        say(f"# {PBMC3K} is absent: the matched baselines are skipped")
-        return
-    pool, genes = pbmc3k_cd4_counts()
-    dense_pool = pool.toarray().astype(float)
+    dense_pool, genes = shipped_cd4_pool()
     say(f"\n## Matched baselines on the pseudo-donor simulation ({donors} vs {donors} donors of {cells} cells; "
         f"load {os.getloadavg()[0]:.2f})")
     smallest = {}
@@ -386,7 +381,7 @@ SCENARIOS = ("none", "mean", "spread", "substate", "mixture")
 
 def shipped_cd4_pool() -> tuple[np.ndarray, np.ndarray]:
     """Raw counts of the pbmc3k CD4 T cells on their 300-gene panel, shipped in ``data/pbmc3k_cd4_counts.h5ad``
-    (written by :func:`pbmc3k_cd4_counts`: the pool and panel of ``--sim``), dense, and the genes."""
+    (written by :func:`pbmc3k_cd4_counts`), dense, and the genes."""
     a = ad.read_h5ad(PBMC3K_CD4)
     return np.asarray(a.X.toarray(), dtype=float), np.asarray(a.var_names)
 

@@ -140,11 +140,11 @@ def coexpression_contrast(name, X, genes, cells) -> dict:
             "y": np.r_[np.ones(target.size, dtype=bool), np.zeros(background.size, dtype=bool)], "null": False}
 
 
-def pbmc3k_labels(path=None):
+def pbmc3k_labels(path):
     """(log-normalised cells x genes, gene names, k-means cell-type labels) of pbmc3k's raw counts.
 
-    ``path``: the raw-count .h5ad of all its genes (default: ``benchmarks.bench_donors.PBMC3K``, the
-    file that module builds its shipped CD4 T panel from). QC as the scanpy tutorial (>= 200
+    ``path``: 10x Genomics' raw-count pbmc3k .h5ad of all its genes (the recipe of
+    ``data/pbmc3k_cd4_counts.h5ad``, see ``benchmarks.bench_donors.pbmc3k_cd4_counts``). QC as the scanpy tutorial (>= 200
     genes, < 5 % mitochondrial), k-means (12 clusters, 30 PCs of the scaled 2,000 HVGs, seed 0)
     named by marker means (IL7R/CCR7, CD8A/CD8B, MS4A1/CD79A, CD14/LYZ, FCGR3A/MS4A7,
     GNLY/NKG7, FCER1A/CST3, PPBP).
@@ -152,8 +152,6 @@ def pbmc3k_labels(path=None):
     import scanpy as sc
     from sklearn.cluster import KMeans
 
-    if path is None:
-        from benchmarks.bench_donors import PBMC3K as path
     a = ad.read_h5ad(path)
     a.var_names_make_unique()
     with warnings.catch_warnings():

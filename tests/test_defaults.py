@@ -47,7 +47,9 @@ NOTEBOOK_ONLY = {("latent_features", "key_added"), ("fangs", "samples_key"),
                  *((m, arg) for m in ("sparda", "cpca", "pcpca", "fangs") for arg in ("groupby", "key_added")),
                  ("quadro", "key_added"),
                  # the deprecated name of groupby
-                 *((m, "key") for m in ("sparda", "cpca", "pcpca", "quadro", "fangs"))}
+                 *((m, "key") for m in ("sparda", "cpca", "pcpca", "quadro", "fangs")),
+                 # the donor design's block column: the workflow passes the dataset entry's `block`
+                 ("sparda", "block"), ("fangs", "block")}
 # data arguments and the AnnData-call plumbing of the front ends and figures
 NOT_PARAMS = {"self", "adata", "samples", "copy", "ax"}
 

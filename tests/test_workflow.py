@@ -135,23 +135,23 @@ def test_changing_one_method_reruns_it_and_its_descendants_only(run):
     workdir, cfg = run
     changed = yaml.safe_load(yaml.safe_dump(cfg))
     changed["pcpca"]["gamma_prime"] = 0.3
-    jobs = _jobs(snakemake(workdir, changed, "-n"))
+    jobs = _jobs(snakemake(workdir, changed, "-n", "--quiet", "rules"))
     # pcpca feeds latent_features (use_rep X_pcpca) -> fangs; their figures, each dataset's collect and
     # summary follow
     assert jobs == {"pcpca": 2, "pcpca_figure": 2, "latent_features": 2, "fangs": 2, "fangs_figure": 2,
                     "collect": 2, "summary": 2, "genes": 2, "overview": 2, "all": 1}
     changed = yaml.safe_load(yaml.safe_dump(cfg))
     changed["fangs"]["a"] = 1.5
-    jobs = _jobs(snakemake(workdir, changed, "-n"))
+    jobs = _jobs(snakemake(workdir, changed, "-n", "--quiet", "rules"))
     assert jobs == {"fangs": 2, "fangs_figure": 2, "collect": 2, "summary": 2, "genes": 2, "overview": 2, "all": 1}
     # a figure setting redraws that figure and refits nothing
     changed = yaml.safe_load(yaml.safe_dump(cfg))
     changed.setdefault("cpca", {}).setdefault("plot", {})["color"] = "bulk_labels"
-    jobs = _jobs(snakemake(workdir, changed, "-n"))
+    jobs = _jobs(snakemake(workdir, changed, "-n", "--quiet", "rules"))
     assert jobs == {"cpca_figure": 2, "all": 1}
     changed = yaml.safe_load(yaml.safe_dump(cfg))
     changed["datasets"]["wu2020"]["preprocess"]["min_cells"] = 4
-    jobs = _jobs(snakemake(workdir, changed, "-n"))
+    jobs = _jobs(snakemake(workdir, changed, "-n", "--quiet", "rules"))
     assert jobs["preprocess"] == 1 and jobs["pcpca"] == 1 and jobs["collect"] == 1
     # the dry runs changed nothing: the original config still has nothing to do
     assert "Nothing to be done" in "".join(snakemake(workdir, cfg, "-n").stdout)

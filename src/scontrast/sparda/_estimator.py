@@ -551,19 +551,8 @@ class SPARDA(_LambdaChoice, _Tests, BaseEstimator):
 
     def _record_search(self, rel: dict, tig: dict) -> None:
         """Append one searched direction's relaxation and tightening to ``relax_info_`` / ``tighten_info_``."""
-        self.relax_info_.append(
-            {
-                "n_iter": rel["n_iter"],
-                "objective": rel["objective"],
-                "bound": rel["bound"],
-                "eig_fraction": rel["eig_fraction"],
-                "divergence": rel["divergence"],
-            }
-        )
-        self.tighten_info_.append(
-            {"n_iter": tig["n_iter"], "divergence": tig["divergence"], "objective": tig["objective"],
-             "start": tig["start"]}
-        )
+        self.relax_info_.append({k: rel[k] for k in ("n_iter", "objective", "bound", "eig_fraction", "divergence")})
+        self.tighten_info_.append({k: tig[k] for k in ("n_iter", "divergence", "objective", "start")})
 
     def _set_directions(self, comps, divs, Xd, Yd) -> None:
         """The fitted directions' attributes; none selected when the groups do not differ at all."""
