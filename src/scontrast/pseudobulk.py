@@ -15,7 +15,7 @@ import pandas as pd
 import scipy.sparse as sp
 
 from .bounds import check_count
-from .core import ScontrastError, check_int, check_real, silenced_warnings
+from .core import ScontrastError, blas_threads, check_int, check_real, silenced_warnings
 
 __all__ = ["pseudobulk_counts", "deseq2", "sample_covariates"]
 
@@ -186,7 +186,9 @@ def deseq2(summed: pd.DataFrame, samples: pd.DataFrame, *, paired: bool, min_tot
             metadata = pd.concat([metadata, covariates[used]], axis=1)
             design = "~" + " + ".join([*used, *(["replicate"] if paired else []), "group"])
     inference = DefaultInference(n_cpus=int(n_jobs))
-    with silenced_warnings():
+    # every per-gene fit is a (samples x terms) system of a few rows: BLAS threads only spin on
+    # them (a study's pseudobulk job spent 1.5 CPU s per wall second with them, 1.0 without)
+    with silenced_warnings(), blas_threads(1):
         # poscounts size factors: with sparse single-cell genes every gene may have a zero sample,
         # where DESeq2's default ratio estimator has no geometric mean to divide by
         dds = DeseqDataSet(counts=summed[tested], metadata=metadata, design=design, refit_cooks=True,
