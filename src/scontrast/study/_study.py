@@ -130,13 +130,41 @@ def _test_features(split: _Split, paired: bool) -> np.ndarray:
 
 
 def _top_genes(split: _Split, paired: bool, k: int = 5) -> str:
-    """The features with the largest observed |t|: genes, '(sd)' for a change of spread."""
+    """The ``k`` distinct genes with the largest observed |t| of either profile, strongest first.
+
+    A gene is named once with what changed: both parts (``(mean and sd)``) when its log-CPM and its
+    spread are both among the ``k`` largest |t| of all features, else its stronger part (bare for
+    the mean, ``(sd)`` for the spread).
+    """
     from ._test import paired_t, unpaired_t
 
     lab = np.zeros((1, len(split.donors)), bool) if paired else split.target_of_donor[None, :]
-    t = (paired_t if paired else unpaired_t)(_test_features(split, paired), lab, _kinds(split))[0]
-    G = split.genes.size
-    names = [f"{split.genes[i % G]}{' (sd)' if i >= G else ''}" for i in np.argsort(-np.abs(t))[:k]]
+    t = np.abs((paired_t if paired else unpaired_t)(_test_features(split, paired), lab, _kinds(split))[0])
+    return _named_parts(split.genes, t[:split.genes.size], t[split.genes.size:], k)
+
+
+def _named_parts(genes: np.ndarray, t_mean: np.ndarray, t_sd: np.ndarray, k: int) -> str:
+    """``'A, B (sd), C (mean and sd)'``: the ``k`` genes (G,) of largest max(|t_mean|, |t_sd|) (each (G,)).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scontrast.study._study import _named_parts
+    >>> genes = np.array(["GFER", "CD14", "LYZ"])
+    >>> _named_parts(genes, np.array([9.0, 1.0, 5.0]), np.array([8.0, 6.0, 0.5]), 2)   # GFER's sd 2nd of all
+    'GFER (mean and sd), CD14 (sd)'
+    >>> _named_parts(genes, np.array([9.0, 1.0, 5.0]), np.array([4.0, 6.0, 0.5]), 2)   # GFER's sd 4th: its mean
+    'GFER, CD14 (sd)'
+    """
+    G = genes.size
+    t = np.concatenate([t_mean, t_sd])
+    among = np.zeros(2 * G, bool)
+    among[np.argsort(-t, kind="stable")[:k]] = True
+    order = np.argsort(-np.maximum(t_mean, t_sd), kind="stable")[:k]
+    names = []
+    for i in order:
+        both = among[i] and among[G + i]
+        names.append(f"{genes[i]}{' (mean and sd)' if both else ' (sd)' if t_sd[i] > t_mean[i] else ''}")
     return ", ".join(names)
 
 
