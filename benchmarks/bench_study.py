@@ -45,6 +45,7 @@ import argparse
 import csv
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -152,6 +153,17 @@ def calibration(cells, n, seed, cells_per_donor, baselines, rng, designs=DESIGNS
                   f"Augur-style cell-level AUC separable in {band(au, baselines)}")
 
 
+def bh_reach(floor: float, n_splits: int, alpha: float = ALPHA) -> int | None:
+    """The fewest splits at the p-value ``floor`` (of ``n_splits``, the others at p = 1) that Benjamini-Hochberg
+    (:func:`scontrast.study.bh_adjust`) brings below ``alpha``; None when all ``n_splits`` at the floor cannot."""
+    from scontrast.study import bh_adjust
+
+    for k in range(1, n_splits + 1):
+        if bh_adjust(np.r_[np.full(k, floor), np.ones(n_splits - k)])[0] < alpha:
+            return k
+    return None
+
+
 def power(cells, n, seed, cells_per_donor, designs=DESIGNS):
     print(f"\n## Power: 2x mean shift of 15 genes in CD14 Mono, spread change of 10 genes in B, {n} studies "
           f"({cells_per_donor or 'shared-out'} cells per type, donor and condition)")
@@ -169,6 +181,9 @@ def power(cells, n, seed, cells_per_donor, designs=DESIGNS):
         print(f"{name}: mean-shift type found {band(mean_found, n)}, found and ranked first {band(mean_first, n)}; "
               f"spread type found {band(spread_found, n)}; an unplanted type called {band(false_calls, n)}; "
               f"{(time.time() - t0) / n:.1f} s/study")
+        floor, k = t["pvalue_floor"].min(), bh_reach(t["pvalue_floor"].min(), len(t))
+        print(f"    p floor {floor:.3g}: Benjamini-Hochberg across the {len(t)} splits reaches padj<0.05 "
+              + (f"only with at least {k} of them at the floor" if k else "with none of them"))
 
 
 def effect(cells, n, seed, n_null=None):
@@ -199,6 +214,74 @@ def effect(cells, n, seed, n_null=None):
     se = np.sqrt(a.var(ddof=1) / a.size + b.var(ddof=1) / b.size)
     print(f"nothing planted, 50 against 500 cells/donor: mean difference {diff:.3f} (se {se:.3f}, z {diff / se:.2f}); "
           f"Kolmogorov-Smirnov p {ks.pvalue:.3g}; sd ratio {a.std(ddof=1) / b.std(ddof=1):.2f}")
+
+
+_RUN = re.compile(r"^# python -m benchmarks\.bench_study (.*)$")
+_DESIGN = r"^(6v6|4v4|6 paired|4 paired): "
+_CALIBRATION = re.compile(_DESIGN + r"any split padj<0.05 in (\d+)/(\d+) .*global p<0.05 in (\d+)/(\d+) ")
+_BASELINES = re.compile(r"^\s+same studies, first (\d+): .*DESeq2 any gene padj<0.05 in (\d+)/(\d+) .*"
+                        r"separable in (\d+)/(\d+) ")
+_POWER = re.compile(_DESIGN + r"mean-shift type found (\d+)/(\d+) .*found and ranked first (\d+)/\d+ .*"
+                    r"spread type found (\d+)/\d+ .*an unplanted type called (\d+)/\d+ ")
+# the counts each part sums, in the order of its regular expression's groups after the design
+COUNTS = {"calibration": ("any", "n", "global", "n_global"),
+          "power": ("mean_found", "n", "mean_first", "spread_found", "unplanted")}
+
+
+def read_runs(text: str) -> list[dict]:
+    """One record per design line of the results file: part, design, the run's seed, n and its counts.
+
+    A run starts at a ``# python -m benchmarks.bench_study <flags>`` line (its ``--seed``, default 0);
+    a baselines line adds ``baselines`` (studies), ``deseq2`` and ``augur`` to the design line above it.
+    """
+    runs, seed, last = [], None, None
+    for line in text.splitlines():
+        if m := _RUN.match(line):
+            s = re.search(r"--seed (\d+)", m.group(1))
+            seed, last = (int(s.group(1)) if s else 0), None
+        elif seed is not None and (m := _CALIBRATION.match(line) or _POWER.match(line)):
+            part = "calibration" if m.re is _CALIBRATION else "power"
+            last = {"part": part, "design": m.group(1), "seed": seed,
+                    **{k: int(v) for k, v in zip(COUNTS[part], m.groups()[1:])}}
+            runs.append(last)
+        elif last is not None and (m := _BASELINES.match(line)):
+            last.update(baselines=int(m.group(1)), deseq2=int(m.group(2)), augur=int(m.group(4)))
+    return runs
+
+
+def totals(runs: list[dict], seeds: list[int]) -> dict[tuple[str, str], dict]:
+    """Per (part, design): the counts of the runs at ``seeds`` summed, and those seeds.
+
+    Raises ValueError when two of them share studies (a run at seed s of n studies uses s .. s + n - 1).
+    """
+    out: dict[tuple[str, str], dict] = {}
+    for r in (r for r in runs if r["seed"] in seeds):
+        key = (r["part"], r["design"])
+        acc = out.setdefault(key, {"seeds": [], "ranges": []})
+        lo, hi = r["seed"], r["seed"] + r["n"]
+        if any(lo < b and a < hi for a, b in acc["ranges"]):
+            raise ValueError(f"{r['part']} {r['design']}: the run at seed {lo} shares studies with another run")
+        acc["seeds"].append(lo)
+        acc["ranges"].append((lo, hi))
+        for k in (*COUNTS[r["part"]], "baselines", "deseq2", "augur"):
+            acc[k] = acc.get(k, 0) + r.get(k, 0)
+    return out
+
+
+def summarise(path: str, seeds: list[int]) -> None:
+    """Print one totals line per part and design over the runs of ``path`` at ``seeds``."""
+    for (part, design), t in totals(read_runs(Path(path).read_text()), seeds).items():
+        head = f"# totals over seeds {', '.join(map(str, sorted(t['seeds'])))}, {part} {design}: "
+        if part == "calibration":
+            line = f"any split padj<0.05 in {band(t['any'], t['n'])}; global p<0.05 in {band(t['global'], t['n'])}"
+            if t["baselines"]:
+                line += (f"; same studies, {t['baselines']}: pseudobulk DESeq2 any gene padj<0.05 in "
+                         f"{band(t['deseq2'], t['baselines'])}, Augur-style separable in {band(t['augur'], t['baselines'])}")
+        else:
+            line = (f"mean-shift type found {band(t['mean_found'], t['n'])}, found and ranked first "
+                    f"{band(t['mean_first'], t['n'])}; spread type found {band(t['spread_found'], t['n'])}; "
+                    f"an unplanted type called {band(t['unplanted'], t['n'])}")
+        print(head + line)
 
 
 WORKFLOW_EFFECTS = [{"cell_type": "CD14 Mono", "kind": "mean", "n_genes": 15, "fold": 2.0}]
@@ -335,7 +418,13 @@ def main(argv=None):
     ap.add_argument("--keep", default=None, help="keep the --workflow work directories under this directory")
     ap.add_argument("--designs", nargs="+", default=[d[0] for d in DESIGNS],
                     help="among '6v6', '4v4', '6 paired', '4 paired'")
+    ap.add_argument("--summarise", default=None, metavar="FILE", help="totals per part and design over the runs "
+                    "of a results file at --seeds")
+    ap.add_argument("--seeds", type=int, nargs="+", default=[], help="--summarise: the runs' --seed values")
     args = ap.parse_args(argv)
+    if args.summarise:
+        summarise(args.summarise, args.seeds)
+        return
     cells = ad.read_h5ad(CELLS)
     print(f"# bench_study {' '.join(sys.argv[1:] if argv is None else argv)}: {platform.processor() or platform.machine()}, "
           f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}")

@@ -2,6 +2,8 @@
 
 import re
 
+import pytest
+
 from benchmarks import bench_study
 
 
@@ -29,3 +31,50 @@ def test_bench_study_workflow_sums_each_rules_benchmark_files(tmp_path):
     rules = bench_study.per_rule(rows)
     assert rules["sparda"] == {"jobs": 2, "s": 30.0, "cpu": 10.5, "rss": 500.0}
     assert rules["study"] == {"jobs": 1, "s": 3.0, "cpu": 2.0, "rss": 200.0}
+
+
+RESULTS = """# python -m benchmarks.bench_study --calibration 50 --baselines 5 --designs 6v6 4v4 --seed 600
+# bench_study --calibration 50 --baselines 5 --designs 6v6 4v4 --seed 600: x86_64, 2 cores, load 1.0
+
+## Calibration: nothing planted, 50 studies per design (80 cells per type, donor and condition)
+6v6: any split padj<0.05 in 2/50 = 0.040 [0.005, 0.137]; global p<0.05 in 3/50 = 0.060 [0.013, 0.165]; p floor 0.00216; 1.5 s/study
+    same studies, first 5: pseudobulk DESeq2 any gene padj<0.05 in 4/5 = 0.800 [0.284, 0.995]; Augur-style cell-level AUC separable in 1/5 = 0.200 [0.005, 0.716]
+4v4: any split padj<0.05 in 0/50 = 0.000 [0.000, 0.071]; global p<0.05 in 1/50 = 0.020 [0.001, 0.106]; p floor 0.0286; 0.9 s/study
+# python -m benchmarks.bench_study --calibration 10 --designs 6v6
+6v6: any split padj<0.05 in 9/10 = 0.900 [0.555, 0.997]; global p<0.05 in 9/10 = 0.900 [0.555, 0.997]; p floor 0.00216; 1.5 s/study
+# python -m benchmarks.bench_study --calibration 50 --designs 6v6 --seed 650  (x86_64, 2 cores, load 18.3)
+6v6: any split padj<0.05 in 1/50 = 0.020 [0.001, 0.106]; global p<0.05 in 1/50 = 0.020 [0.001, 0.106]; p floor 0.00216; 10.2 s/study
+# python -m benchmarks.bench_study --power 25 --designs 6v6 --seed 600
+6v6: mean-shift type found 24/25 = 0.960 [0.796, 0.999], found and ranked first 23/25 = 0.920 [0.740, 0.990]; spread type found 5/25 = 0.200 [0.068, 0.407]; an unplanted type called 3/25 = 0.120 [0.025, 0.312]; 28.3 s/study
+"""
+
+
+def test_bench_study_totals_sum_the_chosen_runs_per_part_and_design():
+    runs = bench_study.read_runs(RESULTS)
+    assert [(r["part"], r["design"], r["seed"]) for r in runs] == [
+        ("calibration", "6v6", 600), ("calibration", "4v4", 600), ("calibration", "6v6", 0),
+        ("calibration", "6v6", 650), ("power", "6v6", 600)]
+    t = bench_study.totals(runs, [600, 650])
+    # the seed-0 run is not among the chosen seeds; the baselines line belongs to 6v6 only
+    assert {k: t["calibration", "6v6"][k] for k in ("any", "n", "global", "baselines", "deseq2", "augur")} == \
+        {"any": 3, "n": 100, "global": 4, "baselines": 5, "deseq2": 4, "augur": 1}
+    assert (t["calibration", "4v4"]["n"], t["calibration", "4v4"]["baselines"]) == (50, 0)
+    assert {k: t["power", "6v6"][k] for k in bench_study.COUNTS["power"]} == \
+        {"mean_found": 24, "n": 25, "mean_first": 23, "spread_found": 5, "unplanted": 3}
+
+
+def test_bench_study_totals_refuse_runs_that_share_studies():
+    shifted = RESULTS.replace("--seed 650", "--seed 640")
+    with pytest.raises(ValueError, match="calibration 6v6: the run at seed 640 shares studies"):
+        bench_study.totals(bench_study.read_runs(shifted), [600, 640])
+
+
+def test_bench_study_bh_reach_counts_the_splits_needed_at_the_floor():
+    # 7 splits: 6v6 (2/924) alone; 6 paired (2/64): 5 x 7/5 x 1/32 = 0.044 (4 give 0.055); 4 paired (1/8): never
+    assert bench_study.bh_reach(2 / 924, 7) == 1
+    assert bench_study.bh_reach(2 / 64, 7) == 5
+    assert bench_study.bh_reach(1 / 8, 7) is None
+    # 4v4 (2/70): 4 at the floor give 7/4 x 2/70 = 0.05, which rounding puts just below it
+    assert bench_study.bh_reach(2 / 70, 7) == 4
+    # of 2 splits, only both together: one alone gives 2 x 2/70 = 0.057
+    assert bench_study.bh_reach(2 / 70, 2) == 2
