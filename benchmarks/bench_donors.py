@@ -608,14 +608,34 @@ DONOR_VARIANTS = {
     "loc+spread k1 w2:1": (("location", "spread"), 1, (2.0, 1.0)),
     "loc+spread+det k1": (("location", "spread", "detected"), 1, None),
     "spread k1": (("spread",), 1, None),
+    # the opt-in co-expression family (scontrast.donor_test.replicate_coexpression) of the 50 / 100 most variable genes
+    "coex50 k10": (("coex50",), 10, None),
+    "loc+coex50 k10": (("location", "coex50"), 10, None),
+    "loc+spread+coex50 k10": (("location", "spread", "coex50"), 10, None),
+    "loc+spread+coex50 k5": (("location", "spread", "coex50"), 5, None),
+    "loc+spread+coex100 k10": (("location", "spread", "coex100"), 10, None),
+    "loc+spread+coex30 k10": (("location", "spread", "coex30"), 10, None),
+    # each gene's mean z with its n most co-expressed partners over every donor (module_coexpression)
+    "mod50n3 k10": (("mod50n3",), 10, None),
+    "mod50n5 k10": (("mod50n5",), 10, None),
+    "loc+spread+mod50n3 k10": (("location", "spread", "mod50n3"), 10, None),
+    "loc+spread+mod50n5 k10": (("location", "spread", "mod50n5"), 10, None),
+    "loc+spread+mod100n5 k10": (("location", "spread", "mod100n5"), 10, None),
+    "loc+mod50n5 k10": (("location", "mod50n5"), 10, None),
+    "loc+spread+mod50n5 k5": (("location", "spread", "mod50n5"), 5, None),
 }
+# the gene counts of the co-expression variants above
+COEX_GENES = (30, 50, 100)
+# (genes, neighbours) of the module variants
+MODULES = ((50, 3), (50, 5), (100, 5))
 
 
 def donor_test_pvalues(pp: ad.AnnData, paired: bool) -> dict:
     """The donor test's p-value on a preprocessed data set (every cell, every gene of ``pp.X``), its families' own
     p-values, and every variant of :data:`DONOR_VARIANTS` on the same relabellings; the seconds it takes."""
     from scontrast.design import replicate_labellings
-    from scontrast.donor_test import FAMILIES, donor_test, family_statistics, replicate_features, weighted_min_p
+    from scontrast.donor_test import (FAMILIES, donor_test, family_statistics, module_coexpression,
+                                      replicate_coexpression, replicate_features, weighted_min_p)
 
     t_mask = pp.obs["scontrast_target"].to_numpy(dtype=bool)
     names, index = np.unique(pp.obs["scontrast_replicate"].astype(str).to_numpy(), return_inverse=True)
@@ -626,6 +646,10 @@ def donor_test_pvalues(pp: ad.AnnData, paired: bool) -> dict:
     res = donor_test({f: feats[f] for f in FAMILIES}, lab, paired=paired, exact=exact)
     out = {"donor": res["pvalue"], "donor_s": time.perf_counter() - t0,
            "donor_location": res["parts"]["location"], "donor_spread": res["parts"]["spread"]}
+    for n in COEX_GENES:
+        feats[f"coex{n}"] = replicate_coexpression(pp.X, index, t_mask, names.size, paired=paired, n_pair_genes=n)[0]
+    for n, m in MODULES:
+        feats[f"mod{n}n{m}"] = module_coexpression(feats[f"coex{n}"], m)
     cache = {}
     for name, (fams, k, w) in DONOR_VARIANTS.items():
         cols = []

@@ -19,6 +19,9 @@ from scontrast.donor_test import (
     location_test,
     min_p_combination,
     moderated_t,
+    module_coexpression,
+    pooled_variance,
+    replicate_coexpression,
     replicate_features,
     replicate_means,
     set_pvalues,
@@ -344,3 +347,114 @@ def test_donor_test_finds_a_mean_shift_and_a_spread_change_and_records_its_parts
     wider[target, 9] += 0.3
     res = donor_test({"location": loc, "spread": wider}, lab, paired=False, exact=exact)
     assert res["parts"]["spread"] <= 3 / 924 and res["pvalue"] <= 0.01 and res["parts"]["location"] > 0.01
+
+
+# --------------------------------------------------------------------------- the co-expression family
+def _cells(seed, n_cells=120, n_genes=12):
+    """Log-normalised-like sparse cells with correlated genes (a shared per-cell factor in the first 4 genes)."""
+    rng = np.random.default_rng(seed)
+    lam = rng.uniform(0.3, 3.0, n_genes)[None, :] * np.ones((n_cells, 1))
+    lam[:, :4] *= np.exp(rng.normal(0, 0.7, size=(n_cells, 1)))
+    return sp.csr_matrix(np.log1p(rng.poisson(lam).astype(float)))
+
+
+@pytest.mark.parametrize("rows", [8192, 7])
+def test_replicate_coexpression_is_the_fisher_z_of_each_replicates_corrcoef(rows, monkeypatch):
+    """Against np.corrcoef per replicate (and group), on the genes of largest pooled variance; sparse in row blocks
+    equals dense; the paired shape is (R, 2, P)."""
+    import scontrast.donor_test
+
+    monkeypatch.setattr(scontrast.donor_test, "_ROWS", rows)
+    X = _cells(21)
+    dense = X.toarray()
+    rep = np.repeat(np.arange(4), 30)
+    tgt = np.tile(np.arange(30) < 13, 4)
+    z, genes = replicate_coexpression([X[:50], X[50:]], rep, tgt, 4, paired=True, n_pair_genes=6)
+    np.testing.assert_array_equal(genes, np.sort(np.argsort(-dense.var(axis=0))[:6]))
+    np.testing.assert_allclose(pooled_variance(X), dense.var(axis=0), rtol=1e-10)
+    assert z.shape == (4, 2, 15)
+    iu = np.triu_indices(6, 1)
+    for r in range(4):
+        for g, cells in ((0, (rep == r) & tgt), (1, (rep == r) & ~tgt)):
+            direct = np.arctanh(np.corrcoef(dense[np.ix_(cells, genes)], rowvar=False)[iu])
+            np.testing.assert_allclose(z[r, g], direct, rtol=1e-9, atol=1e-9)
+    unpaired, same = replicate_coexpression(dense, rep, tgt, 4, paired=False, n_pair_genes=6)
+    assert unpaired.shape == (4, 15) and np.array_equal(same, genes)
+    np.testing.assert_allclose(unpaired[1], np.arctanh(np.corrcoef(dense[rep == 1][:, genes], rowvar=False)[iu]),
+                               rtol=1e-9, atol=1e-9)
+    # the shared factor of genes 0-3 shows: their pairs' mean z is well above the other pairs'
+    everything, _ = replicate_coexpression(dense, rep, tgt, 4, paired=False, n_pair_genes=12)
+    i, j = np.triu_indices(12, 1)
+    module = (i < 4) & (j < 4)
+    assert everything[:, module].mean() > everything[:, ~module].mean() + 0.3
+    with pytest.raises(ScontrastError, match="replicate co-expression: a replicate .* has no cell"):
+        replicate_coexpression(dense, rep, tgt, 5, paired=False)
+    with pytest.raises(ScontrastError, match="n_pair_genes must be >= 2"):
+        replicate_coexpression(dense, rep, tgt, 4, paired=False, n_pair_genes=1)
+
+
+def test_replicate_coexpression_of_a_constant_gene_is_zero():
+    """A gene constant within a replicate (all zero there, or one value) has no correlation: z = 0 for its pairs in
+    that replicate, finite elsewhere; two identical genes are clipped to a finite z."""
+    dense = _cells(22, n_cells=60, n_genes=5).toarray()
+    dense[:30, 1] = 0.0          # replicate 0: gene 1 never expressed
+    dense[30:, 2] = 0.7          # replicate 1: gene 2 one value
+    dense[:, 4] = dense[:, 0]    # genes 0 and 4 identical
+    rep = np.repeat([0, 1], 30)
+    z, genes = replicate_coexpression(dense, rep, np.ones(60, bool), 2, paired=False, n_pair_genes=5)
+    assert np.array_equal(genes, np.arange(5)) and np.all(np.isfinite(z))
+    i, j = np.triu_indices(5, 1)
+    assert np.all(z[0, (i == 1) | (j == 1)] == 0.0) and np.all(z[1, (i == 2) | (j == 2)] == 0.0)
+    # the same genes' other pairs (but pair (1, 2), which has a constant member in both) are correlations
+    assert np.all(z[1, ((i == 1) | (j == 1)) & (j != 2)] != 0.0) and np.all(z[0, ((i == 2) | (j == 2)) & (i != 1)] != 0.0)
+    twin = (i == 0) & (j == 4)
+    np.testing.assert_allclose(z[:, twin], np.arctanh(1 - 1e-6))
+
+
+def test_the_donor_test_with_coexpression_stays_exact():
+    """The genes are chosen on all cells pooled, so renaming the donors permutes the features' rows and nothing
+    else: the statistics over every labelling are the same multiset. Under the null every labelling taken as the
+    observed one gives P(p <= a) <= a (4 vs 4 donors of cells from one law: 70 labellings)."""
+    X = _cells(23, n_cells=240, n_genes=10)
+    rep = np.repeat(np.arange(8), 30)
+    target = np.arange(8) < 4
+    lab, exact = replicate_labellings(target, paired=False)
+    z, genes = replicate_coexpression(X, rep, target[rep], 8, paired=False, n_pair_genes=8)
+    perm = np.random.default_rng(24).permutation(8)
+    z2, genes2 = replicate_coexpression(X, perm[rep], target[perm[rep]], 8, paired=False, n_pair_genes=8)
+    assert np.array_equal(genes, genes2)
+    np.testing.assert_allclose(z2[perm], z, rtol=1e-12, atol=1e-12)
+    loc = replicate_features(X, rep, target[rep], 8, paired=False)["location"]
+    feats = {"location": loc, "coexpression": z}
+    stats = donor_test(feats, lab, paired=False, exact=exact)["statistics"]
+    renamed = {"location": replicate_features(X, perm[rep], target[rep], 8, paired=False)["location"],
+               "coexpression": z2}
+    stats2 = donor_test(renamed, lab[:, np.argsort(perm)], paired=False, exact=exact)["statistics"]
+    np.testing.assert_allclose(np.sort(stats, axis=0), np.sort(stats2, axis=0), rtol=1e-9)
+    p = _relabelled_pvalues({"coexpression": z}, lab, False, top_k=5)
+    for a in np.arange(1, 71) / 70:
+        assert np.mean(p <= a + 1e-12) <= a + 1e-12
+    assert p.min() <= 4 / 70
+
+
+def test_module_coexpression_averages_each_genes_strongest_pairs():
+    """Against a loop: each gene's partners are those of largest mean z over every replicate (and group), and the
+    feature is the replicate's mean z over them; paired (R, 2, P) gives (R, 2, n); bad shapes are refused."""
+    rng = np.random.default_rng(25)
+    n, m = 7, 3
+    z = rng.normal(0, 0.3, size=(5, 2, n * (n - 1) // 2))
+    out = module_coexpression(z, m)
+    assert out.shape == (5, 2, n)
+    i, j = np.triu_indices(n, 1)
+    full = np.zeros((5, 2, n, n))
+    full[..., i, j] = z
+    full[..., j, i] = z
+    for got, f in ((out, full), (module_coexpression(z[:, 0], m), full[:, 0])):
+        mean = f.reshape(-1, n, n).mean(axis=0)
+        for g in range(n):
+            partners = sorted((h for h in range(n) if h != g), key=lambda h: -mean[g, h])[:m]
+            np.testing.assert_allclose(got[..., g], f[..., g, partners].mean(axis=-1), rtol=1e-12)
+    with pytest.raises(ScontrastError, match="module co-expression"):
+        module_coexpression(z[..., :20], 2)
+    with pytest.raises(ScontrastError, match="module co-expression"):
+        module_coexpression(z, n)
