@@ -3,7 +3,7 @@
 Run (from the repository root):  .venv/bin/python -m benchmarks.bench_latent_real [--quick] [--shipped-only]
 [--planted-only] [--timing-only] [--moves [--moves-variants V ...]] [--embedding]
 [--growth [--growth-iter N] [--growth-budget CPU_S] [--growth-sizes N ...] [--growth-variants V ...]]
-Output is printed; the committed copy of a full run is benchmarks/results/bench_latent_real.txt.
+Output is printed; the committed copy of a ``--shipped-only`` run is benchmarks/results/bench_latent_real.txt.
 
 Planted benchmark first (:func:`planted_programmes`): 3,000 cells x 60 genes, 4 overlapping
 gene programmes of 15 genes (gene sets 0-14, 10-24, 20-34, 30-44; 15 genes carry none), each
@@ -25,7 +25,8 @@ SPARDA benchmark's loaders (``benchmarks.bench_sparda_real``):
   of the Dendritic cells (null);
 - ``data/wu2020_tcells_200.h5ad`` (shipped): the workflow's tumour vs NAT contrast.
 
-Per contrast, at the library defaults (``tl.latent_features`` then ``tl.fangs``, threads = 2):
+Per contrast, with the IBP sampler at its defaults (``tl.latent_features(method="ibp")``, the library's default
+method being the ensemble of ``benchmarks.bench_latent_ensemble``; then ``tl.fangs``; threads = 2):
 chains x sweeps, split R-hat of the log joint and of K, ESS, the posterior K range against the
 cap, the FANGS K, and per feature its prevalence in target and background, BH q-value and top
 genes; the largest prevalence difference and the number of enriched features (FDR 0.05); wall
@@ -34,9 +35,8 @@ time of each step with the machine load (``os.getloadavg()``). Goals: distinct t
 difference > 0.15 and none significant; K below the cap; R-hat <= 1.1; both steps <= 60 s on
 3,000 cells.
 
-``--moves [--moves-variants V ...]`` (:func:`moves_benchmark`, committed output benchmarks/results/bench_latent_moves.txt;
-``--moves-variants default gibbs-only``: benchmarks/results/bench_latent_defaults.txt, the defaults against the
-sampler without the noise-scale and death moves):
+``--moves [--moves-variants V ...]`` (:func:`moves_benchmark`; committed output of ``--moves --moves-variants
+default gibbs-only --shipped-only``: benchmarks/results/bench_latent_defaults.txt):
 the split R-hat of every contrast but the timing one over seeds, at the defaults and without the
 noise-scale and death moves of ``LinearGaussianIBP`` (accepted death moves, each chain's mean log
 joint and K, wall and CPU seconds with the load).
@@ -57,7 +57,7 @@ sweeps, split R-hat of the log joint and of K, wall / CPU seconds and the load; 
 N: mean posterior K (both chains). ``--growth-sizes`` runs a part.
 
 ``--embedding`` (:func:`embedding_benchmark`, committed output benchmarks/results/bench_latent_embedding.txt):
-the sampler on a PCA embedding instead of genes (``use_rep``): per contrast but the timing one,
+the IBP sampler on a PCA embedding instead of genes (``use_rep``): per contrast but the timing one,
 ``sc.pp.pca`` of the preprocessed log expression of its 2,000 HVGs (centred, genes not scaled,
 20 components, random_state 0), each component divided by its standard deviation (so the
 default sigma_a = 1 is in units of one component sd, as it is in gene z-scores), the first 10
@@ -88,7 +88,7 @@ def _print(*args):
 
 
 def run_one(name: str, adata, n_jobs: int = 2, n_genes: int | None = None, **params) -> dict:
-    """tl.latent_features + tl.fangs on one preprocessed contrast; prints and returns the numbers."""
+    """tl.latent_features (method 'ibp') + tl.fangs on one preprocessed contrast; prints and returns the numbers."""
     from scontrast import tl
 
     load0 = os.getloadavg()[0]
@@ -96,8 +96,8 @@ def run_one(name: str, adata, n_jobs: int = 2, n_genes: int | None = None, **par
     t0 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        tl.latent_features(adata, random_state=0, n_jobs=n_jobs, **({} if n_genes is None else {"n_genes": n_genes}),
-                           **params)
+        tl.latent_features(adata, method="ibp", random_state=0, n_jobs=n_jobs,
+                           **({} if n_genes is None else {"n_genes": n_genes}), **params)
         t1 = time.perf_counter()
         tl.fangs(adata, random_state=0, n_jobs=n_jobs)
     t2 = time.perf_counter()
@@ -246,8 +246,8 @@ def embedding_benchmark(shipped_only: bool, dims=(10, 20), seeds=(0, 1, 2), unit
                 c0, t0 = time.process_time(), time.perf_counter()
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
-                    tl.latent_features(b, use_rep=EMBEDDING_KEY, n_dims=n_dims, random_state=seed, n_jobs=2,
-                                       **params)
+                    tl.latent_features(b, method="ibp", use_rep=EMBEDDING_KEY, n_dims=n_dims, random_state=seed,
+                                       n_jobs=2, **params)
                     tl.fangs(b, random_state=seed, n_jobs=2)
                 wall, cpu = time.perf_counter() - t0, time.process_time() - c0
                 lf, f = b.uns["latent_features"], b.uns["fangs"]
@@ -389,7 +389,7 @@ def main(argv=None):
     ap.add_argument("--planted-only", action="store_true", help="only the planted benchmark")
     ap.add_argument("--timing-only", action="store_true", help="only the 3,000-cell timing contrast (pbmc3k)")
     ap.add_argument("--moves", action="store_true",
-                    help="only the split-merge / birth-death comparison of R-hat over seeds (moves_benchmark)")
+                    help="only R-hat over seeds, the defaults against the Gibbs steps alone (moves_benchmark)")
     ap.add_argument("--moves-variants", nargs="+", choices=list(MOVES), default=list(MOVES),
                     help="with --moves: the sampler settings to compare (default all)")
     ap.add_argument("--embedding", action="store_true",
@@ -409,7 +409,7 @@ def main(argv=None):
                     help="with --embedding: the sampler's noise model (default: the library's)")
     args = ap.parse_args(argv)
     params = {"n_iter": 200, "burn_in": 100} if args.quick else {}
-    _print(f"bench_latent_real: library defaults{' (QUICK: ' + str(params) + ')' if params else ''}"
+    _print(f"bench_latent_real: method ibp, library defaults{' (QUICK: ' + str(params) + ')' if params else ''}"
            f"{'; PCA units' if args.pca_units else ''}{'; noise ' + args.noise if args.noise else ''}; "
            f"load {os.getloadavg()}, {os.cpu_count()} cores")
     if args.growth:
