@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from ..core import TARGET_KEY, ScontrastError
+from ..tl._common import renamed
 from ._style import BACKGROUND_COLOUR, TARGET_COLOUR, group_labels, level_colours, literal, note, replicate_colour, titled
 
 
@@ -22,12 +23,13 @@ def cpca(
     adata: ad.AnnData,
     *,
     color: str = TARGET_KEY,
-    key: str = TARGET_KEY,
+    groupby: str = TARGET_KEY,
     components: tuple[int, int] = (0, 1),
     show_background: bool = True,
     point_size: float | None = None,
     panel_size: float = 3.6,
     ax=None,
+    key: str | None = None,
 ) -> plt.Figure:
     """Cells in the cPCA embedding of every fitted alpha (``obsm['X_cpca_alpha<i>']``).
 
@@ -35,7 +37,8 @@ def cpca(
     ones cPCA embeds, are coloured by ``obs[color]`` (categorical: one colour per
     level, shared across panels; numeric: a colour bar); background cells, projected
     on the same components, are drawn underneath in grey (``show_background``). With
-    ``color == key`` the target cells get one colour. ``components``: the two
+    ``color == groupby`` (the boolean obs column of the groups, True = target) the
+    target cells get one colour; ``key=`` is its deprecated name (a ``FutureWarning``). ``components``: the two
     components on the axes (0-based; ignored with one component, which is plotted
     against a jitter). ``point_size``: marker area (None: from the number of cells).
     ``panel_size``: inches per panel. ``ax``: a sequence of Axes, one per alpha.
@@ -56,12 +59,13 @@ def cpca(
     >>> len(fig.axes) == len(adata.uns["cpca"]["alphas"])  # one panel per alpha
     True
     """
-    color = replicate_colour(adata, color, key)
+    groupby = renamed(groupby, key, new_name="groupby", old_name="key", default=TARGET_KEY, who="pl.cpca")
+    color = replicate_colour(adata, color, groupby)
     uns, names, alphas, components, k = _checked(adata, color=color, components=components)
-    is_target = adata.obs[key].to_numpy(dtype=bool)
+    is_target = adata.obs[groupby].to_numpy(dtype=bool)
     fig, axes = _panels(ax, len(names), panel_size)
     s = point_size if point_size is not None else max(2.0, min(30.0, 3000.0 / max(adata.n_obs, 1)))
-    colouring = _colouring(adata, color=color, key=key, is_target=is_target)
+    colouring = _colouring(adata, color=color, groupby=groupby, is_target=is_target)
 
     rng = np.random.default_rng(0)
     sc = None
@@ -144,10 +148,10 @@ def _panels(ax, n: int, panel_size: float):
     return fig, axes
 
 
-def _colouring(adata: ad.AnnData, *, color: str, key: str, is_target: np.ndarray) -> dict:
+def _colouring(adata: ad.AnnData, *, color: str, groupby: str, is_target: np.ndarray) -> dict:
     """How the target cells are coloured, shared by every panel: per level (categorical) or on one colour scale."""
     values = adata.obs[color]
-    one_colour = color == key
+    one_colour = color == groupby
     categorical = one_colour or not pd.api.types.is_numeric_dtype(values) or pd.api.types.is_bool_dtype(values)
     if not categorical:
         vals = values.to_numpy(dtype=float)

@@ -11,6 +11,7 @@ from matplotlib.colors import ListedColormap
 from matplotlib.ticker import MaxNLocator
 
 from ..core import TARGET_KEY, ScontrastError
+from ..tl._common import renamed
 from ._style import BACKGROUND_COLOUR, TARGET_COLOUR, group_labels, literal, titled
 
 _GROUP_COLORS = (BACKGROUND_COLOUR, TARGET_COLOUR)  # background, target: as in every figure
@@ -145,7 +146,7 @@ def _stability(ax, lf: dict, side_in: float) -> None:
     ax.set_title(_wrapped("features that recur across resamples", side_in))
 
 
-def fangs(adata: ad.AnnData, *, key: str = TARGET_KEY, ax=None, figsize=(12, 6)) -> plt.Figure:
+def fangs(adata: ad.AnnData, *, groupby: str = TARGET_KEY, ax=None, figsize=(12, 6), key: str | None = None) -> plt.Figure:
     """Heatmap of ``obsm['fangs_features']`` (features x cells), background and target side by side.
 
     Features are rows labelled with their prevalence in target (T) and background (B), the
@@ -156,8 +157,9 @@ def fangs(adata: ad.AnnData, *, key: str = TARGET_KEY, ax=None, figsize=(12, 6))
     sampler (burn-in shaded, split R-hat).
 
     Reads only ``obsm['fangs_features']`` (absent when K = 0), ``uns['fangs']``, ``uns['latent_features']`` (when
-    present) and ``obs[key]`` (no ``X``), so it draws from the preprocessed annotations joined
-    with the fangs delta. ``figsize`` (inches) applies without ``ax``.
+    present) and ``obs[groupby]`` (the boolean column of the groups, True = target; ``key=`` is its deprecated
+    name, a ``FutureWarning``; no ``X``), so it draws from the preprocessed annotations joined with the fangs
+    delta. ``figsize`` (inches) applies without ``ax``.
 
     Examples
     --------
@@ -174,12 +176,13 @@ def fangs(adata: ad.AnnData, *, key: str = TARGET_KEY, ax=None, figsize=(12, 6))
     >>> fig.axes[0].get_images() != []                    # the heatmap of features x cells
     True
     """
+    groupby = renamed(groupby, key, new_name="groupby", old_name="key", default=TARGET_KEY, who="pl.fangs")
     if "fangs_features" not in adata.obsm and "fangs" not in adata.uns:
         raise ScontrastError("adata: obsm['fangs_features'] is missing; run scontrast.tl.fangs first")
     # K = 0 leaves no obsm entry: no cell carries a feature
     features = (np.asarray(adata.obsm["fangs_features"]).astype(np.uint8) if "fangs_features" in adata.obsm
                 else np.zeros((adata.n_obs, 0), dtype=np.uint8))
-    is_target = adata.obs[key].to_numpy(dtype=bool) if key in adata.obs else np.zeros(adata.n_obs, bool)
+    is_target = adata.obs[groupby].to_numpy(dtype=bool) if groupby in adata.obs else np.zeros(adata.n_obs, bool)
     uns = dict(adata.uns.get("fangs", {}))
     labels = group_labels(adata)
     lf = adata.uns.get("latent_features")

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from ..core import TARGET_KEY, ScontrastError
+from ..tl._common import renamed
 from ._cpca import _axis_genes
 from ._style import BACKGROUND_COLOUR, TARGET_COLOUR, group_labels, level_colours, literal, note, replicate_colour, titled
 
@@ -34,17 +35,19 @@ def pcpca(
     *,
     color: str | None = None,
     components: tuple[int, int] = (0, 1),
-    key: str = TARGET_KEY,
+    groupby: str = TARGET_KEY,
     point_size: float | None = None,
     figsize=(11.5, 4.6),
     ax=None,
+    key: str | None = None,
 ) -> plt.Figure:
     """Target and background cells in the PCPCA embedding ``obsm['X_pcpca']``.
 
     Two panels on shared axes (target left, background right), cells coloured by
     ``obs[color]`` (categorical: one colour per level, the same in both panels; numeric:
     a colour bar). ``color=None`` uses the preprocessing ``groupby`` column. With
-    ``ax`` (a sequence of two Axes) the panels are drawn there.
+    ``ax`` (a sequence of two Axes) the panels are drawn there. ``groupby``: the boolean obs column of the
+    groups (True = target; ``key=`` is its deprecated name, a ``FutureWarning``).
 
     Needs only annotations: ``obsm['X_pcpca']``, ``obs`` and ``uns`` (no ``X``), so it
     draws from the preprocessed data's annotations and the method's delta. In the workflow
@@ -64,6 +67,7 @@ def pcpca(
     >>> len(fig.axes) >= 2                                 # target and background panels
     True
     """
+    groupby = renamed(groupby, key, new_name="groupby", old_name="key", default=TARGET_KEY, who="pl.pcpca")
     if "X_pcpca" not in adata.obsm:
         raise ScontrastError("adata: obsm['X_pcpca'] is missing; run scontrast.tl.pcpca first")
     # by default the groups, or the donors when a replicate is declared (the tests' unit)
@@ -75,7 +79,7 @@ def pcpca(
     k = E.shape[1]
     if k > 1 and not (0 <= components[0] < k and 0 <= components[1] < k):
         raise ScontrastError(f"components: {components} out of range for {k} PCPCA components")
-    is_target = adata.obs[key].to_numpy(dtype=bool)
+    is_target = adata.obs[groupby].to_numpy(dtype=bool)
     x, y = _coordinates(E, components, np.random.default_rng(0))
     values = adata.obs[color]
     categorical = not pd.api.types.is_numeric_dtype(values) or pd.api.types.is_bool_dtype(values)

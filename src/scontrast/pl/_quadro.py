@@ -10,21 +10,22 @@ from sklearn.metrics import roc_auc_score, roc_curve
 
 from ..bounds import check_count
 from ..core import TARGET_KEY, ScontrastError
+from ..tl._common import renamed
 from ._style import BACKGROUND_COLOUR, TARGET_COLOUR, group_labels, literal, titled
 
 
-def _scored_classes(adata: ad.AnnData, key: str, score_key: str):
-    """(scores, second-class mask, [first, second]) of the cells ``tl.quadro`` scored."""
+def _scored_classes(adata: ad.AnnData, flag: str, score_key: str):
+    """(scores, second-class mask, [first, second]) of the cells ``tl.quadro`` scored; ``flag``: the groups' boolean column."""
     info = adata.uns.get("quadro", {})
     groupby = info.get("params", {}).get("groupby")
     score = adata.obs[score_key].to_numpy(dtype=float)
     if groupby not in (None, "None") and groupby in adata.obs and is_bool_dtype(adata.obs[groupby]):
-        key = groupby  # tl.quadro's groupby was a boolean target/background split
-    if groupby in (None, "None") or key == groupby:  # "None": files written before None was stored as None
-        if key not in adata.obs:
-            raise ScontrastError(f"obs['{key}'] is missing: run scontrast.tl.quadro first")
+        flag = groupby  # tl.quadro's groupby was a boolean target/background split
+    if groupby in (None, "None") or flag == groupby:  # "None": files written before None was stored as None
+        if flag not in adata.obs:
+            raise ScontrastError(f"obs['{flag}'] is missing: run scontrast.tl.quadro first")
         target_label, background_label = group_labels(adata)
-        return score, adata.obs[key].to_numpy(dtype=bool), [background_label, target_label]
+        return score, adata.obs[flag].to_numpy(dtype=bool), [background_label, target_label]
     names = [str(v) for v in info["confusion_labels"]]
     col = adata.obs[groupby].astype("string")
     used = col.isin(names).fillna(False).to_numpy(dtype=bool) & np.isfinite(score)
@@ -56,19 +57,20 @@ def _terms_panel(ax, info, target: str, n_terms: int = 12) -> None:
     ax.set_title(f"the model's terms ({len(rows)}{more})")
 
 
-def quadro(adata: ad.AnnData, *, key: str = TARGET_KEY, score_key: str = "quadro_score", bins: int = 40,
-           ax=None) -> Figure:
+def quadro(adata: ad.AnnData, *, groupby: str = TARGET_KEY, score_key: str = "quadro_score", bins: int = 40,
+           ax=None, key: str | None = None) -> Figure:
     """Histograms of the out-of-fold QUADRO score per group and its ROC curve.
 
     Needs only annotations (``obs``, ``uns``), not the expression matrix.
 
     Parameters
     ----------
-    adata : AnnData after ``tl.quadro`` (``obs[score_key]``, ``obs[key]``, ``uns['quadro']``).
-    key : boolean obs column of the groups (True = target).
+    adata : AnnData after ``tl.quadro`` (``obs[score_key]``, ``obs[groupby]``, ``uns['quadro']``).
+    groupby : boolean obs column of the groups (True = target).
     score_key : obs column of the scores.
     bins : histogram bins (>= 1).
     ax : None or a sequence of two Axes (scores, ROC) to draw into.
+    key : the deprecated name of ``groupby`` (a ``FutureWarning``).
 
     Returns
     -------
@@ -88,10 +90,11 @@ def quadro(adata: ad.AnnData, *, key: str = TARGET_KEY, score_key: str = "quadro
     >>> len(fig.axes) >= 2
     True
     """
+    groupby = renamed(groupby, key, new_name="groupby", old_name="key", default=TARGET_KEY, who="pl.quadro")
     bins = check_count(bins, "bins", 1, "quadro", key="plot.bins")
     if score_key not in adata.obs:
         raise ScontrastError(f"obs['{score_key}'] is missing: run scontrast.tl.quadro first")
-    score, is_target, names = _scored_classes(adata, key, score_key)
+    score, is_target, names = _scored_classes(adata, groupby, score_key)
     if ax is None:
         fig = Figure(figsize=(16.5, 4.8), layout="constrained")
         axes = fig.subplots(1, 3, width_ratios=[1.25, 1, 1])

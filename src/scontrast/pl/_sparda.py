@@ -8,6 +8,7 @@ import numpy as np
 
 from ..bounds import check_count
 from ..core import TARGET_KEY, ScontrastError
+from ..tl._common import renamed
 from ._style import BACKGROUND_COLOUR as _BACKGROUND_COLOUR
 from ._style import TARGET_COLOUR as _TARGET_COLOUR
 from ._style import group_labels, literal, titled
@@ -50,7 +51,7 @@ def _density_panel(ax, proj: np.ndarray, is_target: np.ndarray, title: str, labe
     ax.legend(frameon=False, fontsize=8, loc="upper center")  # between the groups' modes; "best" is slow on a busy machine, and warns
 
 
-def _donor_means(adata: ad.AnnData, key: str) -> dict | None:
+def _donor_means(adata: ad.AnnData, groupby: str) -> dict | None:
     """Each replicate's mean projection per group when the design declares replicates, else None.
 
     ``{'word': obs column, 'paired': bool, 'names': (r,), 'target': (r,), 'background': (r,)}``
@@ -63,7 +64,7 @@ def _donor_means(adata: ad.AnnData, key: str) -> dict | None:
         return None
     reps = adata.obs[REPLICATE_KEY].astype(str).to_numpy()
     proj = np.asarray(adata.obsm["X_sparda"])[:, 0]
-    is_target = adata.obs[key].to_numpy(dtype=bool)
+    is_target = adata.obs[groupby].to_numpy(dtype=bool)
     names = np.unique(reps[reps != ""])
     means = {side: np.array([proj[(reps == r) & mask].mean() if ((reps == r) & mask).any() else np.nan
                              for r in names]) for side, mask in (("target", is_target), ("background", ~is_target))}
@@ -96,15 +97,17 @@ def sparda(
     adata: ad.AnnData,
     *,
     n_genes: int = 20,
-    key: str = TARGET_KEY,
+    groupby: str = TARGET_KEY,
     figsize=(11.5, 4.6),
     ax=None,
+    key: str | None = None,
 ) -> plt.Figure:
     """Weights of the top genes and projected target/background densities.
 
     Needs only the annotations ``tl.sparda`` writes (``var['sparda_weight']``,
     ``var['sparda_selected']``, ``obsm['X_sparda']``, ``uns['sparda']``) and
-    ``obs[key]``; ``X`` is not read.
+    ``obs[groupby]`` (the boolean column of the groups, True = target; ``key=`` is its deprecated name, a
+    ``FutureWarning``); ``X`` is not read.
 
     Left: the ``n_genes`` largest weights (by magnitude) of the first direction
     (red positive = the gene contributes to the target side, blue negative = to the
@@ -129,16 +132,17 @@ def sparda(
     >>> len(fig.axes)
     2
     """
+    groupby = renamed(groupby, key, new_name="groupby", old_name="key", default=TARGET_KEY, who="pl.sparda")
     for slot, name in ((adata.var, "sparda_weight"), (adata.var, "sparda_selected"), (adata.obsm, "X_sparda")):
         if name not in slot:
             raise ScontrastError(f"adata: '{name}' is missing; run scontrast.tl.sparda first")
     if "sparda" not in adata.uns:
         raise ScontrastError("adata: uns['sparda'] is missing; run scontrast.tl.sparda first")
-    if key not in adata.obs:
-        raise ScontrastError(f"key: obs column '{key}' does not exist")
+    if groupby not in adata.obs:
+        raise ScontrastError(f"groupby: obs column '{groupby}' does not exist")
     check_count(n_genes, "n_genes", 1, "sparda", key="plot.n_genes")
     info = adata.uns["sparda"]
-    donors = _donor_means(adata, key)
+    donors = _donor_means(adata, groupby)
     if ax is None:
         if donors is None:
             fig, axes = plt.subplots(1, 2, figsize=figsize, gridspec_kw={"width_ratios": [1, 1.3]})
@@ -152,7 +156,7 @@ def sparda(
         fig = axes[0].figure
     _weights_panel(axes[0], adata, n_genes)
     proj = np.asarray(adata.obsm["X_sparda"])[:, 0]
-    is_target = adata.obs[key].to_numpy(dtype=bool)
+    is_target = adata.obs[groupby].to_numpy(dtype=bool)
     p = float(info.get("pvalue", np.nan))
     test = info.get("test")
     if not np.isfinite(p):
