@@ -187,6 +187,26 @@ def test_every_command_is_accepted_by_its_script(path):
         + "\n".join(bad)
 
 
+# a results file named in prose: benchmarks/results/x.txt, or bench_x.txt / slurm_requests_x.txt on its own
+CITED = re.compile(r"\b((?:bench|slurm_requests)[a-z0-9_]*\.txt)\b")
+CITING = sorted({*(REPO / "docs").rglob("*.md"), REPO / "README.md", *(REPO / "benchmarks").glob("*.py"), *RESULTS})
+
+
+def test_every_cited_results_file_exists():
+    """Docs, benchmark scripts and results that name a results file name one the repository holds (a removed
+    file leaves no citation behind)."""
+    held = {p.name for p in RESULTS}
+    missing = sorted({f"{p.relative_to(REPO)}: {name}" for p in CITING if p.is_file()
+                      for name in CITED.findall(p.read_text()) if name not in held})
+    assert not missing, "results files cited but not in benchmarks/results:\n" + "\n".join(missing)
+
+
+def test_the_citation_pattern_finds_names():
+    assert CITED.findall("see `benchmarks/results/bench_latent_defaults.txt` and slurm_requests_200k.txt") == [
+        "bench_latent_defaults.txt", "slurm_requests_200k.txt"]
+    assert CITED.findall("benchmarks/bench_latent_real.py writes no .txt") == []
+
+
 @pytest.mark.parametrize("line, expected", [
     ("# command: .venv/bin/python -m benchmarks.bench_latent_real --moves --shipped-only  ('default' = the",
      ("bench_latent_real", ["--moves", "--shipped-only"])),
