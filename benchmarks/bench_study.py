@@ -169,7 +169,7 @@ def power(cells, n, seed, cells_per_donor, designs=DESIGNS):
           f"({cells_per_donor or 'shared-out'} cells per type, donor and condition)")
     for name, n_t, n_b, paired in designs:
         t0 = time.time()
-        mean_found = mean_first = spread_found = false_calls = 0
+        mean_found = mean_first = spread_found = false_calls = mean_p = spread_p = glob = 0
         for i in range(n):
             res = study(simulate(cells, seed + 1000 + i, n_t, n_b, paired, cells_per_donor, POWER_EFFECTS), paired,
                         seed + i)
@@ -178,9 +178,15 @@ def power(cells, n, seed, cells_per_donor, designs=DESIGNS):
             mean_first += (t.loc["CD14 Mono", "rank"] == 1) and t.loc["CD14 Mono", "padj"] < ALPHA
             spread_found += t.loc["B", "padj"] < ALPHA
             false_calls += bool((t.drop(["CD14 Mono", "B"])["padj"] < ALPHA).any())
+            # before Benjamini-Hochberg: what a design whose floor keeps padj from 0.05 still sees
+            mean_p += t.loc["CD14 Mono", "pvalue"] < ALPHA
+            spread_p += t.loc["B", "pvalue"] < ALPHA
+            glob += res.global_pvalue < ALPHA
         print(f"{name}: mean-shift type found {band(mean_found, n)}, found and ranked first {band(mean_first, n)}; "
               f"spread type found {band(spread_found, n)}; an unplanted type called {band(false_calls, n)}; "
               f"{(time.time() - t0) / n:.1f} s/study")
+        print(f"    before Benjamini-Hochberg: mean-shift type p<0.05 in {band(mean_p, n)}; spread type p<0.05 in "
+              f"{band(spread_p, n)}; global p<0.05 in {band(glob, n)}")
         floor, k = t["pvalue_floor"].min(), bh_reach(t["pvalue_floor"].min(), len(t))
         print(f"    p floor {floor:.3g}: Benjamini-Hochberg across the {len(t)} splits reaches padj<0.05 "
               + (f"only with at least {k} of them at the floor" if k else "with none of them"))
@@ -223,6 +229,8 @@ _BASELINES = re.compile(r"^\s+same studies, first (\d+): .*DESeq2 any gene padj<
                         r"separable in (\d+)/(\d+) ")
 _POWER = re.compile(_DESIGN + r"mean-shift type found (\d+)/(\d+) .*found and ranked first (\d+)/\d+ .*"
                     r"spread type found (\d+)/\d+ .*an unplanted type called (\d+)/\d+ ")
+_POWER_RAW = re.compile(r"^\s+before Benjamini-Hochberg: mean-shift type p<0.05 in (\d+)/\d+ .*"
+                        r"spread type p<0.05 in (\d+)/\d+ .*global p<0.05 in (\d+)/\d+ ")
 # the counts each part sums, in the order of its regular expression's groups after the design
 COUNTS = {"calibration": ("any", "n", "global", "n_global"),
           "power": ("mean_found", "n", "mean_first", "spread_found", "unplanted")}
@@ -232,7 +240,8 @@ def read_runs(text: str) -> list[dict]:
     """One record per design line of the results file: part, design, the run's seed, n and its counts.
 
     A run starts at a ``# python -m benchmarks.bench_study <flags>`` line (its ``--seed``, default 0);
-    a baselines line adds ``baselines`` (studies), ``deseq2`` and ``augur`` to the design line above it.
+    a baselines line adds ``baselines`` (studies), ``deseq2`` and ``augur`` to the design line above it, a
+    power run's "before Benjamini-Hochberg" line ``raw`` (studies), ``mean_p``, ``spread_p`` and ``global_p``.
     """
     runs, seed, last = [], None, None
     for line in text.splitlines():
@@ -246,6 +255,8 @@ def read_runs(text: str) -> list[dict]:
             runs.append(last)
         elif last is not None and (m := _BASELINES.match(line)):
             last.update(baselines=int(m.group(1)), deseq2=int(m.group(2)), augur=int(m.group(4)))
+        elif last is not None and (m := _POWER_RAW.match(line)):
+            last.update(raw=last["n"], mean_p=int(m.group(1)), spread_p=int(m.group(2)), global_p=int(m.group(3)))
     return runs
 
 
@@ -263,7 +274,7 @@ def totals(runs: list[dict], seeds: list[int]) -> dict[tuple[str, str], dict]:
             raise ValueError(f"{r['part']} {r['design']}: the run at seed {lo} shares studies with another run")
         acc["seeds"].append(lo)
         acc["ranges"].append((lo, hi))
-        for k in (*COUNTS[r["part"]], "baselines", "deseq2", "augur"):
+        for k in (*COUNTS[r["part"]], "baselines", "deseq2", "augur", "raw", "mean_p", "spread_p", "global_p"):
             acc[k] = acc.get(k, 0) + r.get(k, 0)
     return out
 
@@ -281,6 +292,10 @@ def summarise(path: str, seeds: list[int]) -> None:
             line = (f"mean-shift type found {band(t['mean_found'], t['n'])}, found and ranked first "
                     f"{band(t['mean_first'], t['n'])}; spread type found {band(t['spread_found'], t['n'])}; "
                     f"an unplanted type called {band(t['unplanted'], t['n'])}")
+            if t["raw"]:
+                line += (f"; before Benjamini-Hochberg, {t['raw']}: mean-shift type p<0.05 in "
+                         f"{band(t['mean_p'], t['raw'])}, spread type in {band(t['spread_p'], t['raw'])}, global p<0.05 "
+                         f"in {band(t['global_p'], t['raw'])}")
         print(head + line)
 
 

@@ -46,6 +46,8 @@ RESULTS = """# python -m benchmarks.bench_study --calibration 50 --baselines 5 -
 6v6: any split padj<0.05 in 1/50 = 0.020 [0.001, 0.106]; global p<0.05 in 1/50 = 0.020 [0.001, 0.106]; p floor 0.00216; 10.2 s/study
 # python -m benchmarks.bench_study --power 25 --designs 6v6 --seed 600
 6v6: mean-shift type found 24/25 = 0.960 [0.796, 0.999], found and ranked first 23/25 = 0.920 [0.740, 0.990]; spread type found 5/25 = 0.200 [0.068, 0.407]; an unplanted type called 3/25 = 0.120 [0.025, 0.312]; 28.3 s/study
+    before Benjamini-Hochberg: mean-shift type p<0.05 in 25/25 = 1.000 [0.863, 1.000]; spread type p<0.05 in 7/25 = 0.280 [0.121, 0.494]; global p<0.05 in 24/25 = 0.960 [0.796, 0.999]
+    p floor 0.00216: Benjamini-Hochberg across the 7 splits reaches padj<0.05 only with at least 1 of them at the floor
 """
 
 
@@ -61,6 +63,9 @@ def test_bench_study_totals_sum_the_chosen_runs_per_part_and_design():
     assert (t["calibration", "4v4"]["n"], t["calibration", "4v4"]["baselines"]) == (50, 0)
     assert {k: t["power", "6v6"][k] for k in bench_study.COUNTS["power"]} == \
         {"mean_found": 24, "n": 25, "mean_first": 23, "spread_found": 5, "unplanted": 3}
+    assert {k: t["power", "6v6"][k] for k in ("raw", "mean_p", "spread_p", "global_p")} == \
+        {"raw": 25, "mean_p": 25, "spread_p": 7, "global_p": 24}
+    assert t["calibration", "6v6"]["raw"] == 0
 
 
 def test_bench_study_totals_refuse_runs_that_share_studies():
