@@ -1,4 +1,4 @@
-"""Rule study: a study's input + its splits' SPARDA and pseudobulk deltas -> study.tsv, study.html."""
+"""Rule study: a study's input + its splits' SPARDA and pseudobulk deltas -> study.tsv (rule study_figure draws it)."""
 
 import logging
 from pathlib import Path
@@ -6,7 +6,7 @@ from pathlib import Path
 from scontrast import io
 from scontrast._workflow import run_rule
 from scontrast.study import run_study
-from scontrast.study._table import add_method_results, study_html, study_tsv
+from scontrast.study._table import add_method_results, study_tsv
 
 log = logging.getLogger("scontrast.study")
 
@@ -31,7 +31,6 @@ def main(smk):
     for sentence in result.findings:
         log.info("%s", sentence)
     io.write_text(study_tsv(result), smk.output.tsv)
-    io.write_text(study_html(result, name=str(smk.wildcards.study)), smk.output.html)
 
 
 run_rule(snakemake, main)  # noqa: F821

@@ -1,9 +1,11 @@
 """scontrast.study: labellings, exact p-values, global min-p, design check, effect, the whole study."""
 
+import base64
 import math
 import warnings
 
 import anndata as ad
+import matplotlib.text
 import numpy as np
 import pandas as pd
 import pytest
@@ -133,7 +135,7 @@ def test_null_effect_interval_covers_zero_and_planted_effect_grows(cells):
     assert 0 < small < large
 
 
-def test_study_finds_the_planted_type_and_skips_the_untestable(cells):
+def test_study_finds_the_planted_type_and_skips_the_untestable(cells, tmp_path):
     sim = simulate_study(cells, n_target=6, n_background=6, cells_per_donor=60, random_state=3,
                          effects=[{"cell_type": "CD14 Mono", "kind": "mean", "n_genes": 30, "fold": 3.0}])
     sim = sim[~((sim.obs["cell_type"] == "Dendritic") & sim.obs["donor"].isin(["D01", "D02", "D03", "D04", "D05"]))]
@@ -154,11 +156,19 @@ def test_study_finds_the_planted_type_and_skips_the_untestable(cells):
     ticks = dict(zip([t.get_text().split(" (")[0] for t in ax.get_yticklabels()], ax.get_yticks()))
     assert ticks["CD14 Mono"] == max(ticks.values())  # rank 1 drawn on top
     assert [t.get_text().split(" (")[0] for t in fig.axes[0].get_yticklabels()][0] == "CD14 Mono"  # top
-    # the report's first block: a fragment of the page (no document of its own), the ranked splits' key
-    # columns first, the whole table and the design check one click away
-    page = study_html(res, "demo <study>")
+    fig.canvas.draw()  # every label inside the figure, none over another
+    boxes = [t.get_window_extent() for t in fig.findobj(matplotlib.text.Text) if t.get_visible() and t.get_text().strip()]
+    assert all(b.x0 >= 0 and b.y0 >= 0 and b.x1 <= fig.bbox.width and b.y1 <= fig.bbox.height for b in boxes)
+    assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+    # the report's first block: a fragment of the page (no document of its own), the ranking figure inline
+    # above the ranked splits' key columns, the whole table and the design check one click away
+    fig.savefig(tmp_path / "study.png")
+    page = study_html("demo <study>", res.table, res.global_pvalue, res.findings, res.design,
+                      figure=tmp_path / "study.png")
     assert not page.lstrip().startswith("<html") and "<body" not in page and "Study demo &lt;study&gt;" in page
     first, whole, design = page.split("<details>")
+    shown = first.split('src="data:image/png;base64,')[1].split('"')[0]
+    assert base64.b64decode(shown) == (tmp_path / "study.png").read_bytes() and first.index(shown) < first.index("<table")
     assert "CD14 Mono" in first and "n_target_cells" not in first and "n_target_cells" in whole
     assert first.index("CD14 Mono") < first.index("Dendritic")  # in rank order
     assert "cells_per_donor_min" in design

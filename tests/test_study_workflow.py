@@ -54,6 +54,35 @@ def test_dry_run_lists_each_testable_split_and_no_job_for_the_others(tmp_path):
     assert "pseudobulk" not in jobs and "quadro" not in jobs  # the entry's own methods list
 
 
+@pytest.mark.workflow
+def test_the_report_opens_on_the_study_with_its_ranking_figure(tmp_path):
+    """The landing page's first block is the study's: its global p-value, the ranking figure inline (the bytes of
+    figures/study.png), then the ranked splits; the splits' own blocks come after it."""
+    import base64
+    import html
+    import subprocess
+
+    _small_study(tmp_path / "study.h5ad")
+    cfg = yaml.safe_load((REPO / "tests" / "data" / "tiny_config.yaml").read_text())  # small method settings
+    cfg["datasets"] = {"st": {"path": str(tmp_path / "study.h5ad"), "groupby": "condition", "target": ["case"],
+                              "background": ["control"], "counts": "raw", "replicate": "donor",
+                              "split_by": "cell_type", "subset": {"cell_type": ["B", "NK", "Dendritic"]},
+                              "covariates": [], "methods": ["sparda"], "preprocess": {"min_genes": 50}}}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
+    base = [SNAKEMAKE, "-s", str(REPO / "Snakefile"), "-d", str(tmp_path), "--configfile", str(tmp_path / "config.yaml"),
+            "--cores", "2"]
+    for extra in ([], ["--report", str(tmp_path / "report.html")]):
+        proc = subprocess.run(base + extra, capture_output=True, text=True, timeout=1800)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    page = (tmp_path / "report.html").read_text()
+    start = page.index("var workflow_desc = ")
+    landing = page[start:page.index("\n", start)]  # the landing page's text, one line of the report
+    study = landing.index(html.escape("Study st"))
+    figure = base64.b64encode((tmp_path / "results/st/figures/study.png").read_bytes()).decode()
+    assert study < landing.index(figure) < landing.index("Splits, ranked") < landing.index("st/B")
+    assert landing.count("data:image/png;base64,") >= 1 + 2  # the study's ranking, each split's key figure
+
+
 def test_study_tsv_round_trip_and_method_columns(tmp_path):
     path = tmp_path / "study.h5ad"
     _small_study(path)

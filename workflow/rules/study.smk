@@ -43,12 +43,6 @@ rule study:
             category="{study}",
             subcategory="0 study",
         ),
-        html=report(
-            "results/{study}/study.html",
-            caption="../report/study.rst",
-            category="{study}",
-            subcategory="0 study",
-        ),
     params:
         entry=lambda w: config["datasets"][w.study],
         preprocess=study_preprocess,
@@ -70,12 +64,20 @@ rule study:
 
 
 rule study_figure:
-    """The study's ranking figure (splits ordered, donor intervals, significant ones marked)."""
+    """The study's ranking figure (splits ordered, donor intervals, significant ones marked) and its part of the
+    report's landing page (study.html: the findings, this figure inline, the table, the design check)."""
     input:
         tsv=rules.study.output.tsv,
+        design=rules.design_check.output.tsv,
     output:
         figure=report(
             "results/{study}/figures/study.png",
+            caption="../report/study.rst",
+            category="{study}",
+            subcategory="0 study",
+        ),
+        html=report(
+            "results/{study}/study.html",
             caption="../report/study.rst",
             category="{study}",
             subcategory="0 study",

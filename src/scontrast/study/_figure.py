@@ -57,7 +57,8 @@ def plot_ranking(table: pd.DataFrame, global_pvalue: float | None = None, *, alp
     ax.set_yticklabels([f"{r['value']} ({r['n_target_replicates']}v{r['n_background_replicates']})"
                         for _, r in tested.iterrows()])
     ax.set_ylim(-0.8, max(len(tested) - 0.2, 0.8))
-    ax.set_xlabel("effect: (between-group - within-group donor distance) / within-group (0 = no difference)")
+    # two lines: on one the label was wider than the axes and ran past the split names
+    ax.set_xlabel("effect (0 = no difference):\n(between-group - within-group donor distance) / within-group")
     title = "splits ranked by donor-level evidence, then effect"
     if global_pvalue is not None and np.isfinite(global_pvalue):
         title += f"; global p = {global_pvalue:.2g}"
@@ -66,5 +67,5 @@ def plot_ranking(table: pd.DataFrame, global_pvalue: float | None = None, *, alp
         text = "skipped: " + "; ".join(f"{r['value']} ({r['status'].removeprefix('skipped: ')})"
                                        for _, r in skipped.iterrows())
         fig.text(0.01, 0.01, text, fontsize=7, wrap=True, va="bottom")
-    fig.tight_layout(rect=(0, 0.04 if len(skipped) else 0, 0.82, 1))
+    fig.tight_layout(rect=(0, 0.04 if len(skipped) else 0, 1, 1))  # the p-values right of the axes count in its bbox
     return fig

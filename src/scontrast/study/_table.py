@@ -10,7 +10,7 @@ import pandas as pd
 
 from ._study import StudyResult
 
-__all__ = ["add_method_results", "study_tsv", "read_study_tsv", "study_html"]
+__all__ = ["add_method_results", "study_tsv", "read_study_tsv", "read_findings", "study_html"]
 
 GLOBAL_LINE = "# global_pvalue\t"
 
@@ -62,6 +62,12 @@ def read_study_tsv(path) -> tuple[pd.DataFrame, float]:
     return table, global_p
 
 
+def read_findings(path) -> list[str]:
+    """The findings in words of a study.tsv (its ``# `` lines after the global p-value)."""
+    return [line[2:] for line in open(path).read().splitlines()
+            if line.startswith("# ") and not line.startswith(GLOBAL_LINE)]
+
+
 #: the study table's columns the report's landing page shows; the page's details hold the whole table
 _KEY_COLUMNS = ("value", "status", "n_target_replicates", "n_background_replicates", "pvalue", "padj", "effect",
                 "effect_low", "effect_high", "top_genes", "driven_by", "rank")
@@ -82,21 +88,37 @@ def _html_table(frame: pd.DataFrame) -> str:
     return f'<div style="overflow-x:auto"><table style="border-collapse:collapse;font-size:12px"><tr>{head}</tr>{rows}</table></div>'
 
 
-def study_html(result: StudyResult, name: str) -> str:
+def _figure_html(path) -> str:
+    """The PNG at ``path`` as an inline image (a data URI: the page stays one file), at most its drawn width."""
+    import base64
+
+    with open(path, "rb") as fh:
+        data = base64.b64encode(fh.read()).decode()
+    return (f'<img src="data:image/png;base64,{data}" style="display:block;width:960px;max-width:100%;margin:6px 0" '
+            'alt="the splits ranked: effect with its donor interval, called splits filled and starred">')
+
+
+def study_html(name: str, table: pd.DataFrame, global_pvalue: float, findings: list[str], design: pd.DataFrame,
+               figure=None) -> str:
     """The study's answer as an HTML fragment (inline styles only), the first block of the report's landing page:
-    the global p-value and the findings, the ranked splits' key columns, then the whole table and the design
-    check one click away."""
-    findings = "".join(f"<li>{html.escape(s)}</li>" for s in result.findings)
-    design = result.design.drop(columns=["donors"], errors="ignore")
-    key = result.table[[c for c in _KEY_COLUMNS if c in result.table.columns]]
+    the global p-value and the findings, the ranking figure (PNG path ``figure``, embedded), the ranked splits'
+    key columns, then the whole table and the design check one click away.
+
+    ``table``: the study table (``STUDY_COLUMNS``, ranked); ``design``: the design check (one row per
+    split and group).
+    """
+    items = "".join(f"<li>{html.escape(s)}</li>" for s in findings)
+    design = design.drop(columns=["donors"], errors="ignore")
+    key = table[[c for c in _KEY_COLUMNS if c in table.columns]]
+    shown = f"{_figure_html(figure)}<p style=\"margin:4px 0\"><b>Splits, ranked</b>:</p>" if figure is not None else \
+        "<p style=\"margin:4px 0\"><b>Splits, ranked</b> (the ranking figure is figures/study.png):</p>"
     return ('<div class="scontrast-answer" style="border:1px solid #bbb;border-radius:6px;padding:10px 14px;'
             'margin:14px 0">'
             f'<h3 style="margin:0 0 6px 0">Study {html.escape(name)}</h3>'
             f'<p style="background:#e3f0fb;padding:6px 8px;font-weight:bold;margin:0 0 8px 0">global p-value (any '
-            f"split differs): {result.global_pvalue:.3g}</p><ul style=\"margin:0 0 8px 0\">{findings}</ul>"
-            f"<p style=\"margin:4px 0\"><b>Splits, ranked</b> (the ranking figure is figures/study.png):</p>"
-            f"{_html_table(key)}"
+            f"split differs): {global_pvalue:.3g}</p><ul style=\"margin:0 0 8px 0\">{items}</ul>"
+            f"{shown}{_html_table(key)}"
             '<details><summary style="cursor:pointer">the whole study table</summary>'
-            f"{_html_table(result.table)}</details>"
+            f"{_html_table(table)}</details>"
             '<details><summary style="cursor:pointer">the design check</summary>'
             f"{_html_table(design)}</details></div>\n")
