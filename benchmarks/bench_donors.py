@@ -278,7 +278,7 @@ def simulation(n_sims: int, scenarios: list[str], donors: int, cells: int, seed:
 
     dense_pool, genes = shipped_cd4_pool()
     say(f"\n## Pseudo-donor simulation: {donors} vs {donors} donors of {cells} pbmc3k CD4 T cells each "
-        f"({pool.shape[0]} in the pool, {genes.size} genes), donor log-sd 0.3, {n_sims} simulations per scenario "
+        f"({dense_pool.shape[0]} in the pool, {genes.size} genes), donor log-sd 0.3, {n_sims} simulations per scenario "
         f"(load {os.getloadavg()[0]:.2f})")
     for scenario in scenarios:
         rng = np.random.default_rng([seed, ["none", "mean", "spread"].index(scenario)])
@@ -632,8 +632,16 @@ def donor_test_pvalues(pp: ad.AnnData, paired: bool) -> dict:
     """The donor test's p-value on a preprocessed data set (every cell, every gene of ``pp.X``), its families' own
     p-values, and every variant of :data:`DONOR_VARIANTS` on the same relabellings; the seconds it takes."""
     from scontrast.design import replicate_labellings
-    from scontrast.donor_test import (FAMILIES, donor_test, family_t, module_coexpression, replicate_coexpression,
-                                      replicate_features, top_mean, weighted_min_p)
+    from scontrast.donor_test import (
+        FAMILIES,
+        donor_test,
+        family_t,
+        module_coexpression,
+        replicate_coexpression,
+        replicate_features,
+        top_mean,
+        weighted_min_p,
+    )
 
     t_mask = pp.obs["scontrast_target"].to_numpy(dtype=bool)
     names, index = np.unique(pp.obs["scontrast_replicate"].astype(str).to_numpy(), return_inverse=True)

@@ -25,6 +25,9 @@ statistics (e.g. this one and SPARDA's distributional parts) over the same relab
 - :func:`replicate_features` -- per-replicate feature families from the cells in one pass:
   ``location`` (pseudobulk), ``spread`` (the sd of log-normalised expression) and ``detected``
   (the share of cells expressing the gene);
+- :func:`replicate_coexpression`, :func:`module_coexpression` -- an opt-in ``coexpression`` family:
+  per replicate the Fisher z of every pair of the genes of largest pooled variance, or each gene's
+  mean z with its most co-expressed partners (label-free choices: the test stays exact);
 - :func:`family_t`, :func:`family_statistics` -- a moderated t per feature of one family under
   every labelling, and each family's statistic (the mean of its ``top_k`` largest ``t^2``);
 - :func:`donor_test` -- the donor-level test: the families' statistics combined by min-p over one
@@ -331,7 +334,8 @@ def location_test(means: np.ndarray, target_of_replicate, *, paired: bool, max_l
 # --------------------------------------------------------------------------- #
 # The families the donor-level test combines by default, and each family's top-k: chosen on the
 # pseudo-donor simulations of benchmarks/bench_donors.py --donor-test with --seed 1 (6 vs 6; the
-# detected-share family and a 2:1 weight lost power; top-k 5 and 10 alike, 10 as the study's),
+# detected-share family and a 2:1 weight lost power; top-k 5 and 10 alike, 10 as the study's; a third,
+# co-expression family (replicate_coexpression, module_coexpression) lost sub-state power for no spread gain),
 # reported on --seed 2 (benchmarks/results/bench_donors.txt).
 FAMILIES = ("location", "spread")
 TOP_K = 10
