@@ -67,7 +67,8 @@ features with q <= 0.05), plus the top genes of the feature of largest |prevalen
 difference| through its loadings mapped back to genes (sum over components of loading x
 component sd x PC gene weights). ``--pca-units`` keeps the components in PCA units instead (the
 sampler's own ``scale`` then divides the whole matrix by its overall sd, so PC1 weighs most);
-``--noise gene`` gives every component its own noise variance.
+``--noise gene`` gives every component its own noise variance (committed output: the three sections of
+bench_latent_embedding.txt, with ``--shipped-only``).
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ TOKEN = re.compile(r"""'([^']*)'|"([^"]*)"|([^\s'"]+)""")
 CHECKER = r"""
 import argparse, contextlib, io, json, runpy, sys
 
-class Captured(Exception):
+class Captured(BaseException):  # not caught by a script's "except Exception"
     pass
 
 def capture(self, args=None, namespace=None):
