@@ -32,11 +32,15 @@ library, not snakemake). Parts:
    ``--types 1`` one split at the size it has in a larger study (20,000 cells: one of the 10 splits
    of a 200,000-cell study). ``--keep DIR`` keeps the work directories under DIR.
 
+5. ``--summarise FILE --seeds S ...``: one totals line per part and design over the runs of a results
+   file whose ``--seed`` is among S (their counts summed, with the Clopper-Pearson band; runs that
+   share studies are refused).
+
 ``--cells C`` sets the cells of each type per donor and condition in parts 1 and 2 (default 80:
 ~8,000 cells over 7 types and 12 donors; 0 = the real cells shared out without replacement,
 ~2,600 cells). Usage (repository root): python -m benchmarks.bench_study [--calibration N]
 [--power N] [--effect N] [--workflow N ...] [--keep DIR] [--baselines K] [--cells C] [--seed S]
-[--designs 6v6 4v4 '6 paired' '4 paired']
+[--designs 6v6 4v4 '6 paired' '4 paired'] [--summarise FILE --seeds S ...]
 """
 
 from __future__ import annotations
