@@ -58,14 +58,14 @@ def compare(name: str, adata, fraction: float) -> None:
 
 
 def _refit(adata, max_cells) -> None:
-    """tl.latent_features + tl.fangs at the defaults (seed 0, 2 threads)."""
+    """tl.latent_features with the IBP sampler (the method ``max_cells`` subsamples) + tl.fangs, seed 0, 2 threads."""
     import warnings
 
     from scontrast import tl
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        tl.latent_features(adata, random_state=0, n_jobs=2, max_cells=max_cells)
+        tl.latent_features(adata, method="ibp", random_state=0, n_jobs=2, max_cells=max_cells)
         tl.fangs(adata, random_state=0, n_jobs=2)
 
 
