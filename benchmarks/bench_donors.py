@@ -608,7 +608,7 @@ DONOR_VARIANTS = {
     "loc+spread k1 w2:1": (("location", "spread"), 1, (2.0, 1.0)),
     "loc+spread+det k1": (("location", "spread", "detected"), 1, None),
     "spread k1": (("spread",), 1, None),
-    # the opt-in co-expression family (scontrast.donor_test.replicate_coexpression) of the 50 / 100 most variable genes
+    # the opt-in co-expression family (scontrast.donor_coexpression.replicate_coexpression) of the 50 / 100 most variable genes
     "coex50 k10": (("coex50",), 10, None),
     "loc+coex50 k10": (("location", "coex50"), 10, None),
     "loc+spread+coex50 k10": (("location", "spread", "coex50"), 10, None),
@@ -632,12 +632,11 @@ def donor_test_pvalues(pp: ad.AnnData, paired: bool) -> dict:
     """The donor test's p-value on a preprocessed data set (every cell, every gene of ``pp.X``), its families' own
     p-values, and every variant of :data:`DONOR_VARIANTS` on the same relabellings; the seconds it takes."""
     from scontrast.design import replicate_labellings
+    from scontrast.donor_coexpression import module_coexpression, replicate_coexpression
     from scontrast.donor_test import (
         FAMILIES,
         donor_test,
         family_t,
-        module_coexpression,
-        replicate_coexpression,
         replicate_features,
         top_mean,
         weighted_min_p,

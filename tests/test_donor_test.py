@@ -10,6 +10,7 @@ from scipy.special import polygamma
 
 from scontrast.core import ScontrastError
 from scontrast.design import replicate_labellings
+from scontrast.donor_coexpression import module_coexpression, pooled_variance, replicate_coexpression
 from scontrast.donor_test import (
     _natural_spline_basis,
     _trigamma_inverse,
@@ -19,9 +20,6 @@ from scontrast.donor_test import (
     location_test,
     min_p_combination,
     moderated_t,
-    module_coexpression,
-    pooled_variance,
-    replicate_coexpression,
     replicate_features,
     replicate_means,
     set_pvalues,
