@@ -11,6 +11,7 @@ from scipy.special import polygamma
 from scontrast.core import ScontrastError
 from scontrast.design import replicate_labellings
 from scontrast.donor_coexpression import module_coexpression, pooled_variance, replicate_coexpression
+from scontrast.donor_spread import cell_scale, dispersion, residual_spread
 from scontrast.donor_test import (
     _natural_spline_basis,
     _trigamma_inverse,
@@ -456,3 +457,108 @@ def test_module_coexpression_averages_each_genes_strongest_pairs():
         module_coexpression(z[..., :20], 2)
     with pytest.raises(ScontrastError, match="module co-expression"):
         module_coexpression(z, n)
+
+
+# --------------------------------------------------------------------------- the spread freed of the donors' means
+def _counts_cells(seed, n_cells=160, n_genes=15):
+    """Raw Poisson counts (cells x genes) with a per-cell depth and a per-cell log-normal factor on the first 5 genes;
+    the log-normalised cells (log1p of counts per 10,000 of the cell's total) and each cell's value of one count."""
+    rng = np.random.default_rng(seed)
+    lam = rng.uniform(0.2, 6.0, n_genes)[None, :] * rng.uniform(0.5, 2.0, size=(n_cells, 1))
+    lam[:, :5] *= np.exp(rng.normal(0, 0.8, size=(n_cells, 5)))
+    c = rng.poisson(lam).astype(float)
+    c[:, -1] += 1.0  # every cell has a count (its total is not 0)
+    k = 1e4 / c.sum(axis=1)
+    return c, sp.csr_matrix(np.log1p(c * k[:, None])), k
+
+
+@pytest.mark.parametrize("rows", [8192, 7])
+def test_spread_families_against_a_direct_computation(rows, monkeypatch):
+    """dispersion, residual_spread and gene_residual_spread of replicate_features against loops over the replicates
+    (and groups), paired (R, 2, G) and unpaired; sparse in row blocks equals dense; the cells' scale estimated from
+    X (the smallest non-zero expm1) equals the one given when every cell has a gene at one count."""
+    import scontrast.donor_test
+
+    monkeypatch.setattr(scontrast.donor_test, "_ROWS", rows)
+    c, X, k = _counts_cells(31)
+    dense = X.toarray()
+    rep = np.repeat(np.arange(4), 40)
+    tgt = np.tile(np.arange(40) < 17, 4)
+    paired = replicate_features([X[:61], X[61:]], rep, tgt, 4, paired=True, cell_scale_of=k)
+    again = replicate_features(dense, rep, tgt, 4, paired=True, cell_scale_of=k)
+    ones = (c == 1).any(axis=1)
+    assert ones.mean() > 0.9
+    np.testing.assert_allclose(cell_scale(X)[ones], k[ones], rtol=1e-12)
+    np.testing.assert_allclose(cell_scale(dense), cell_scale(X), rtol=1e-12)
+    assert cell_scale(sp.csr_matrix((2, 3))).tolist() == [1.0, 1.0] and cell_scale(np.zeros((1, 3))).tolist() == [1.0]
+    loc, sd = paired["location"].reshape(8, -1), paired["spread"].reshape(8, -1)
+    for f in ("dispersion", "residual_spread", "gene_residual_spread"):
+        np.testing.assert_allclose(paired[f], again[f], rtol=1e-10, atol=1e-12)
+        assert paired[f].shape == (4, 2, 15)
+    for r in range(4):
+        for g, cells in ((0, (rep == r) & tgt), (1, (rep == r) & ~tgt)):
+            e = np.expm1(dense[cells])
+            ratio = ((e * e).mean(axis=0) - (k[cells, None] * e).mean(axis=0)) / e.mean(axis=0) ** 2
+            np.testing.assert_allclose(paired["dispersion"][r, g], np.log(np.maximum(ratio, 1.0)), rtol=1e-9)
+            u = 2 * r + g
+            B = _natural_spline_basis(loc[u], 4)
+            fit = B @ np.linalg.solve(B.T @ B, B.T @ sd[u])
+            np.testing.assert_allclose(paired["residual_spread"][r, g], sd[u] - fit, atol=1e-10)
+    for j in range(15):   # per gene: the residual of its least-squares line over all 8 samples
+        slope, icpt = np.polyfit(loc[:, j], sd[:, j], 1)
+        np.testing.assert_allclose(paired["gene_residual_spread"].reshape(8, -1)[:, j],
+                                   sd[:, j] - (slope * loc[:, j] + icpt), atol=1e-10)
+    unpaired = replicate_features(X, rep, tgt, 4, paired=False)
+    assert unpaired["dispersion"].shape == (4, 15)
+    with pytest.raises(ScontrastError, match="residual spread: location .* and spread .* must share one shape"):
+        residual_spread(loc, sd[:, :3])
+
+
+def test_dispersion_is_the_squared_cv_beyond_poisson():
+    """Cells of Poisson counts whose normalised mean is mu times a per-cell log-normal factor of log-sd s (counts
+    follow each cell's depth, 1 / k): log(1 + phi) -> s^2 for every mu and depth (without the Poisson part it would be
+    about log(e^{s^2} + 1/mu): 0.4 at mu = 5 counts, s = 0.5); with a fixed mean (s = 0) it is about 0; a constant
+    factor on the gene's mean (a donor's) leaves it unchanged."""
+    rng = np.random.default_rng(32)
+    n = 40_000
+    k = 1e4 / rng.uniform(500, 2000, n)
+    for mu, s in ((5.0, 0.5), (20.0, 0.5), (5.0, 0.0)):
+        got = []
+        for factor in (1.0, 3.0):
+            lam = mu * factor * np.exp(rng.normal(-s * s / 2, s, n)) * k.mean() / k
+            e = rng.poisson(lam) * k
+            got.append(dispersion(e.mean(), (e * e).mean(), (k * e).mean()))
+        # sampling sd of the estimate at n = 40,000 is below 0.01 here: 0.03 is >= 3 of them
+        assert got[0] == pytest.approx(s * s, abs=0.03) and got[1] == pytest.approx(s * s, abs=0.03)
+    assert dispersion(0.0, 0.0, 0.0) == 0.0 and dispersion(1.0, 0.5, 0.6) == 0.0
+
+
+@pytest.mark.parametrize("paired", [False, True])
+def test_spread_families_keep_the_donor_test_exact(paired):
+    """The families are computed without the labels: relabelling the donors' cells (unpaired: which donors are target;
+    paired: a donor's two samples swapped) gives the same features (paired: that donor's rows swapped), so the donor
+    test's statistics over every relabelling are the same multiset; and with every labelling taken as the observed
+    one, P(p <= a) <= a."""
+    c, X, k = _counts_cells(33, n_cells=320, n_genes=12)
+    names = ("dispersion", "residual_spread", "gene_residual_spread")
+    if paired:
+        rep, tgt = np.repeat(np.arange(5), 64), np.tile(np.arange(64) < 32, 5)
+        lab, exact = replicate_labellings(np.ones(5, bool), paired=True)
+        swap = np.isin(rep, [1, 3])
+        moved = tgt ^ swap
+    else:
+        rep = np.repeat(np.arange(8), 40)
+        target = np.arange(8) < 4
+        tgt = target[rep]
+        lab, exact = replicate_labellings(target, paired=False)
+        moved = np.array([False, True, True, False, True, False, False, True])[rep]
+    feats = replicate_features(X, rep, tgt, rep.max() + 1, paired=paired, cell_scale_of=k)
+    other = replicate_features(X, rep, moved, rep.max() + 1, paired=paired, cell_scale_of=k)
+    for f in names:
+        want = feats[f].copy()
+        if paired:
+            want[[1, 3]] = want[[1, 3]][:, ::-1]
+        np.testing.assert_allclose(other[f], want, rtol=1e-10, atol=1e-12)
+        p = _relabelled_pvalues({f: feats[f]}, lab, paired, top_k=3)
+        for a in np.arange(1, lab.shape[0] + 1) / lab.shape[0]:
+            assert np.mean(p <= a + 1e-12) <= a + 1e-12

@@ -22,9 +22,8 @@ statistics (e.g. this one and SPARDA's distributional parts) over the same relab
 - :func:`location_statistics` -- max ``|t|`` of every labelling, for a given labelling matrix;
 - :func:`location_test` -- the whole test on replicate means: p-value, floor, each gene's t and
   its max-T adjusted p-value;
-- :func:`replicate_features` -- per-replicate feature families from the cells in one pass:
-  ``location`` (pseudobulk), ``spread`` (the sd of log-normalised expression) and ``detected``
-  (the share of cells expressing the gene);
+- :func:`replicate_features` -- per-replicate feature families from the cells in one pass (pseudobulk
+  ``location``, ``spread``, ``detected`` share, and the spread freed of the donors' means: :mod:`scontrast.donor_spread`);
 - an opt-in ``coexpression`` family: :mod:`scontrast.donor_coexpression`;
 - :func:`family_t`, :func:`family_statistics` -- a moderated t per feature of one family under
   every labelling, and each family's statistic (the mean of its ``top_k`` largest ``t^2``);
@@ -42,6 +41,7 @@ from scipy.special import digamma, polygamma
 
 from .core import ScontrastError
 from .design import labelling_floor, replicate_labellings
+from .donor_spread import cell_scale, dispersion, gene_residual_spread, residual_spread
 
 __all__ = [
     "replicate_means",
@@ -58,8 +58,6 @@ __all__ = [
     "combined_parts",
     "FAMILIES",
 ]
-
-
 
 # cells transformed and summed at once by replicate_means (bounds the copy expm1 makes)
 _ROWS = 8192
@@ -327,11 +325,10 @@ def location_test(means: np.ndarray, target_of_replicate, *, paired: bool, max_l
 # --------------------------------------------------------------------------- #
 # The donor-level test: feature families, moderated t per family, min-p over families
 # --------------------------------------------------------------------------- #
-# The families the donor-level test combines by default, and each family's top-k: chosen on the
-# pseudo-donor simulations of benchmarks/bench_donors.py --donor-test with --seed 1 (6 vs 6; the
-# detected-share family and a 2:1 weight lost power; top-k 5 and 10 alike, 10 as the study's; a third,
-# co-expression family (replicate_coexpression, module_coexpression) lost sub-state power for no spread gain),
-# reported on --seed 2 (benchmarks/results/bench_donors.txt).
+# The families the donor-level test combines by default, and each family's top-k: chosen on the pseudo-donor
+# simulations of benchmarks/bench_donors.py --donor-test with --seed 1 (6 vs 6; the detected-share family and a
+# 2:1 weight lost power; top-k 5 and 10 alike, 10 as the study's; a third, co-expression family
+# (scontrast.donor_coexpression) lost sub-state power for no spread gain), reported on --seed 2 (results/bench_donors.txt).
 FAMILIES = ("location", "spread")
 TOP_K = 10
 # The level combined_parts plans for.
@@ -339,7 +336,7 @@ ALPHA = 0.05
 
 
 def replicate_features(X, replicate_index: np.ndarray, is_target: np.ndarray, n_replicates: int, *,
-                       paired: bool) -> dict[str, np.ndarray]:
+                       paired: bool, cell_scale_of: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """Per-replicate feature families of every gene, from log-normalised cells, in one pass over the cells.
 
     - ``location``: ``log1p`` of the replicate's mean ``expm1`` expression (its pseudobulk, as
@@ -347,7 +344,9 @@ def replicate_features(X, replicate_index: np.ndarray, is_target: np.ndarray, n_
     - ``spread``: the standard deviation of the replicate's cells' log-normalised expression
       (a change of spread or a sub-state in a share of the cells moves it, a mean shift of
       counts moves it less than the location);
-    - ``detected``: the share of the replicate's cells with the gene expressed (``X > 0``).
+    - ``detected``: the share of the replicate's cells with the gene expressed (``X > 0``);
+    - ``dispersion``, ``residual_spread``, ``gene_residual_spread``: the spread freed of the
+      donors' mean differences (:mod:`scontrast.donor_spread`).
 
     Sparse input stays sparse (products with a replicates x cells indicator, ``_ROWS`` cells at a time).
 
@@ -358,6 +357,9 @@ def replicate_features(X, replicate_index: np.ndarray, is_target: np.ndarray, n_
     is_target : ndarray of bool, shape (N,)
     n_replicates : int
     paired : bool
+    cell_scale_of : ndarray, shape (N,), optional
+        Each cell's ``expm1(x)`` of one count (``dispersion``'s Poisson part); default
+        :func:`scontrast.donor_spread.cell_scale`.
 
     Returns
     -------
@@ -366,26 +368,31 @@ def replicate_features(X, replicate_index: np.ndarray, is_target: np.ndarray, n_
     blocks, strata, k = _blocks_and_strata(X, replicate_index, is_target, n_replicates, paired, "replicate features")
     counts = np.bincount(strata, minlength=k).astype(float)
     G = blocks[0].shape[1]
-    sums = {name: np.zeros((k, G)) for name in ("x", "x2", "e", "nz")}
+    sums = {name: np.zeros((k, G)) for name in ("x", "x2", "e", "nz", "e2", "ke")}
     start = 0
     for b in blocks:
         for s in range(0, b.shape[0], _ROWS):
             part = b[s:s + _ROWS]
-            rows = strata[start + s:start + s + part.shape[0]]
+            rows_at = slice(start + s, start + s + part.shape[0])
+            rows = strata[rows_at]
             S = sp.csr_matrix((1.0 / counts[rows], (rows, np.arange(part.shape[0]))), shape=(k, part.shape[0]))
-            if sp.issparse(part):
-                part = sp.csr_matrix(part, dtype=float)
-                pieces = {"x": part, "x2": part.multiply(part), "e": part.expm1(), "nz": (part != 0).astype(float)}
-            else:
-                part = np.asarray(part, dtype=float)
-                pieces = {"x": part, "x2": part * part, "e": np.expm1(part), "nz": (part != 0).astype(float)}
+            scale = cell_scale(part) if cell_scale_of is None else np.asarray(cell_scale_of, float)[rows_at]
+            dense = not sp.issparse(part)
+            part = np.asarray(part, dtype=float) if dense else sp.csr_matrix(part, dtype=float)
+            e = np.expm1(part) if dense else part.expm1()
+            # ke: each cell's e times its value of one count, the Poisson part of its e^2 (dispersion)
+            pieces = {"x": part, "x2": part ** 2 if dense else part.power(2), "e": e, "nz": (part != 0).astype(float),
+                      "e2": e ** 2 if dense else e.power(2), "ke": sp.diags(scale) @ e}
             for name, piece in pieces.items():
                 prod = S @ piece
                 sums[name] += np.asarray(prod.toarray() if sp.issparse(prod) else prod, dtype=float)
         start += b.shape[0]
     out = {"location": np.log1p(sums["e"]),
            "spread": np.sqrt(np.maximum(sums["x2"] - sums["x"] ** 2, 0.0)),
-           "detected": sums["nz"]}
+           "detected": sums["nz"],
+           "dispersion": dispersion(sums["e"], sums["e2"], sums["ke"])}
+    out["residual_spread"] = residual_spread(out["location"], out["spread"])
+    out["gene_residual_spread"] = gene_residual_spread(out["location"], out["spread"])
     return {name: (v.reshape(n_replicates, 2, G) if paired else v) for name, v in out.items()}
 
 

@@ -1,0 +1,130 @@
+"""Spread families of the donor test freed of the donors' own mean differences.
+
+The ``spread`` family of :func:`scontrast.donor_test.replicate_features` (the sd of a replicate's
+log-normalised cells) follows the gene's mean at low counts: a donor whose factor raises a gene's
+mean raises its spread too, so the donors' mean differences (log-sd 0.3 per gene in the
+simulations) are noise in the spread family. Three label-free ways around it:
+
+- :func:`residual_spread` -- per replicate (and group), the spread minus a smooth curve of the
+  spread on the location fitted over all genes of that replicate (a natural spline, least squares);
+- :func:`gene_residual_spread` -- per gene, the spread minus its least-squares line on the location
+  over every replicate (and group);
+- :func:`dispersion` -- per replicate and gene, ``log(1 + phi)`` with ``phi`` the squared
+  coefficient of variation of the cells' expected expression beyond Poisson sampling
+  (``(mean(e^2) - mean(k e)) / mean(e)^2 - 1``, ``e = expm1(x)``, ``k`` the ``e`` of one count of
+  the cell): a per-cell log-normal factor of log-sd ``s`` adds ``s^2`` to it whatever the gene's
+  mean, and a factor on the gene's mean (a donor's, a mean shift) leaves it unchanged.
+
+Each is computed from the replicates' features (or cells) without the group labels, and the same
+for every relabelling: the donor test's statistic stays one fixed function of (features, labels)
+and its permutation p-value stays exact.
+
+numpy in, numpy out.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from .core import ScontrastError
+
+__all__ = ["residual_spread", "gene_residual_spread", "cell_scale", "dispersion", "SPREAD_DF"]
+
+# columns of the natural spline of the spread on the location, per replicate (4: limma-trend's choice for >= 30 genes)
+SPREAD_DF = 4
+
+
+def _rows_of(location: np.ndarray, spread: np.ndarray, what: str) -> tuple[np.ndarray, np.ndarray]:
+    """``location`` and ``spread`` (same shape, last axis the genes) as (units, G) float arrays."""
+    loc, sd = np.asarray(location, dtype=float), np.asarray(spread, dtype=float)
+    if loc.shape != sd.shape or loc.ndim < 2:
+        raise ScontrastError(f"{what}: location {loc.shape} and spread {sd.shape} must share one shape (..., G)")
+    return loc.reshape(-1, loc.shape[-1]), sd.reshape(-1, sd.shape[-1])
+
+
+def residual_spread(location: np.ndarray, spread: np.ndarray, *, df: int = SPREAD_DF) -> np.ndarray:
+    """Per replicate (and group), the spread minus its natural-spline curve on the location over the genes.
+
+    Parameters
+    ----------
+    location, spread : ndarray, shape (R, G) or (R, 2, G)
+        :func:`scontrast.donor_test.replicate_features`'s ``location`` and ``spread``.
+    df : int
+        Columns of the spline basis (the intercept included; fewer when a replicate has fewer
+        distinct locations).
+
+    Returns
+    -------
+    ndarray, the shape of ``spread``
+    """
+    from .donor_test import _natural_spline_basis
+
+    loc, sd = _rows_of(location, spread, "residual spread")
+    out = np.empty_like(sd)
+    for i in range(sd.shape[0]):
+        B = _natural_spline_basis(loc[i], df)
+        coef, *_ = np.linalg.lstsq(B, sd[i], rcond=None)
+        out[i] = sd[i] - B @ coef
+    return out.reshape(np.shape(spread))
+
+
+def gene_residual_spread(location: np.ndarray, spread: np.ndarray) -> np.ndarray:
+    """Per gene, the spread minus its least-squares line on the location over every replicate (and group).
+
+    Parameters
+    ----------
+    location, spread : ndarray, shape (R, G) or (R, 2, G)
+
+    Returns
+    -------
+    ndarray, the shape of ``spread``
+    """
+    loc, sd = _rows_of(location, spread, "gene residual spread")
+    lc, sc = loc - loc.mean(axis=0), sd - sd.mean(axis=0)
+    sxx = (lc * lc).sum(axis=0)
+    # a gene whose location does not vary over the replicates keeps its centred spread
+    slope = np.divide((lc * sc).sum(axis=0), sxx, out=np.zeros_like(sxx), where=sxx > 1e-12 * (1 + sxx.max()))
+    return (sc - lc * slope).reshape(np.shape(spread))
+
+
+def cell_scale(part) -> np.ndarray:
+    """Each cell's smallest non-zero ``expm1(x)`` (shape (n,)): the normalised value of one count when ``x`` is
+    ``log1p`` of counts scaled per cell and the cell has a gene at one count; 1 for a cell without any count.
+
+    Parameters
+    ----------
+    part : ndarray or sparse matrix, shape (n, G), log-normalised
+    """
+    if sp.issparse(part):
+        csr = sp.csr_matrix(part)
+        csr.eliminate_zeros()
+        lens = np.diff(csr.indptr)
+        out = np.ones(csr.shape[0])
+        has = lens > 0
+        if has.any():
+            out[has] = np.minimum.reduceat(np.expm1(csr.data), csr.indptr[:-1][has])
+        return out
+    e = np.expm1(np.asarray(part, dtype=float))
+    e = np.where(e > 0, e, np.inf)
+    out = e.min(axis=1)
+    return np.where(np.isfinite(out), out, 1.0)
+
+
+def dispersion(mean_e: np.ndarray, mean_e2: np.ndarray, mean_ke: np.ndarray) -> np.ndarray:
+    """``log(1 + phi)`` per replicate and gene from its cells' moments, ``phi`` clipped at 0 (0 without counts).
+
+    ``1 + phi = (mean(e^2) - mean(k e)) / mean(e)^2``: ``mean(k e)`` is the Poisson part of
+    ``mean(e^2)`` (for ``e = k c`` with Poisson ``c`` of mean ``mu / k``,
+    ``E[e^2 - k e] = mu^2``), so the ratio is ``mean(mu^2) / mean(mu)^2`` of the cells' expected
+    expression ``mu`` (at least 1), free of the gene's scale.
+
+    Parameters
+    ----------
+    mean_e, mean_e2, mean_ke : ndarray, one shape
+        Per replicate (and group) and gene, the cells' means of ``e``, ``e^2`` and ``k e``.
+    """
+    m, m2, p = (np.asarray(a, dtype=float) for a in (mean_e, mean_e2, mean_ke))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(m > 0, (m2 - p) / (m * m), 1.0)
+    return np.log(np.maximum(ratio, 1.0))
