@@ -621,6 +621,18 @@ DONOR_VARIANTS = {
     "loc+spread+mod100n5 k10": (("location", "spread", "mod100n5"), 10, None),
     "loc+mod50n5 k10": (("location", "mod50n5"), 10, None),
     "loc+spread+mod50n5 k5": (("location", "spread", "mod50n5"), 5, None),
+    # the spread freed of the donors' mean differences (scontrast.donor_spread): per donor the spread minus its
+    # spline on the location over the genes (rspread), per gene minus its line on the location over the donors
+    # (gspread), log(1 + phi) beyond Poisson with each cell's scale from X (disp) or from its counts (dispc)
+    "loc+rspread k10": (("location", "residual_spread"), 10, None),
+    "loc+gspread k10": (("location", "gene_residual_spread"), 10, None),
+    "loc+disp k10": (("location", "dispersion"), 10, None),
+    "loc+dispc k10": (("location", "dispersion_counts"), 10, None),
+    "loc+spread+disp k10": (("location", "spread", "dispersion"), 10, None),
+    "rspread k10": (("residual_spread",), 10, None),
+    "gspread k10": (("gene_residual_spread",), 10, None),
+    "disp k10": (("dispersion",), 10, None),
+    "dispc k10": (("dispersion_counts",), 10, None),
 }
 # the gene counts of the co-expression variants above
 COEX_GENES = (50, 100)
@@ -651,6 +663,12 @@ def donor_test_pvalues(pp: ad.AnnData, paired: bool) -> dict:
     res = donor_test({f: feats[f] for f in FAMILIES}, lab, paired=paired, exact=exact)
     out = {"donor": res["pvalue"], "donor_s": time.perf_counter() - t0,
            "donor_location": res["parts"]["location"], "donor_spread": res["parts"]["spread"]}
+    # each cell's normalised value of one count, from its counts: the Poisson part of dispersion_counts
+    counts = pp.layers["counts"]
+    scale = np.asarray(pp.X.expm1().sum(axis=1) if sp.issparse(pp.X) else np.expm1(pp.X).sum(axis=1)).ravel() / \
+        np.maximum(np.asarray(counts.sum(axis=1)).ravel(), 1.0)
+    feats["dispersion_counts"] = replicate_features(pp.X, index, t_mask, names.size, paired=paired,
+                                                    cell_scale_of=scale)["dispersion"]
     for n in COEX_GENES:
         feats[f"coex{n}"] = replicate_coexpression(pp.X, index, t_mask, names.size, paired=paired, n_pair_genes=n)[0]
     for n, m in MODULES:

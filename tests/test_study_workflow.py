@@ -54,6 +54,46 @@ def test_dry_run_lists_each_testable_split_and_no_job_for_the_others(tmp_path):
     assert "pseudobulk" not in jobs and "quadro" not in jobs  # the entry's own methods list
 
 
+def _job_threads(dry_run: str) -> dict[tuple[str, str], int]:
+    """(rule, dataset) -> threads of every job a ``--quiet host`` dry run lists (snakemake prints threads above 1)."""
+    out, rule, dataset = {}, None, None
+    for line in dry_run.splitlines() + ["rule end:"]:
+        line = line.strip()
+        if line.startswith("rule ") and line.endswith(":"):
+            if rule and dataset:
+                out[(rule, dataset)] = out.pop((rule, None), 1)
+            rule, dataset = line[5:-1], None
+        elif line.startswith("wildcards:") and "dataset=" in line:
+            dataset = line.split("dataset=")[1].split(",")[0]
+        elif line.startswith("threads:"):
+            out[(rule, None)] = int(line.split()[1])
+    return out
+
+
+@pytest.mark.workflow
+def test_a_split_asks_one_thread_per_method_and_a_contrast_of_its_own_two(tmp_path):
+    """A study's splits run side by side, one thread each; a single contrast keeps its method's threads."""
+    import subprocess
+
+    _small_study(tmp_path / "study.h5ad")
+    cfg = yaml.safe_load((REPO / "config.yaml").read_text())
+    study = {"path": str(tmp_path / "study.h5ad"), "groupby": "condition", "target": ["case"],
+             "background": ["control"], "counts": "raw", "replicate": "donor", "covariates": [],
+             "methods": ["sparda", "cpca", "pseudobulk"], "preprocess": {"min_genes": 50}}
+    cfg["datasets"] = {"st": {**study, "split_by": "cell_type", "subset": {"cell_type": ["B", "NK"]}},
+                       "one": {**study, "subset": {"cell_type": ["B"]}}}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
+    proc = subprocess.run([SNAKEMAKE, "-s", str(REPO / "Snakefile"), "-d", str(tmp_path), "--configfile",
+                           str(tmp_path / "config.yaml"), "-n", "--cores", "4", "--quiet", "progress"],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    threads = _job_threads(proc.stdout)
+    for method in ("sparda", "cpca"):
+        assert threads[(method, "one")] == 2
+        assert threads[(method, "st/B")] == 1 and threads[(method, "st/NK")] == 1
+    assert threads[("pseudobulk", "one")] == 1 and threads[("pseudobulk", "st/B")] == 1
+
+
 @pytest.mark.workflow
 def test_the_report_opens_on_the_study_with_its_ranking_figure(tmp_path):
     """The landing page's first block is the study's: its global p-value, the ranking figure inline (the bytes of

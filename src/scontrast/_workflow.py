@@ -383,7 +383,8 @@ MEMORY = {
     "latent_features": MemorySpec(3, layers="config"),  # 1.65x (exact)
     "fangs": MemorySpec(2.5, layers=()),  # X only (read_merged(layers=())), the samples whole: 1.49x (exact)
     # the counts layer only (read_annotations(layers=('counts',))), summed a block of cells at a time, and
-    # PyDESeq2's two worker processes: 1.96x the layer with them (sampled, 50k with 8 donors; the largest
+    # PyDESeq2 in one process (threads: 1), the request kept for two worker processes (set-threads): 1.96x the
+    # layer with them (sampled, 50k with 8 donors; the largest
     # process alone 1.56x exact; 2.23x when the layer is summed whole)
     "pseudobulk": MemorySpec(3.25, x=False, layers=("counts",)),
     # every <method>_figure and preprocess_figure: io.read_for_figure, the annotations and the deltas, no

@@ -139,6 +139,18 @@ for _name in [d for d in DATASETS if config["datasets"][d].get("split_by")]:
 DATASETS = [d for d in DATASETS if d not in STUDIES] + [s for splits in STUDIES.values() for s in splits]
 
 
+# every split of every study (a dataset wildcard value)
+SPLITS = {s for splits in STUDIES.values() for s in splits}
+
+
+def method_threads(n):
+    """A method rule's threads: ``n`` for a contrast of its own; 1 for a split of a study. A study's splits
+    fill the cores side by side, while a method's job at a split's size is mostly single-threaded (reading,
+    fitting small matrices): with ``n`` threads each, one core idled beside it (benchmarks/bench_study.py
+    --workflow). ``--set-threads`` overrides it."""
+    return lambda wildcards: 1 if wildcards.dataset in SPLITS else n
+
+
 def study_preprocess(wildcards):
     """A study's preprocess block: the global one with the entry's overrides (its min cells decide testability)."""
     entry = config["datasets"][wildcards.study]

@@ -13,7 +13,7 @@ rule cpca:
         "logs/{dataset}/cpca.log",
     benchmark:
         "results/{dataset}/benchmarks/cpca.tsv"
-    threads: 2
+    threads: method_threads(2)
     resources:
         mem_mb=mem_mb("cpca"),
         runtime=runtime_min(per_input_mb=0.2),

@@ -26,7 +26,7 @@ rule fangs:
         "logs/{dataset}/fangs.log",
     benchmark:
         "results/{dataset}/benchmarks/fangs.tsv"
-    threads: 2
+    threads: method_threads(2)
     resources:
         mem_mb=mem_mb("fangs"),
         runtime=runtime_min(per_input_mb=0.2),

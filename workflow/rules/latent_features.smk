@@ -27,7 +27,7 @@ rule latent_features:
         "logs/{dataset}/latent_features.log",
     benchmark:
         "results/{dataset}/benchmarks/latent_features.tsv"
-    threads: 2  # the fits (or chains) run in parallel (results do not depend on it)
+    threads: method_threads(2)  # the fits (or chains) run in parallel (results do not depend on it)
     resources:
         mem_mb=mem_mb("latent_features"),
         runtime=runtime_min(per_input_mb=0.2),

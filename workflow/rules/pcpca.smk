@@ -13,7 +13,7 @@ rule pcpca:
         "logs/{dataset}/pcpca.log",
     benchmark:
         "results/{dataset}/benchmarks/pcpca.tsv"
-    threads: 2
+    threads: method_threads(2)
     resources:
         mem_mb=mem_mb("pcpca"),
         runtime=runtime_min(per_input_mb=0.1),

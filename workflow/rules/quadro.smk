@@ -13,7 +13,7 @@ rule quadro:
         "logs/{dataset}/quadro.log",
     benchmark:
         "results/{dataset}/benchmarks/quadro.tsv"
-    threads: 2
+    threads: method_threads(2)
     resources:
         mem_mb=mem_mb("quadro"),
         runtime=runtime_min(per_input_mb=0.5, floor=30),

@@ -11,7 +11,7 @@ rule sparda:
         "logs/{dataset}/sparda.log",
     benchmark:
         "results/{dataset}/benchmarks/sparda.tsv"
-    threads: 2
+    threads: method_threads(2)
     resources:
         mem_mb=mem_mb("sparda"),
         runtime=runtime_min(per_input_mb=0.2),

@@ -5,12 +5,12 @@ from __future__ import annotations
 import logging
 import warnings
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import anndata as ad
 import numpy as np
 
 from ..core import ScontrastWarning
-from ..cpca import CPCA
 from ._common import (
     TARGET_KEY,
     build_estimator,
@@ -23,6 +23,9 @@ from ._common import (
     replicate_share,
     result_warnings,
 )
+
+if TYPE_CHECKING:
+    from ..cpca import CPCA
 
 log = logging.getLogger(__name__)
 
@@ -125,6 +128,8 @@ def cpca(
     >>> float(adata.uns["cpca"]["alphas"][0])                # alpha = 0 (PCA of the target) comes first
     0.0
     """
+    from ..cpca import CPCA  # loaded by a fit only: reading a result (summary, figure) skips the method's stack
+
     groupby = renamed(groupby, key, new_name="groupby", old_name="key", default=TARGET_KEY, who="cpca")
     model = build_estimator(CPCA, params, random_state=random_state, n_jobs=n_jobs)
     adata = adata.copy() if copy else adata

@@ -12,7 +12,6 @@ from pathlib import Path
 import anndata as ad
 import numpy as np
 
-from .. import fangs as _fangs
 from ..bounds import check_count
 from ..core import TARGET_KEY, ScontrastError, ScontrastWarning, check_real
 from ..design import cell_blocks
@@ -21,6 +20,13 @@ from ._common import fmt, record_params, renamed, replicate_design, result_warni
 from ._latent_features import INPUT, SAMPLES, cell_rows, samples_from_adata
 
 log = logging.getLogger(__name__)
+
+
+def _lib():
+    """:mod:`scontrast.fangs`, loaded by a fit only: reading a result (summary, figure) skips its stack."""
+    from .. import fangs
+
+    return fangs
 
 # Arguments of scontrast.fangs.fangs that the front end sets itself (the data, threads, seed).
 _SET_HERE = ("samples", "n_jobs", "random_state")
@@ -31,7 +37,7 @@ def _fangs_params(params: dict) -> dict:
 
     An unknown name, or one the front end sets, is refused with one line naming the valid ones.
     """
-    defaults = {name: p.default for name, p in inspect.signature(_fangs.fangs).parameters.items()
+    defaults = {name: p.default for name, p in inspect.signature(_lib().fangs).parameters.items()
                 if name not in _SET_HERE}
     unknown = sorted(set(params) - set(defaults))
     if unknown:
@@ -217,7 +223,7 @@ def _checked_params(params: dict, *, samples, samples_key, draws, n_top_genes, f
 def _checked_samples(adata: ad.AnnData, samples, samples_key: str):
     """``_resolve_samples``'s samples, checked, one row per cell, with one chain label per sample."""
     S, source, log_joint, chains = _resolve_samples(adata, samples, samples_key)
-    S = _fangs.check_samples(S)
+    S = _lib().check_samples(S)
     if S[0].shape[0] != adata.n_obs:
         raise ScontrastError(f"samples: {S[0].shape[0]} rows but the data has {adata.n_obs} cells")
     if chains is not None and np.shape(chains) != (len(S),):
@@ -232,14 +238,14 @@ def _estimate_and_record(adata: ad.AnnData, samples, front: dict, model_params: 
     slot = front["key_added"]
     S, source, log_joint, chains = _checked_samples(adata, samples, front["samples_key"])
     with result_warnings("fangs") as warned:
-        result = _fangs.fangs(S, **model_params, n_jobs=n_jobs, random_state=random_state)
+        result = _lib().fangs(S, **model_params, n_jobs=n_jobs, random_state=random_state)
         est, support, chain_labels, extra = _described_estimate(adata, S, result.estimate, chains, key=front["groupby"],
                                                                 fdr=front["fdr"], random_state=random_state,
                                                                 block=front.get("block"))
     timings = {k: float(v) for k, v in result.timings.items()}
     draws_loss, draws_index = float("nan"), -1
     if front["draws"]:
-        d = _fangs.draws(S, a=result.a, n_jobs=n_jobs)
+        d = _lib().draws(S, a=result.a, n_jobs=n_jobs)
         draws_loss, draws_index = d.expected_loss, d.index
         timings["draws"] = float(d.timings["total"])
     k_values, k_counts = np.unique([s.shape[1] for s in S], return_counts=True)
@@ -278,7 +284,7 @@ def _described_estimate(adata: ad.AnnData, S: list[np.ndarray], estimate: np.nda
     """
     order = np.argsort(-estimate.sum(axis=0), kind="stable")
     est = np.ascontiguousarray(estimate[:, order], dtype=np.uint8)
-    support, chain_labels = _fangs.feature_support(S, est, chains)
+    support, chain_labels = _lib().feature_support(S, est, chains)
     _warn_unsupported(support, chain_labels)
     extra = {}
     if key in adata.obs:
@@ -297,13 +303,13 @@ def _enrichment(adata: ad.AnnData, est: np.ndarray, is_target: np.ndarray, fdr: 
     if design is None and block is not None:
         raise ScontrastError(f"block '{block}': blocks group replicates, and no replicate is declared")
     if design is None:
-        enr = _fangs.feature_enrichment(est, is_target)
+        enr = _lib().feature_enrichment(est, is_target)
         out = {f"feature_{name}": enr[name] for name in (
             "prevalence_target", "prevalence_background", "difference", "odds_ratio", "pvalue", "qvalue")}
         out.update(feature_test="Fisher's exact test over cells", feature_unit="cell")
     else:
         seed = random_state if isinstance(random_state, (int, np.integer)) else 0
-        enr = _fangs.replicate_feature_enrichment(est, is_target, design["replicates"], paired=design["paired"],
+        enr = _lib().replicate_feature_enrichment(est, is_target, design["replicates"], paired=design["paired"],
                                                   random_state=seed,
                                                   blocks=None if block is None else cell_blocks(adata.obs, block))
         if enr["pvalue_floor"] > fdr:
@@ -352,7 +358,7 @@ def _gene_programmes(adata: ad.AnnData, samples_key: str, est: np.ndarray, n_top
         return {}
     names = np.asarray(info["input_names"]).astype(str)
     params = info.get("params", {})
-    L = _fangs.feature_loadings(cell_rows(adata, samples_key, INPUT), est, float(info["sigma_x_mean"]),
+    L = _lib().feature_loadings(cell_rows(adata, samples_key, INPUT), est, float(info["sigma_x_mean"]),
                                 float(info["sigma_a_mean"]),
                                 intercept=bool(info.get("intercept", params.get("intercept", False))))
     top = [", ".join(names[np.argsort(-row, kind="stable")[:n_top]]) for row in L]

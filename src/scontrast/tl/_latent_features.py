@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 import anndata as ad
 import numpy as np
@@ -12,14 +13,18 @@ import scipy.sparse as sp
 from ..bounds import check_count
 from ..core import TARGET_KEY, ScontrastError
 from ..feature_samples import pack_samples, unpack_samples
-from ..latent_features import BinaryFactorEnsemble, LinearGaussianIBP
 from ._common import build_estimator, expression, fitted_params, gene_mask, record_params, result_warnings
+
+if TYPE_CHECKING:
+    from ..latent_features import BinaryFactorEnsemble, LinearGaussianIBP
 
 log = logging.getLogger(__name__)
 
 #: ``uns[key_added]`` entries of the per-cell matrices: the packed samples, the matrix explained, the cells
 SAMPLES, INPUT, CELLS = "samples", "input", "cells"
-METHODS = {"ensemble": BinaryFactorEnsemble, "ibp": LinearGaussianIBP}
+#: the methods, by the name of their estimator in scontrast.latent_features (loaded by a fit only: reading
+#: samples for FANGS, a summary or a figure skips the samplers' stack)
+METHODS = {"ensemble": "BinaryFactorEnsemble", "ibp": "LinearGaussianIBP"}
 
 
 def gene_matrix(adata: ad.AnnData, genes: str = "highly_variable", n_genes: int = 50,
@@ -157,7 +162,9 @@ def latent_features(
     """
     if method not in METHODS:
         raise ScontrastError(f"method: expected one of {list(METHODS)}, got {method!r}")
-    model = build_estimator(METHODS[method], params, random_state=random_state, n_jobs=n_jobs)
+    from .. import latent_features as _samplers
+
+    model = build_estimator(getattr(_samplers, METHODS[method]), params, random_state=random_state, n_jobs=n_jobs)
     X, names, n_dims = _explained_matrix(adata, genes=genes, n_genes=n_genes, layer=layer, use_rep=use_rep,
                                          n_dims=n_dims)
     adata = adata.copy() if copy else adata

@@ -8,7 +8,6 @@ from collections.abc import Iterator
 import anndata as ad
 import numpy as np
 
-from ..pcpca import PCPCA, heldout_loglik
 from ._common import (
     TARGET_KEY,
     build_estimator,
@@ -89,6 +88,8 @@ def pcpca(
     >>> adata.obsm["X_pcpca"].shape, adata.varm["PCPCA_W"].shape
     ((80, 2), (20, 2))
     """
+    from ..pcpca import PCPCA, heldout_loglik  # loaded by a fit only: reading a result (summary, figure) skips the method's stack
+
     groupby = renamed(groupby, key, new_name="groupby", old_name="key", default=TARGET_KEY, who="pcpca")
     model = build_estimator(PCPCA, params, random_state=random_state)
     adata = adata.copy() if copy else adata

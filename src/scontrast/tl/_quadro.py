@@ -14,12 +14,9 @@ import anndata as ad
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
-from sklearn.metrics import confusion_matrix, roc_auc_score
 
 from ..bounds import check_count, check_memory
 from ..core import ScontrastError, check_matrix, check_option
-from ..quadro import QUADRO, balanced_error, cross_validated_scores
-from ..quadro._screen import RayleighScreen
 from ._common import (
     TARGET_KEY,
     build_estimator,
@@ -236,6 +233,9 @@ def quadro(
 def _quadro(adata: ad.AnnData, *, genes, n_genes, layer, groupby, labels, key_added, outer_cv, nested, random_state,
             n_jobs, params) -> None:
     """``quadro``'s work on ``adata`` (already the copy when one was asked for)."""
+    # loaded by a fit only: reading a result (summary, figure) skips the method's stack
+    from ..quadro import QUADRO, cross_validated_scores
+
     n_genes = check_count(n_genes, "n_genes", 2, "quadro", allow_none=True)
     outer_cv = check_count(outer_cv, "outer_cv", 2, "quadro")
     check_option(nested, "nested", [True, False])
@@ -303,6 +303,8 @@ def _dense_genes(n_candidates: int, n_features, sparse: bool) -> int:
     screen's co-expression candidates or the kept genes, whichever are more (all without a screen)."""
     if not sparse or not isinstance(n_features, (int, np.integer)) or isinstance(n_features, bool):
         return n_candidates  # None (no screen); a bad value is the model's to refuse
+    from ..quadro._screen import RayleighScreen
+
     return min(n_candidates, max(int(n_features), RayleighScreen().n_pair_genes))
 
 
@@ -324,6 +326,10 @@ def _write_predictions(adata: ad.AnnData, key_added: str, labelled_classes: bool
 
 def _results(res, is_target, pred, class_names, gene_names) -> dict:
     """``uns['quadro']``'s results (in the order they are stored): the held-out scores' errors and the final model."""
+    from sklearn.metrics import confusion_matrix, roc_auc_score
+
+    from ..quadro import balanced_error
+
     final, score = res.final, res.decision
     terms, linear = final.interactions(gene_names)
     # a gene with itself is a change of spread, a pair of genes a change of co-expression: apart

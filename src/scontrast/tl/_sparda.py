@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import anndata as ad
 import numpy as np
 
 from ..core import ScontrastError
 from ..design import cell_blocks
-from ..sparda import SPARDA
 from ._common import (
     TARGET_KEY,
     build_estimator,
@@ -24,6 +24,9 @@ from ._common import (
     result_warnings,
     target_mask,
 )
+
+if TYPE_CHECKING:
+    from ..sparda import SPARDA
 
 log = logging.getLogger(__name__)
 
@@ -122,6 +125,8 @@ def sparda(
     >>> bool((adata.var.loc[["g0", "g1", "g2"], "sparda_weight"] > 0).all())  # higher on the target side
     True
     """
+    from ..sparda import SPARDA  # loaded by a fit only: reading a result (summary, figure) skips the method's stack
+
     groupby = renamed(groupby, key, new_name="groupby", old_name="key", default=TARGET_KEY, who="sparda")
     model = build_estimator(SPARDA, params, random_state=random_state, n_jobs=n_jobs)
     adata = adata.copy() if copy else adata
