@@ -662,7 +662,7 @@ def donor_test_pvalues(pp: ad.AnnData, paired: bool) -> dict:
     feats = replicate_features(pp.X, index, t_mask, names.size, paired=paired)
     res = donor_test({f: feats[f] for f in FAMILIES}, lab, paired=paired, exact=exact)
     out = {"donor": res["pvalue"], "donor_s": time.perf_counter() - t0,
-           "donor_location": res["parts"]["location"], "donor_spread": res["parts"]["spread"]}
+           **{f"donor_{f}": res["parts"][f] for f in FAMILIES}}
     # each cell's normalised value of one count, from its counts: the Poisson part of dispersion_counts
     counts = pp.layers["counts"]
     scale = np.asarray(pp.X.expm1().sum(axis=1) if sp.issparse(pp.X) else np.expm1(pp.X).sum(axis=1)).ravel() / \
@@ -742,6 +742,8 @@ def _donor_line(design: str, scenario: str, rows: list[dict], cut: dict) -> list
     parts = [f"donor test {_binom_band(sum(r['donor'] <= 0.05 for r in rows), n)}",
              f"its location part {sum(r['donor_location'] <= 0.05 for r in rows) / n:.3f}",
              f"spread part {sum(r['donor_spread'] <= 0.05 for r in rows) / n:.3f}"]
+    if "donor_dispersion" in rows[0]:
+        parts.append(f"dispersion part {sum(r['donor_dispersion'] <= 0.05 for r in rows) / n:.3f}")
     for m, label in (("deseq2", "DESeq2"), ("limma", "limma-trend")):
         v = np.array([r[f"{m}_{key}"] for r in rows if f"{m}_{key}" in r])
         if v.size == 0:
@@ -778,7 +780,9 @@ def donor_compare(n_null: int, n_power: int, designs: list[str], scenarios: list
     the design's null data sets), SPARDA's combined replicate test on the first ``n_sparda`` data sets and the
     E-test on the first ``n_etest``, on the data sets of :func:`simulate_design` (the null scenario first)."""
     pool, genes = shipped_cd4_pool()
-    say(f"\n## The donor test (location + spread families, top-10 mean t^2 each, min-p): pseudo-donors of {cells} cells of the "
+    from scontrast.donor_test import FAMILIES
+
+    say(f"\n## The donor test ({' + '.join(FAMILIES)} families, top-10 mean t^2 each, min-p): pseudo-donors of {cells} cells of the "
         f"shipped pbmc3k CD4 T cells ({pool.shape[0]} in the pool, {genes.size} genes), donor log-sd 0.3, seed {seed} "
         f"(load {os.getloadavg()[0]:.2f})")
     say("rejections: p <= 0.05 (donor test, SPARDA, E-test; 95% Clopper-Pearson interval); pseudobulk: any gene "

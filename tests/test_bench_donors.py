@@ -52,5 +52,6 @@ def test_donor_compare_one_runs_the_donor_test_its_variants_and_the_baselines(po
     # 6 vs 6 donors, every labelling listed (924, a labelling and its mirror tie): p-values are multiples of 1/924
     for k in ("donor", "donor_location", "donor_spread"):
         assert 0 < out[k] <= 1 and out[k] * 924 == pytest.approx(round(out[k] * 924))
-    # the default is the variant "loc+spread k10"; a 2x shift of 5 genes at 30 cells a donor is found by it
-    assert out["donor"] == out["v loc+spread k10"] and out["donor_location"] <= 0.05
+    # the default is the variant "loc+spread+disp k10"; a 2x shift of 5 genes at 30 cells a donor is found by it
+    assert out["donor"] == out["v loc+spread+disp k10"] and out["donor_location"] <= 0.05
+    assert 0 < out["donor_dispersion"] <= 1 and out["donor_dispersion"] * 924 == pytest.approx(round(out["donor_dispersion"] * 924))

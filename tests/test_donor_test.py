@@ -11,7 +11,14 @@ from scipy.special import polygamma
 from scontrast.core import ScontrastError
 from scontrast.design import replicate_labellings
 from scontrast.donor_coexpression import module_coexpression, pooled_variance, replicate_coexpression
-from scontrast.donor_spread import cell_scale, dispersion, residual_spread
+from scontrast.donor_spread import (
+    CAP_QUANTILE,
+    cell_scale,
+    column_quantile,
+    dispersion,
+    residual_spread,
+    unit_dispersion,
+)
 from scontrast.donor_test import (
     _natural_spline_basis,
     _trigamma_inverse,
@@ -495,9 +502,14 @@ def test_spread_families_against_a_direct_computation(rows, monkeypatch):
     for f in ("dispersion", "residual_spread", "gene_residual_spread"):
         np.testing.assert_allclose(paired[f], again[f], rtol=1e-10, atol=1e-12)
         assert paired[f].shape == (4, 2, 15)
+    cap = np.quantile(np.expm1(dense), CAP_QUANTILE, axis=0)
+    np.testing.assert_allclose(column_quantile([X[:61], X[61:]], CAP_QUANTILE), cap, rtol=1e-12)
+    for q in (0.0, 0.3, 0.5, 0.97, 1.0):   # the sparse path against np.quantile, zeros included
+        np.testing.assert_allclose(column_quantile(X, q), np.quantile(np.expm1(dense), q, axis=0), rtol=1e-12)
+    assert (cap < np.expm1(dense).max(axis=0)).all()   # the cap bites: the largest cells are capped
     for r in range(4):
         for g, cells in ((0, (rep == r) & tgt), (1, (rep == r) & ~tgt)):
-            e = np.expm1(dense[cells])
+            e = np.minimum(np.expm1(dense[cells]), cap)
             ratio = ((e * e).mean(axis=0) - (k[cells, None] * e).mean(axis=0)) / e.mean(axis=0) ** 2
             np.testing.assert_allclose(paired["dispersion"][r, g], np.log(np.maximum(ratio, 1.0)), rtol=1e-9)
             u = 2 * r + g
@@ -510,6 +522,10 @@ def test_spread_families_against_a_direct_computation(rows, monkeypatch):
                                    sd[:, j] - (slope * loc[:, j] + icpt), atol=1e-10)
     unpaired = replicate_features(X, rep, tgt, 4, paired=False)
     assert unpaired["dispersion"].shape == (4, 15)
+    # the study's dense path: the same capped dispersion per unit
+    unit = 2 * rep + ~tgt
+    np.testing.assert_allclose(unit_dispersion(np.expm1(dense), k, unit, list(range(8))),
+                               paired["dispersion"].reshape(8, -1), rtol=1e-10, atol=1e-12)
     with pytest.raises(ScontrastError, match="residual spread: location .* and spread .* must share one shape"):
         residual_spread(loc, sd[:, :3])
 

@@ -13,7 +13,10 @@ simulations) are noise in the spread family. Three label-free ways around it:
   coefficient of variation of the cells' expected expression beyond Poisson sampling
   (``(mean(e^2) - mean(k e)) / mean(e)^2 - 1``, ``e = expm1(x)``, ``k`` the ``e`` of one count of
   the cell): a per-cell log-normal factor of log-sd ``s`` adds ``s^2`` to it whatever the gene's
-  mean, and a factor on the gene's mean (a donor's, a mean shift) leaves it unchanged.
+  mean, and a factor on the gene's mean (a donor's, a mean shift) leaves it unchanged. Each
+  gene's ``e`` is first capped at its :data:`CAP_QUANTILE` quantile over all cells pooled
+  (:func:`column_quantile`, label-free): a few cells of extreme counts would otherwise make most
+  of a donor's second moment.
 
 Each is computed from the replicates' features (or cells) without the group labels, and the same
 for every relabelling: the donor test's statistic stays one fixed function of (features, labels)
@@ -29,10 +32,14 @@ import scipy.sparse as sp
 
 from .core import ScontrastError
 
-__all__ = ["residual_spread", "gene_residual_spread", "cell_scale", "dispersion", "SPREAD_DF"]
+__all__ = ["residual_spread", "gene_residual_spread", "cell_scale", "column_quantile", "dispersion_pieces",
+           "dispersion", "unit_dispersion", "SPREAD_DF", "CAP_QUANTILE"]
 
 # columns of the natural spline of the spread on the location, per replicate (4: limma-trend's choice for >= 30 genes)
 SPREAD_DF = 4
+# dispersion caps each gene's e at this quantile of all cells pooled (label-free): a few cells of extreme counts
+# would otherwise make most of a donor's second moment (chosen on bench_study's B split and bench_donors --seed 1)
+CAP_QUANTILE = 0.99
 
 
 def _rows_of(location: np.ndarray, spread: np.ndarray, what: str) -> tuple[np.ndarray, np.ndarray]:
@@ -109,6 +116,78 @@ def cell_scale(part) -> np.ndarray:
     e = np.where(e > 0, e, np.inf)
     out = e.min(axis=1)
     return np.where(np.isfinite(out), out, 1.0)
+
+
+def column_quantile(X, q: float) -> np.ndarray:
+    """The ``q``-quantile of ``expm1(x)`` of every gene over all cells pooled, zeros included (``np.quantile``'s
+    linear interpolation), shape (G,); sparse input stays sparse.
+
+    Parameters
+    ----------
+    X : ndarray or sparse matrix, shape (N, G), or a list of them (row blocks), log-normalised (``x >= 0``)
+    q : float in [0, 1]
+    """
+    blocks = list(X) if isinstance(X, (list, tuple)) else [X]
+    if not all(sp.issparse(b) for b in blocks):
+        e = np.expm1(np.vstack([b.toarray() if sp.issparse(b) else np.asarray(b, dtype=float) for b in blocks]))
+        return np.quantile(e, q, axis=0)
+    csc = sp.vstack(blocks, format="csc").astype(float)
+    csc.eliminate_zeros()
+    n, out = csc.shape[0], np.zeros(csc.shape[1])
+    pos = q * (n - 1)
+    lo, frac = int(np.floor(pos)), pos - np.floor(pos)
+    for j in range(csc.shape[1]):
+        data = csc.data[csc.indptr[j]:csc.indptr[j + 1]]
+        if data.size == 0:
+            continue
+        # the sorted column: n - nnz zeros, then the non-zero values in order
+        full = np.concatenate([[0.0], np.sort(np.expm1(data))])
+        below, above = (full[max(i - (n - data.size) + 1, 0)] for i in (lo, min(lo + 1, n - 1)))
+        out[j] = below + frac * (above - below)
+    return out
+
+
+def dispersion_pieces(e, scale: np.ndarray, cap: np.ndarray) -> dict:
+    """The cells' pieces :func:`dispersion` averages: ``ec = min(e, cap)``, ``ec^2`` and ``k ec``.
+
+    Parameters
+    ----------
+    e : ndarray or sparse matrix, shape (n, G), ``expm1`` of log-normalised cells (non-negative)
+    scale : ndarray, shape (n,), each cell's ``k`` (:func:`cell_scale`)
+    cap : ndarray, shape (G,) (:func:`column_quantile`)
+    """
+    if sp.issparse(e):
+        ec = sp.csr_matrix(e, dtype=float, copy=True)
+        ec.data = np.minimum(ec.data, np.asarray(cap, dtype=float)[ec.indices])
+        sq = ec.power(2)
+    else:
+        ec = np.minimum(np.asarray(e, dtype=float), cap)
+        sq = ec * ec
+    return {"ec": ec, "ec2": sq, "kec": sp.diags(np.asarray(scale, dtype=float)) @ ec}
+
+
+def unit_dispersion(e: np.ndarray, scale: np.ndarray, unit: np.ndarray, units: list,
+                    q: float = CAP_QUANTILE) -> np.ndarray:
+    """:func:`dispersion` of every unit's cells (dense), each gene's ``e`` capped at its ``q``-quantile over all cells.
+
+    Parameters
+    ----------
+    e : ndarray, shape (n_cells, G), normalised expression (``expm1`` of log-normalised)
+    scale : ndarray, shape (n_cells,), each cell's ``e`` of one count
+    unit : ndarray, shape (n_cells,), each cell's unit
+    units : list, length U, the units in the order of the rows returned
+
+    Returns
+    -------
+    ndarray, shape (U, G)
+    """
+    e = np.asarray(e, dtype=float)
+    pieces = dispersion_pieces(e, scale, np.quantile(e, q, axis=0))
+    out = np.empty((len(units), e.shape[1]))
+    for i, u in enumerate(units):
+        rows = np.asarray(unit) == u
+        out[i] = dispersion(*(pieces[n][rows].mean(axis=0) for n in ("ec", "ec2", "kec")))
+    return out
 
 
 def dispersion(mean_e: np.ndarray, mean_e2: np.ndarray, mean_ke: np.ndarray) -> np.ndarray:

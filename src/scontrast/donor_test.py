@@ -39,9 +39,9 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.special import digamma, polygamma
 
+from . import donor_spread as _spread
 from .core import ScontrastError
 from .design import labelling_floor, replicate_labellings
-from .donor_spread import cell_scale, dispersion, gene_residual_spread, residual_spread
 
 __all__ = [
     "replicate_means",
@@ -326,10 +326,10 @@ def location_test(means: np.ndarray, target_of_replicate, *, paired: bool, max_l
 # The donor-level test: feature families, moderated t per family, min-p over families
 # --------------------------------------------------------------------------- #
 # The families the donor-level test combines by default, and each family's top-k: chosen on the pseudo-donor
-# simulations of benchmarks/bench_donors.py --donor-test with --seed 1 (6 vs 6; the detected-share family and a
-# 2:1 weight lost power; top-k 5 and 10 alike, 10 as the study's; a third, co-expression family
-# (scontrast.donor_coexpression) lost sub-state power for no spread gain), reported on --seed 2 (results/bench_donors.txt).
-FAMILIES = ("location", "spread")
+# simulations of benchmarks/bench_donors.py --donor-test with --seed 1 (6 vs 6; detected share, a 2:1 weight and
+# co-expression lost power; top-k 5 and 10 alike; the dispersion beyond Poisson more than doubled the spread
+# power, and with the sd kept the study's mean-shift split stays found), reported on --seed 2 (results/bench_donors.txt).
+FAMILIES = ("location", "spread", "dispersion")
 TOP_K = 10
 # The level combined_parts plans for.
 ALPHA = 0.05
@@ -368,7 +368,8 @@ def replicate_features(X, replicate_index: np.ndarray, is_target: np.ndarray, n_
     blocks, strata, k = _blocks_and_strata(X, replicate_index, is_target, n_replicates, paired, "replicate features")
     counts = np.bincount(strata, minlength=k).astype(float)
     G = blocks[0].shape[1]
-    sums = {name: np.zeros((k, G)) for name in ("x", "x2", "e", "nz", "e2", "ke")}
+    sums = {name: np.zeros((k, G)) for name in ("x", "x2", "e", "nz", "ec", "ec2", "kec")}
+    cap = _spread.column_quantile(blocks, _spread.CAP_QUANTILE)
     start = 0
     for b in blocks:
         for s in range(0, b.shape[0], _ROWS):
@@ -376,13 +377,12 @@ def replicate_features(X, replicate_index: np.ndarray, is_target: np.ndarray, n_
             rows_at = slice(start + s, start + s + part.shape[0])
             rows = strata[rows_at]
             S = sp.csr_matrix((1.0 / counts[rows], (rows, np.arange(part.shape[0]))), shape=(k, part.shape[0]))
-            scale = cell_scale(part) if cell_scale_of is None else np.asarray(cell_scale_of, float)[rows_at]
+            scale = _spread.cell_scale(part) if cell_scale_of is None else np.asarray(cell_scale_of, float)[rows_at]
             dense = not sp.issparse(part)
             part = np.asarray(part, dtype=float) if dense else sp.csr_matrix(part, dtype=float)
             e = np.expm1(part) if dense else part.expm1()
-            # ke: each cell's e times its value of one count, the Poisson part of its e^2 (dispersion)
             pieces = {"x": part, "x2": part ** 2 if dense else part.power(2), "e": e, "nz": (part != 0).astype(float),
-                      "e2": e ** 2 if dense else e.power(2), "ke": sp.diags(scale) @ e}
+                      **_spread.dispersion_pieces(e, scale, cap)}
             for name, piece in pieces.items():
                 prod = S @ piece
                 sums[name] += np.asarray(prod.toarray() if sp.issparse(prod) else prod, dtype=float)
@@ -390,9 +390,9 @@ def replicate_features(X, replicate_index: np.ndarray, is_target: np.ndarray, n_
     out = {"location": np.log1p(sums["e"]),
            "spread": np.sqrt(np.maximum(sums["x2"] - sums["x"] ** 2, 0.0)),
            "detected": sums["nz"],
-           "dispersion": dispersion(sums["e"], sums["e2"], sums["ke"])}
-    out["residual_spread"] = residual_spread(out["location"], out["spread"])
-    out["gene_residual_spread"] = gene_residual_spread(out["location"], out["spread"])
+           "dispersion": _spread.dispersion(sums["ec"], sums["ec2"], sums["kec"])}
+    out["residual_spread"] = _spread.residual_spread(out["location"], out["spread"])
+    out["gene_residual_spread"] = _spread.gene_residual_spread(out["location"], out["spread"])
     return {name: (v.reshape(n_replicates, 2, G) if paired else v) for name, v in out.items()}
 
 

@@ -92,10 +92,10 @@ def test_donor_differences_do_not_read_as_group_differences():
 def test_replicate_test_finds_a_shift_every_donor_shares():
     X, Y, rx, ry = _donors(12, 25, 8, 2, effect=2.5, sd=0.3)
     model = SPARDA(lam=0.5, random_state=0).fit(X, Y, rx, ry)
-    # the location family at its floor, 1 / C(12, 6) * 2; the min-p of two families is at most 2 / 462 (the spread
-    # family's own most extreme relabelling ties the observed one's smallest part)
+    # the location family at its floor, 1 / C(12, 6) * 2; the min-p of three families is at most 3 / 462 (the spread
+    # and dispersion families' own most extreme relabellings tie the observed one's smallest part)
     assert model.test_["method"] == "replicate" and model.test_["parts"]["location"] == pytest.approx(1 / 462)
-    assert model.pvalue_ <= 2 / 462 + 1e-12
+    assert model.pvalue_ <= 3 / 462 + 1e-12
 
 
 def test_paired_floor_is_warned_and_cell_tests_with_replicates_are_warned():
@@ -218,7 +218,7 @@ def test_donor_test_finds_a_mean_shift_and_is_recorded():
     X, Y, rx, ry = _count_donors(12, 30, 40, 12, shift=4.0)
     model = SPARDA(k=3, random_state=0).fit(X, Y, rx, ry)
     t = model.test_
-    assert set(t["parts"]) == {"location", "spread"} and "distribution_pvalue" not in t
+    assert set(t["parts"]) == {"location", "spread", "dispersion"} and "distribution_pvalue" not in t
     assert t["parts"]["location"] <= 0.01 and model.pvalue_ <= 0.05
     assert int(t["location_genes"][0]) == 3 and t["location_t"][0] > 0
     # the genes' max-T adjusted p-values (the share of labellings whose largest |t| reaches the gene's): the
@@ -229,8 +229,8 @@ def test_donor_test_finds_a_mean_shift_and_is_recorded():
     assert len(t["spread_genes"]) == 10
     # with SPARDA's distributional parts: the same donor-test parts, two more parts in the min-p
     both = SPARDA(k=3, test_distribution=True, random_state=0).fit(X, Y, rx, ry)
-    assert list(both.test_["parts"]) == ["location", "spread", "divergence", "shape"]
-    np.testing.assert_array_equal(both.part_statistics_[:, :2], model.part_statistics_)
+    assert list(both.test_["parts"]) == ["location", "spread", "dispersion", "divergence", "shape"]
+    np.testing.assert_array_equal(both.part_statistics_[:, :3], model.part_statistics_)
     assert both.test_["parts"]["location"] == t["parts"]["location"] and 0 < both.test_["distribution_pvalue"] <= 1
     with pytest.raises(ScontrastError, match="test_distribution: expected True or False"):
         SPARDA(test_distribution="yes").fit(X, Y, rx, ry)

@@ -11,6 +11,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from ..core import ScontrastError
+from ..donor_spread import unit_dispersion
 from ._design import design_table
 from ._effect import jackknife_interval
 from ._split import split_folders, subset_mask
@@ -99,6 +100,7 @@ class _Split:
     features: np.ndarray  # (U, 2G)
     noise: np.ndarray  # (U, 2G)
     genes: np.ndarray  # (G,)
+    dispersion: np.ndarray  # (U, G): the test's third family (scontrast.donor_spread.unit_dispersion)
 
 
 def _split_data(adata, layer, cells: pd.DataFrame, value: str, folder: str, donors: list, *, paired: bool,
@@ -106,7 +108,9 @@ def _split_data(adata, layer, cells: pd.DataFrame, value: str, folder: str, dono
     """Profiles of one split's units from its rows only."""
     idx = np.sort(cells.index.to_numpy())
     cells = cells.loc[idx]
-    genes, cpm, logn = normalise(_rows(adata, idx, layer), n_genes)  # label-free: the most expressed
+    counts = _rows(adata, idx, layer)
+    genes, cpm, logn = normalise(counts, n_genes)  # label-free: the most expressed
+    total = np.asarray(counts.sum(axis=1)).ravel()
     if paired:
         units = pd.DataFrame([(d, t) for d in donors for t in (True, False)], columns=["donor", "is_target"])
     else:
@@ -115,18 +119,21 @@ def _split_data(adata, layer, cells: pd.DataFrame, value: str, folder: str, dono
     key = cells["donor"].astype(str) + np.where(cells["is_target"], "|t", "|b")
     unit_keys = (units["donor"].astype(str) + np.where(units["is_target"], "|t", "|b")).tolist()
     feats, noise = donor_features(cpm, logn, key.to_numpy(), unit_keys)
+    # each cell's normalised value of one count (per 10,000): the Poisson part of the dispersion
+    disp = unit_dispersion(cpm / 100.0, 1e4 / np.where(total > 0, total, 1.0), key.to_numpy(), unit_keys)
     target_of_donor = units.groupby("donor", sort=False)["is_target"].first().to_numpy() if not paired else \
         np.zeros(len(donors), bool)
     var_names = np.asarray(adata.var_names)[genes]
-    return _Split(value, folder, list(donors), target_of_donor, units, feats, noise, var_names)
+    return _Split(value, folder, list(donors), target_of_donor, units, feats, noise, var_names, disp)
 
 
 def _test_features(split: _Split, paired: bool) -> np.ndarray:
-    """The rows the test relabels: unpaired each donor's features, paired each donor's difference."""
+    """The rows the test relabels (log-CPM, sd, dispersion): unpaired each donor's, paired each donor's difference."""
+    f = np.hstack([split.features, split.dispersion])
     if not paired:
-        return split.features
+        return f
     t = split.units["is_target"].to_numpy()
-    return split.features[t] - split.features[~t]
+    return f[t] - f[~t]
 
 
 def _top_genes(split: _Split, paired: bool, k: int = 5) -> str:
@@ -140,7 +147,9 @@ def _top_genes(split: _Split, paired: bool, k: int = 5) -> str:
 
     lab = np.zeros((1, len(split.donors)), bool) if paired else split.target_of_donor[None, :]
     t = np.abs((paired_t if paired else unpaired_t)(_test_features(split, paired), lab, _kinds(split))[0])
-    return _named_parts(split.genes, t[:split.genes.size], t[split.genes.size:], k)
+    G = split.genes.size
+    # a change of spread: the larger of the gene's sd and dispersion t
+    return _named_parts(split.genes, t[:G], np.maximum(t[G:2 * G], t[2 * G:]), k)
 
 
 def _named_parts(genes: np.ndarray, t_mean: np.ndarray, t_sd: np.ndarray, k: int) -> str:
@@ -169,8 +178,8 @@ def _named_parts(genes: np.ndarray, t_mean: np.ndarray, t_sd: np.ndarray, k: int
 
 
 def _kinds(split: _Split) -> np.ndarray:
-    """0 for the log-CPM features, 1 for the spread features: each kind has its own variance prior."""
-    return np.repeat([0, 1], split.genes.size)
+    """0 for the log-CPM features, 1 for the sds, 2 for the dispersions: each kind has its own variance prior."""
+    return np.repeat([0, 1, 2], split.genes.size)
 
 
 def _split_p(split: _Split, labellings: np.ndarray, *, paired: bool, top_k: int) -> np.ndarray:
@@ -192,7 +201,7 @@ def _driven_by(split: _Split, *, paired, blocks_of_donor, cutoff, top_k, max_lab
         unit_keep = (split.units["donor"] != d).to_numpy()
         reduced = _Split(split.value, split.folder, list(np.array(split.donors)[keep]), tod,
                          split.units[unit_keep].reset_index(drop=True), split.features[unit_keep],
-                         split.noise[unit_keep], split.genes)
+                         split.noise[unit_keep], split.genes, split.dispersion[unit_keep])
         if _split_p(reduced, labs, paired=paired, top_k=top_k)[0] > cutoff:
             out.append(str(d))
     return ", ".join(out)
@@ -317,7 +326,7 @@ def run_study(adata, *, groupby: str, target: Sequence[str], background: Sequenc
     params = {"groupby": groupby, "target": list(map(str, target)), "background": list(map(str, background)),
               "replicate": replicate, "split_by": split_by, "paired": bool(paired), "block": str(block),
               "covariates": list(covariates), "n_genes": n_genes, "top_k": top_k, "max_labellings": max_labellings,
-              "alpha": alpha, "statistic": "mean of the top_k squared moderated t over per-donor gene means and sds"}
+              "alpha": alpha, "statistic": "mean of the top_k squared moderated t over per-donor gene means, sds and dispersions"}
     return StudyResult(table, global_p, design, int(labellings.shape[0]), bool(exact), findings, params)
 
 
