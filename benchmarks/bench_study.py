@@ -264,17 +264,20 @@ def read_runs(text: str) -> list[dict]:
     return runs
 
 
-def totals(runs: list[dict], seeds: list[int]) -> dict[tuple[str, str], dict]:
+def totals(runs: list[dict], seeds: list[int], latest: bool = False) -> dict[tuple[str, str], dict]:
     """Per (part, design): the counts of the runs at ``seeds`` summed, and those seeds.
 
-    Raises ValueError when two of them share studies (a run at seed s of n studies uses s .. s + n - 1).
+    Raises ValueError when two of them share studies (a run at seed s of n studies uses s .. s + n - 1);
+    with ``latest``, the run written last counts and the earlier ones on the same studies are skipped.
     """
     out: dict[tuple[str, str], dict] = {}
-    for r in (r for r in runs if r["seed"] in seeds):
+    for r in (r for r in (runs[::-1] if latest else runs) if r["seed"] in seeds):
         key = (r["part"], r["design"])
         acc = out.setdefault(key, {"seeds": [], "ranges": []})
         lo, hi = r["seed"], r["seed"] + r["n"]
         if any(lo < b and a < hi for a, b in acc["ranges"]):
+            if latest:
+                continue
             raise ValueError(f"{r['part']} {r['design']}: the run at seed {lo} shares studies with another run")
         acc["seeds"].append(lo)
         acc["ranges"].append((lo, hi))
@@ -283,9 +286,9 @@ def totals(runs: list[dict], seeds: list[int]) -> dict[tuple[str, str], dict]:
     return out
 
 
-def summarise(path: str, seeds: list[int]) -> None:
-    """Print one totals line per part and design over the runs of ``path`` at ``seeds``."""
-    for (part, design), t in totals(read_runs(Path(path).read_text()), seeds).items():
+def summarise(path: str, seeds: list[int], latest: bool = False) -> None:
+    """Print one totals line per part and design over the runs of ``path`` at ``seeds`` (``latest``: see totals)."""
+    for (part, design), t in totals(read_runs(Path(path).read_text()), seeds, latest).items():
         head = f"# totals over seeds {', '.join(map(str, sorted(t['seeds'])))}, {part} {design}: "
         if part == "calibration":
             line = f"any split padj<0.05 in {band(t['any'], t['n'])}; global p<0.05 in {band(t['global'], t['n'])}"
@@ -440,9 +443,11 @@ def main(argv=None):
     ap.add_argument("--summarise", default=None, metavar="FILE", help="totals per part and design over the runs "
                     "of a results file at --seeds")
     ap.add_argument("--seeds", type=int, nargs="+", default=[], help="--summarise: the runs' --seed values")
+    ap.add_argument("--latest", action="store_true", help="--summarise: of runs that share studies, the one written "
+                    "last counts (a rerun of the same seeds)")
     args = ap.parse_args(argv)
     if args.summarise:
-        summarise(args.summarise, args.seeds)
+        summarise(args.summarise, args.seeds, args.latest)
         return
     cells = ad.read_h5ad(CELLS)
     print(f"# bench_study {' '.join(sys.argv[1:] if argv is None else argv)}: {platform.processor() or platform.machine()}, "

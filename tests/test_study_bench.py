@@ -72,6 +72,10 @@ def test_bench_study_totals_refuse_runs_that_share_studies():
     shifted = RESULTS.replace("--seed 650", "--seed 640")
     with pytest.raises(ValueError, match="calibration 6v6: the run at seed 640 shares studies"):
         bench_study.totals(bench_study.read_runs(shifted), [600, 640])
+    # with latest, the run written last counts: the seed-640 run's 6v6 (its 50 studies), the seed-600 one's skipped
+    t = bench_study.totals(bench_study.read_runs(shifted), [600, 640], latest=True)
+    assert t["calibration", "6v6"]["seeds"] == [640] and t["calibration", "6v6"]["n"] == 50
+    assert t["calibration", "4v4"]["seeds"] == [600]
 
 
 def test_bench_study_bh_reach_counts_the_splits_needed_at_the_floor():

@@ -394,9 +394,10 @@ class _Tests:
         """The replicate test: the donor test, and optionally the ``'permute'`` statistics, over relabellings of replicates.
 
         The donor test (:func:`scontrast.donor_test.donor_test`, on every cell and gene): per
-        replicate, each gene's pseudobulk (location) and the sd of its log-normalised expression
-        (spread); per family, limma-trend's moderated t of every gene under every labelling and
-        the mean of its ``TOP_K`` largest ``t^2``; the families combined by min-p within the set of labellings. With
+        replicate, each gene's pseudobulk (location), the sd of its log-normalised expression
+        (spread) and its dispersion beyond Poisson (:mod:`scontrast.donor_spread`); per family,
+        limma-trend's moderated t of every gene under every labelling and the mean of its ``TOP_K``
+        largest ``t^2``; the families combined by min-p within the set of labellings. With
         ``test_distribution``, the ``'permute'`` test's re-optimised divergence and its shape part
         (on the test cells and genes; the test genes and both ``lam0`` label free as in
         ``'permute'``) join the min-p as two more parts of the same labellings. Every part is a

@@ -3,10 +3,12 @@
 Each donor of a split is summarised by two profiles over the split's most expressed genes: its
 pseudobulk log-CPM (log of its cells' mean counts per million plus one) and the standard deviation
 of its cells' log-normalised expression (the first carries mean shifts, the second changes of
-spread or of a sub-state's share). The test is :func:`scontrast.donor_test.donor_test`'s: per
-family of profiles, limma-trend's moderated t of every gene under every relabelling (donors as the
-unit: unpaired, or each donor's target-minus-background difference when paired) and the family's
-largest ``t^2`` (top-k mean); the families combined by min-p within the set of relabellings.
+spread or of a sub-state's share); the test adds a third, each gene's dispersion beyond Poisson
+(:func:`scontrast.donor_spread.unit_dispersion`, free of the donors' mean differences). The test is
+:func:`scontrast.donor_test.donor_test`'s: per family of profiles, limma-trend's moderated t of every
+gene under every relabelling (donors as the unit: unpaired, or each donor's target-minus-background
+difference when paired) and the family's largest ``t^2`` (top-k mean); the families combined by
+min-p within the set of relabellings.
 
 A relabelling of the study's donors (unpaired: which donors are target, within blocks; paired:
 which donors swap their two labels) applies to every split at once: each split's p-value is its
