@@ -528,6 +528,10 @@ def test_spread_families_against_a_direct_computation(rows, monkeypatch):
                                paired["dispersion"].reshape(8, -1), rtol=1e-10, atol=1e-12)
     with pytest.raises(ScontrastError, match="residual spread: location .* and spread .* must share one shape"):
         residual_spread(loc, sd[:, :3])
+    with pytest.raises(ScontrastError, match="cell_scale_of: 160 positive values expected .* got 159"):
+        replicate_features(X, rep, tgt, 4, paired=False, cell_scale_of=k[1:])
+    with pytest.raises(ScontrastError, match="cell_scale_of: 160 positive values expected .* minimum 0"):
+        replicate_features(X, rep, tgt, 4, paired=False, cell_scale_of=np.r_[0.0, k[1:]])
 
 
 def test_dispersion_is_the_squared_cv_beyond_poisson():

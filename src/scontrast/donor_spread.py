@@ -32,8 +32,8 @@ import scipy.sparse as sp
 
 from .core import ScontrastError
 
-__all__ = ["residual_spread", "gene_residual_spread", "cell_scale", "column_quantile", "dispersion_pieces",
-           "dispersion", "unit_dispersion", "SPREAD_DF", "CAP_QUANTILE"]
+__all__ = ["residual_spread", "gene_residual_spread", "cell_scale", "checked_scale", "column_quantile",
+           "dispersion_pieces", "dispersion", "unit_dispersion", "SPREAD_DF", "CAP_QUANTILE"]
 
 # columns of the natural spline of the spread on the location, per replicate (4: limma-trend's choice for >= 30 genes)
 SPREAD_DF = 4
@@ -116,6 +116,17 @@ def cell_scale(part) -> np.ndarray:
     e = np.where(e > 0, e, np.inf)
     out = e.min(axis=1)
     return np.where(np.isfinite(out), out, 1.0)
+
+
+def checked_scale(cell_scale_of, n_cells: int) -> np.ndarray | None:
+    """``cell_scale_of`` as a float array of ``n_cells`` positive values (None stays None); a one-line error else."""
+    if cell_scale_of is None:
+        return None
+    scale = np.asarray(cell_scale_of, dtype=float).ravel()
+    if scale.size != n_cells or not np.all(scale > 0):
+        raise ScontrastError(f"cell_scale_of: {n_cells} positive values expected (one per cell), got {scale.size} "
+                             f"with minimum {scale.min(initial=np.inf):.3g}")
+    return scale
 
 
 def column_quantile(X, q: float) -> np.ndarray:

@@ -325,10 +325,9 @@ def location_test(means: np.ndarray, target_of_replicate, *, paired: bool, max_l
 # --------------------------------------------------------------------------- #
 # The donor-level test: feature families, moderated t per family, min-p over families
 # --------------------------------------------------------------------------- #
-# The families the donor-level test combines by default, and each family's top-k: chosen on the pseudo-donor
-# simulations of benchmarks/bench_donors.py --donor-test with --seed 1 (6 vs 6; detected share, a 2:1 weight and
-# co-expression lost power; top-k 5 and 10 alike; the dispersion beyond Poisson more than doubled the spread
-# power, and with the sd kept the study's mean-shift split stays found), reported on --seed 2 (results/bench_donors.txt).
+# The default families and top-k: chosen on bench_donors.py --donor-test --seed 1 (6 vs 6; detected share, a 2:1 weight
+# and co-expression lost power; top-k 5 and 10 alike; the dispersion more than doubled the spread power, and with the sd
+# kept the study's mean-shift split stays found), reported on --seed 2 (benchmarks/results/bench_donors.txt).
 FAMILIES = ("location", "spread", "dispersion")
 TOP_K = 10
 # The level combined_parts plans for.
@@ -369,7 +368,7 @@ def replicate_features(X, replicate_index: np.ndarray, is_target: np.ndarray, n_
     counts = np.bincount(strata, minlength=k).astype(float)
     G = blocks[0].shape[1]
     sums = {name: np.zeros((k, G)) for name in ("x", "x2", "e", "nz", "ec", "ec2", "kec")}
-    cap = _spread.column_quantile(blocks, _spread.CAP_QUANTILE)
+    cap, given = _spread.column_quantile(blocks, _spread.CAP_QUANTILE), _spread.checked_scale(cell_scale_of, strata.size)
     start = 0
     for b in blocks:
         for s in range(0, b.shape[0], _ROWS):
@@ -377,7 +376,7 @@ def replicate_features(X, replicate_index: np.ndarray, is_target: np.ndarray, n_
             rows_at = slice(start + s, start + s + part.shape[0])
             rows = strata[rows_at]
             S = sp.csr_matrix((1.0 / counts[rows], (rows, np.arange(part.shape[0]))), shape=(k, part.shape[0]))
-            scale = _spread.cell_scale(part) if cell_scale_of is None else np.asarray(cell_scale_of, float)[rows_at]
+            scale = _spread.cell_scale(part) if given is None else given[rows_at]
             dense = not sp.issparse(part)
             part = np.asarray(part, dtype=float) if dense else sp.csr_matrix(part, dtype=float)
             e = np.expm1(part) if dense else part.expm1()
