@@ -246,7 +246,8 @@ def test_front_end_tests_per_replicate_on_wu2020_paired_by_patient(tmp_path):
     assert all(float(v) * 32 == pytest.approx(round(float(v) * 32)) for v in test["parts"].values())
     assert list(test["combined"]) == ["location"] and adata.uns["sparda"]["pvalue"] == pytest.approx(5 / 32)
     assert "HSPA1B" in list(test["location_genes"][:3]) and set(test["location_genes"]) <= set(adata.var_names)
-    assert set(test["spread_genes"]) <= set(adata.var_names)
+    assert set(test["spread_genes"]) <= set(adata.var_names) and set(test["dispersion_genes"]) <= set(adata.var_names)
+    assert "dispersion part's genes (moderated t, max-T adjusted p)" in rows
     assert "p-values of the parts (location, spread, dispersion)" in rows and "HSPA1B (+" in \
         rows["location part's genes (moderated t, max-T adjusted p)"]
     # with SPARDA's distributional parts (test_distribution) and test_max_cells below half the cells: those parts'

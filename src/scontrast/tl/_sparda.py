@@ -30,6 +30,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# the donor test's feature families whose genes uns['sparda']['test'] may hold (scontrast.donor_test)
+_TEST_FAMILIES = ("location", "spread", "dispersion", "detected")
+
 
 def sparda(
     adata: ad.AnnData,
@@ -221,7 +224,7 @@ def _record(adata: ad.AnnData, model: SPARDA, front: dict, random_state, warned:
     d_in = int(mask.sum())
     relax_info, tighten_info = _iterations(model, max(n_target, n_background))
     extra = _path_and_test(model, n_target, n_background)
-    for family in ("location", "spread", "detected"):
+    for family in _TEST_FAMILIES:
         if f"{family}_genes" in extra.get("test", {}):
             # the donor test's genes of the family by name (the model knows their columns in the gene set)
             extra["test"][f"{family}_genes"] = names[np.asarray(extra["test"][f"{family}_genes"], dtype=int)].astype(str)
@@ -353,7 +356,7 @@ def summary_rows(adata: ad.AnnData, n_top: int = 10) -> Iterator[tuple[str, str]
         # the replicate test's parts, combined by min-p over the same relabellings into the p-value above
         parts = test["parts"]
         yield f"p-values of the parts ({', '.join(parts)})", ", ".join(fmt(parts[k]) for k in parts)
-        for family in ("location", "spread", "detected"):
+        for family in _TEST_FAMILIES:
             if f"{family}_genes" in test:
                 yield f"{family} part's genes (moderated t, max-T adjusted p)", ", ".join(
                     f"{g} ({t:+.1f}, {fmt(p)})" for g, t, p in zip(test[f"{family}_genes"][:5], test[f"{family}_t"][:5],
