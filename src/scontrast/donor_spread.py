@@ -42,6 +42,27 @@ SPREAD_DF = 4
 CAP_QUANTILE = 0.99
 
 
+def _natural_spline_basis(x: np.ndarray, df: int) -> np.ndarray:
+    """A basis of the natural cubic splines in ``x`` with ``df`` columns (the intercept included).
+
+    Knots at the ends and at ``df - 2`` inner quantiles of ``x``, the space ``splines::ns(x, df,
+    intercept=TRUE)`` spans (ESL 5.2.1's truncated-power form). Fewer distinct values: fewer columns.
+    """
+    x = np.asarray(x, dtype=float)
+    df = int(min(df, np.unique(x).size))
+    if df <= 2:
+        return np.column_stack([np.ones_like(x), x][:max(df, 1)])
+    knots = np.quantile(x, np.linspace(0, 1, df))
+    scale = max(knots[-1] - knots[0], 1e-300)
+    u, kn = (x - knots[0]) / scale, (knots - knots[0]) / scale
+
+    def d(k):
+        return (np.maximum(u - kn[k], 0) ** 3 - np.maximum(u - kn[-1], 0) ** 3) / (kn[-1] - kn[k])
+
+    cols = [np.ones_like(u), u] + [d(k) - d(df - 2) for k in range(df - 2)]
+    return np.column_stack(cols)
+
+
 def _rows_of(location: np.ndarray, spread: np.ndarray, what: str) -> tuple[np.ndarray, np.ndarray]:
     """``location`` and ``spread`` (same shape, last axis the genes) as (units, G) float arrays."""
     loc, sd = np.asarray(location, dtype=float), np.asarray(spread, dtype=float)
@@ -65,8 +86,6 @@ def residual_spread(location: np.ndarray, spread: np.ndarray, *, df: int = SPREA
     -------
     ndarray, the shape of ``spread``
     """
-    from .donor_test import _natural_spline_basis
-
     loc, sd = _rows_of(location, spread, "residual spread")
     out = np.empty_like(sd)
     for i in range(sd.shape[0]):

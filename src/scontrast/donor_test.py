@@ -42,6 +42,7 @@ from scipy.special import digamma, polygamma
 from . import donor_spread as _spread
 from .core import ScontrastError
 from .design import labelling_floor, replicate_labellings
+from .donor_spread import _natural_spline_basis  # the trend's basis, shared with the residual spread
 
 __all__ = [
     "replicate_means",
@@ -144,27 +145,6 @@ def _trigamma_inverse(x: np.ndarray) -> np.ndarray:
             break
     y = np.where(x > 1e7, 1.0 / np.sqrt(x), y)
     return np.where(x < 1e-6, 1.0 / x, y)
-
-
-def _natural_spline_basis(x: np.ndarray, df: int) -> np.ndarray:
-    """A basis of the natural cubic splines in ``x`` with ``df`` columns (the intercept included).
-
-    Knots at the ends and at ``df - 2`` inner quantiles of ``x``, the space ``splines::ns(x, df,
-    intercept=TRUE)`` spans (ESL 5.2.1's truncated-power form). Fewer distinct values: fewer columns.
-    """
-    x = np.asarray(x, dtype=float)
-    df = int(min(df, np.unique(x).size))
-    if df <= 2:
-        return np.column_stack([np.ones_like(x), x][:max(df, 1)])
-    knots = np.quantile(x, np.linspace(0, 1, df))
-    scale = max(knots[-1] - knots[0], 1e-300)
-    u, kn = (x - knots[0]) / scale, (knots - knots[0]) / scale
-
-    def d(k):
-        return (np.maximum(u - kn[k], 0) ** 3 - np.maximum(u - kn[-1], 0) ** 3) / (kn[-1] - kn[k])
-
-    cols = [np.ones_like(u), u] + [d(k) - d(df - 2) for k in range(df - 2)]
-    return np.column_stack(cols)
 
 
 def squeeze_var(s2: np.ndarray, df: float, covariate: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray,
