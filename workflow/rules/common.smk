@@ -146,7 +146,7 @@ SPLITS = {s for splits in STUDIES.values() for s in splits}
 def method_threads(n):
     """A method rule's threads: ``n`` for a contrast of its own; 1 for a split of a study. A study's splits
     fill the cores side by side, while a method's job at a split's size is mostly single-threaded (reading,
-    fitting small matrices): with ``n`` threads each, one core idled beside it (benchmarks/bench_study.py
+    fitting small matrices): with ``n`` threads each, one core would idle beside it (benchmarks/bench_study.py
     --workflow). ``--set-threads`` overrides it."""
     return lambda wildcards: 1 if wildcards.dataset in SPLITS else n
 
