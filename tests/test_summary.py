@@ -213,3 +213,14 @@ def test_overview_says_when_no_method_names_a_gene():
     page = overview_html("d", table, genes)
     assert "no method names a gene here" in page and "most methods naming" not in page
     assert ">-0<" not in page and ">0<" in page and ">0.25<" in page
+
+
+def test_replicate_test_parts_read_in_the_families_order_whatever_the_dicts_order():
+    """A written file gives uns dicts back alphabetically; the verdict and the summary list the donor test's
+    families in their own order (location, spread, dispersion), then SPARDA's distributional parts."""
+    from scontrast.summary import _parts_text
+    from scontrast.tl._sparda import ordered_parts
+
+    read_back = {"dispersion": 0.5, "distribution": 0.25, "location": 0.125, "spread": 1.0}
+    assert ordered_parts(read_back) == ["location", "spread", "dispersion", "distribution"]
+    assert _parts_text({"parts": read_back}) == "; parts: location 0.12, spread 1, dispersion 0.5, distribution 0.25"

@@ -143,7 +143,7 @@ def _parts_text(test: Mapping) -> str:
     parts = _get(test, "parts")
     if not isinstance(parts, Mapping) or len(parts) < 2:
         return ""
-    return "; parts: " + ", ".join(f"{k} {_float(v):.2g}" for k, v in parts.items())
+    return "; parts: " + ", ".join(f"{k} {_float(parts[k]):.2g}" for k in _sparda.ordered_parts(parts))
 
 
 def _sparda_genes(adata: ad.AnnData, n: int) -> list[str]:

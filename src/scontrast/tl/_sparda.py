@@ -34,6 +34,12 @@ log = logging.getLogger(__name__)
 _TEST_FAMILIES = ("location", "spread", "dispersion", "detected")
 
 
+def ordered_parts(parts) -> list[str]:
+    """The replicate test's part names, the donor test's families first in their own order, then the others (a
+    written file gives ``uns`` dicts back in alphabetical order)."""
+    return [f for f in _TEST_FAMILIES if f in parts] + [k for k in parts if k not in _TEST_FAMILIES]
+
+
 def sparda(
     adata: ad.AnnData,
     *,
@@ -355,7 +361,8 @@ def summary_rows(adata: ad.AnnData, n_top: int = 10) -> Iterator[tuple[str, str]
     if test is not None and "parts" in test:
         # the replicate test's parts, combined by min-p over the same relabellings into the p-value above
         parts = test["parts"]
-        yield f"p-values of the parts ({', '.join(parts)})", ", ".join(fmt(parts[k]) for k in parts)
+        names = ordered_parts(parts)
+        yield f"p-values of the parts ({', '.join(names)})", ", ".join(fmt(parts[k]) for k in names)
         for family in _TEST_FAMILIES:
             if f"{family}_genes" in test:
                 yield f"{family} part's genes (moderated t, max-T adjusted p)", ", ".join(
