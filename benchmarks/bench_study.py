@@ -30,16 +30,22 @@ library, not snakemake). Parts:
    memory (``max_rss``). With two sizes or more, each rule's CPU seconds per 1,000 cells and the
    growth between sizes. ``--types T`` keeps the largest T cell types only (CD14 Mono first): with
    ``--types 1`` one split at the size it has in a larger study (20,000 cells: one of the 10 splits
-   of a 200,000-cell study). ``--keep DIR`` keeps the work directories under DIR.
+   of a 200,000-cell study). ``--finer K`` cuts the K largest types but CD14 Mono in two by k-means
+   on their principal components first (``--finer 3``: 10 cell types). ``--keep DIR`` keeps the work directories under DIR.
 
-5. ``--summarise FILE --seeds S ...``: one totals line per part and design over the runs of a results
+5. ``--parts N_POWER N_NULL``: 6 vs 6, on the studies of ``--power`` and ``--calibration`` at the
+   same seed, how the split test would do with each of its families alone (location, sd,
+   dispersion) and with two other combinations of them (Fisher's; the sum of squared standardised
+   log-statistics) in place of min-p: the planted splits found, the unplanted ones called.
+
+6. ``--summarise FILE --seeds S ...``: one totals line per part and design over the runs of a results
    file whose ``--seed`` is among S (their counts summed, with the Clopper-Pearson band; runs that
    share studies are refused).
 
 ``--cells C`` sets the cells of each type per donor and condition in parts 1 and 2 (default 80:
 ~8,000 cells over 7 types and 12 donors; 0 = the real cells shared out without replacement,
 ~2,600 cells). Usage (repository root): python -m benchmarks.bench_study [--calibration N]
-[--power N] [--effect N] [--workflow N ...] [--keep DIR] [--baselines K] [--cells C] [--seed S]
+[--power N] [--parts N_POWER N_NULL] [--effect N] [--workflow N ...] [--keep DIR] [--baselines K] [--cells C] [--seed S]
 [--designs 6v6 4v4 '6 paired' '4 paired'] [--summarise FILE --seeds S ...]
 """
 
@@ -60,10 +66,12 @@ from pathlib import Path
 
 import anndata as ad
 import numpy as np
+import pandas as pd
 from scipy import stats
 
 from scontrast.core import ScontrastWarning
 from scontrast.datasets import simulate_study
+from scontrast.donor_test import set_pvalues, weighted_min_p
 from scontrast.study import run_study
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -194,6 +202,88 @@ def power(cells, n, seed, cells_per_donor, designs=DESIGNS):
         floor, k = t["pvalue_floor"].min(), bh_reach(t["pvalue_floor"].min(), len(t))
         print(f"    p floor {floor:.3g}: Benjamini-Hochberg across the {len(t)} splits reaches padj<0.05 "
               + (f"only with at least {k} of them at the floor" if k else "with none of them"))
+
+
+# How the parts of a split's test could be combined, every rule a fixed function of the split's statistics over the
+# shared relabellings (an exact test each): the shipped min-p, each family alone, and two rules that add the families
+# up (Fisher's sum of -log p; the sum of the squared positive standardised log-statistics).
+def _standardised_log(T: np.ndarray) -> np.ndarray:
+    ok = np.isfinite(T).all(axis=1)
+    logs = np.log(np.where(ok[:, None], T, 1.0))
+    z = (logs - logs[ok].mean(axis=0)) / logs[ok].std(axis=0)
+    z[~ok] = -np.inf
+    return z
+
+
+RULES = {
+    "min-p (shipped)": lambda T: 1.0 - weighted_min_p(T),
+    "location alone": lambda T: T[:, 0],
+    "sd alone": lambda T: T[:, 1],
+    "dispersion alone": lambda T: T[:, 2],
+    "Fisher": lambda T: -np.log(set_pvalues(T)).sum(axis=1),
+    "sum of squared z": lambda T: (np.maximum(_standardised_log(T), 0.0) ** 2).sum(axis=1),
+}
+
+
+def split_family_statistics(sim, seed: int, paired: bool = False) -> dict[str, np.ndarray]:
+    """Per split (cell type) of a simulated study, its families' statistics (L, 3) over the study's relabellings:
+    the columns :func:`scontrast.study._test.split_statistics` combines (the library's own pieces, so a rule here
+    is the study test with another combination)."""
+    from scontrast.donor_test import top_mean
+    from scontrast.study._study import _kinds, _split_data, _test_features
+    from scontrast.study._test import _families, _family_t, study_labellings
+
+    obs = sim.obs
+    cells = pd.DataFrame({"donor": obs["donor"].astype(str).to_numpy(),
+                          "is_target": (obs["condition"] == "case").to_numpy(),
+                          "split": obs["cell_type"].astype(str).to_numpy()}, index=np.arange(sim.n_obs))
+    donors = sorted(cells["donor"].unique())
+    target = cells.groupby("donor")["is_target"].first().reindex(donors).to_numpy(bool)
+    lab, _ = study_labellings(np.zeros(len(donors), bool) if paired else target, paired=paired,
+                              random_state=np.random.default_rng(seed))
+    out = {}
+    for ct in sorted(cells["split"].unique()):
+        s = _split_data(sim, None, cells[cells["split"] == ct], ct, ct, donors, paired=paired, n_genes=300)
+        f, kinds = _test_features(s, paired), _kinds(s)
+        t = _family_t(f, lab[:, [donors.index(d) for d in s.donors]], kinds, paired=paired)
+        out[ct] = np.column_stack([top_mean(t[:, c], 10) for c in _families(f.shape[1], kinds)])
+    return out
+
+
+def parts(cells, n_power: int, n_null: int, seed: int, cells_per_donor):
+    """6 vs 6: every rule of :data:`RULES` on the same studies as ``--power`` and ``--calibration`` at this seed."""
+    from scontrast.study import bh_adjust
+    from scontrast.study._test import rank_pvalues
+
+    print(f"\n## Combining the parts, 6 vs 6: {n_power} power studies (as --power) and {n_null} null studies (as "
+          f"--calibration), {cells_per_donor} cells per type, donor and condition; found = padj < 0.05; first = the "
+          f"smallest p of the study (ties included)")
+    counts = {r: dict.fromkeys(("mean", "first", "spread", "spread_p", "unplanted", "null"), 0) for r in RULES}
+    for kind, n, offset in (("power", n_power, 1000), ("null", n_null, 0)):
+        for i in range(n):
+            sim = simulate(cells, seed + offset + i, 6, 6, False, cells_per_donor,
+                           POWER_EFFECTS if kind == "power" else ())
+            stats = split_family_statistics(sim, seed + i)
+            types = sorted(stats)
+            for rule, combine in RULES.items():
+                P = np.column_stack([rank_pvalues(combine(stats[c])) for c in types])
+                called = bh_adjust(P[0]) < ALPHA
+                c = counts[rule]
+                if kind == "null":
+                    c["null"] += bool(called.any())
+                    continue
+                m, b = types.index("CD14 Mono"), types.index("B")
+                c["mean"] += called[m]
+                c["first"] += called[m] and P[0, m] <= P[0].min()
+                c["spread"] += called[b]
+                c["spread_p"] += P[0, b] < ALPHA
+                c["unplanted"] += bool(np.delete(called, [m, b]).any())
+    for rule, c in counts.items():
+        print(f"{rule}: " + (f"mean-shift type found {band(c['mean'], n_power)}, found and first "
+                             f"{band(c['first'], n_power)}; spread type found {band(c['spread'], n_power)}, p<0.05 "
+                             f"{band(c['spread_p'], n_power)}; an unplanted type called {band(c['unplanted'], n_power)}"
+                             if n_power else "")
+              + (f"; null studies with a split called {band(c['null'], n_null)}" if n_null else ""))
 
 
 def effect(cells, n, seed, n_null=None):
@@ -346,12 +436,36 @@ def per_rule(rows: list[dict]) -> dict[str, dict]:
     return out
 
 
-def run_workflow(cells, n_cells: int, seed: int, keep: str | None, n_types: int = 0) -> dict:
+def finer_types(cells, n_split: int):
+    """The ``n_split`` largest cell types but CD14 Mono (where the workflow's effect is planted) each cut in two
+    subtypes, ``'<type> 1'`` and ``'<type> 2'``: k-means (k = 2, seeded) on 20 principal components of their
+    log-normalised counts, the finer annotation a user's sub-clustering gives. Returns a copy."""
+    import scanpy as sc
+    from sklearn.cluster import KMeans
+
+    cells = cells.copy()
+    labels = cells.obs["cell_type"].astype(str).to_numpy().astype(object)
+    sizes = cells.obs["cell_type"].value_counts()
+    for ct in [c for c in sizes.index if c != "CD14 Mono"][:n_split]:
+        sub = cells[labels == ct].copy()
+        sc.pp.normalize_total(sub, target_sum=1e4)
+        sc.pp.log1p(sub)
+        sc.pp.pca(sub, n_comps=20, random_state=0)
+        part = KMeans(2, n_init=10, random_state=0).fit_predict(sub.obsm["X_pca"])
+        labels[labels == ct] = [f"{ct} {k + 1}" for k in part]
+    cells.obs["cell_type"] = pd.Categorical(labels.astype(str))
+    return cells
+
+
+def run_workflow(cells, n_cells: int, seed: int, keep: str | None, n_types: int = 0, n_finer: int = 0) -> dict:
     """Simulate a study of about ``n_cells`` cells, run snakemake on it; print and return its numbers.
 
     ``n_types``: only the largest ``n_types`` cell types (CD14 Mono among them, where the effect is
     planted), e.g. 1 for one split of a larger study at its own size; 0 = every type.
+    ``n_finer``: that many of the largest types cut in two first (:func:`finer_types`; 3: 10 types).
     """
+    if n_finer:
+        cells = finer_types(cells, n_finer)
     if n_types:
         keep_types = list(dict.fromkeys(["CD14 Mono", *cells.obs["cell_type"].value_counts().index]))[:n_types]
         cells = cells[cells.obs["cell_type"].isin(keep_types).to_numpy()].copy()
@@ -431,12 +545,16 @@ def main(argv=None):
     ap.add_argument("--effect", type=int, default=0)
     ap.add_argument("--effect-null", type=int, default=0, help="studies with nothing planted per cell count "
                     "(default: --effect)")
+    ap.add_argument("--parts", type=int, nargs=2, default=None, metavar=("N_POWER", "N_NULL"),
+                    help="6 vs 6: the families of the split test alone and other combinations of them")
     ap.add_argument("--baselines", type=int, default=0)
     ap.add_argument("--cells", type=int, default=80)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--workflow", type=int, nargs="*", default=[], help="study sizes (cells) run by snakemake")
     ap.add_argument("--study-table", default=None, help="print the study table of a --keep work directory")
     ap.add_argument("--types", type=int, default=0, help="--workflow: only the largest T cell types (0 = all)")
+    ap.add_argument("--finer", type=int, default=0, help="--workflow: cut that many of the largest types in two "
+                    "(3: 10 cell types)")
     ap.add_argument("--keep", default=None, help="keep the --workflow work directories under this directory")
     ap.add_argument("--designs", nargs="+", default=[d[0] for d in DESIGNS],
                     help="among '6v6', '4v4', '6 paired', '4 paired'")
@@ -458,12 +576,14 @@ def main(argv=None):
         calibration(cells, args.calibration, args.seed, args.cells, args.baselines, rng, designs)
     if args.power:
         power(cells, args.power, args.seed, args.cells, designs)
+    if args.parts:
+        parts(cells, *args.parts, args.seed, args.cells)
     if args.effect:
         effect(cells, args.effect, args.seed, args.effect_null)
     if args.study_table:
         study_table(Path(args.study_table))
     if args.workflow:
-        scaling([run_workflow(cells, n, args.seed, args.keep, args.types) for n in args.workflow])
+        scaling([run_workflow(cells, n, args.seed, args.keep, args.types, args.finer) for n in args.workflow])
 
 
 if __name__ == "__main__":

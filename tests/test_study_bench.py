@@ -87,3 +87,29 @@ def test_bench_study_bh_reach_counts_the_splits_needed_at_the_floor():
     assert bench_study.bh_reach(2 / 70, 7) == 4
     # of 2 splits, only both together: one alone gives 2 x 2/70 = 0.057
     assert bench_study.bh_reach(2 / 70, 2) == 2
+
+
+def test_bench_study_parts_shipped_rule_is_the_study_tests_p_value():
+    """--parts rebuilds each split's family statistics from the library's pieces: its min-p rule must give the very
+    p-values run_study reports, or its comparison of rules would be about another test."""
+    import anndata as ad
+
+    from scontrast.study._test import rank_pvalues
+
+    cells = ad.read_h5ad(bench_study.CELLS)
+    sim = bench_study.simulate(cells, 3, 6, 6, False, 15, bench_study.POWER_EFFECTS)  # 6 vs 6: all 3 parts
+    table = bench_study.study(sim, False, 3).table.set_index("value")
+    stats = bench_study.split_family_statistics(sim, 3)
+    assert set(stats) == set(table.index)
+    for ct, T in stats.items():
+        assert T.shape == (924, 3)
+        p = rank_pvalues(bench_study.RULES["min-p (shipped)"](T))[0]
+        assert p == pytest.approx(table.loc[ct, "pvalue"], rel=1e-12)
+
+
+def test_bench_study_parts_prints_every_rule(capsys):
+    bench_study.main(["--parts", "1", "1", "--cells", "15", "--seed", "4"])
+    out = capsys.readouterr().out
+    lines = [ln for ln in out.splitlines() if re.match(r"^[^#].*: mean-shift type found", ln)]
+    assert [ln.split(":")[0] for ln in lines] == list(bench_study.RULES)
+    assert all("null studies with a split called" in ln for ln in lines)
