@@ -633,6 +633,10 @@ DONOR_VARIANTS = {
     "gspread k10": (("gene_residual_spread",), 10, None),
     "disp k10": (("dispersion",), 10, None),
     "dispc k10": (("dispersion_counts",), 10, None),
+    # the share of a donor's cells above each gene's pooled 90th percentile (logit; scontrast.donor_spread.tail_share)
+    "tail k10": (("tail",), 10, None),
+    "loc+spread+disp+tail k10": (("location", "spread", "dispersion", "tail"), 10, None),
+    "loc+disp+tail k10": (("location", "dispersion", "tail"), 10, None),
 }
 # the gene counts of the co-expression variants above
 COEX_GENES = (50, 100)
@@ -742,8 +746,9 @@ def _donor_line(design: str, scenario: str, rows: list[dict], cut: dict) -> list
     parts = [f"donor test {_binom_band(sum(r['donor'] <= 0.05 for r in rows), n)}",
              f"its location part {sum(r['donor_location'] <= 0.05 for r in rows) / n:.3f}",
              f"spread part {sum(r['donor_spread'] <= 0.05 for r in rows) / n:.3f}"]
-    if "donor_dispersion" in rows[0]:
-        parts.append(f"dispersion part {sum(r['donor_dispersion'] <= 0.05 for r in rows) / n:.3f}")
+    for family in ("dispersion", "tail"):
+        if f"donor_{family}" in rows[0]:
+            parts.append(f"{family} part {sum(r[f'donor_{family}'] <= 0.05 for r in rows) / n:.3f}")
     for m, label in (("deseq2", "DESeq2"), ("limma", "limma-trend")):
         v = np.array([r[f"{m}_{key}"] for r in rows if f"{m}_{key}" in r])
         if v.size == 0:

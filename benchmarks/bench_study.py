@@ -35,7 +35,7 @@ library, not snakemake). Parts:
 
 5. ``--parts N_POWER N_NULL``: 6 vs 6, on the studies of ``--power`` and ``--calibration`` at the
    same seed, how the split test would do with each of its families alone (location, sd,
-   dispersion) and with two other combinations of them (Fisher's; the sum of squared standardised
+   dispersion, tail) and with two other combinations of them (Fisher's; the sum of squared standardised
    log-statistics) in place of min-p: the planted splits found, the unplanted ones called.
 
 6. ``--summarise FILE --seeds S ...``: one totals line per part and design over the runs of a results
@@ -220,13 +220,14 @@ RULES = {
     "location alone": lambda T: T[:, 0],
     "sd alone": lambda T: T[:, 1],
     "dispersion alone": lambda T: T[:, 2],
+    "tail alone": lambda T: T[:, 3],
     "Fisher": lambda T: -np.log(set_pvalues(T)).sum(axis=1),
     "sum of squared z": lambda T: (np.maximum(_standardised_log(T), 0.0) ** 2).sum(axis=1),
 }
 
 
 def split_family_statistics(sim, seed: int, paired: bool = False) -> dict[str, np.ndarray]:
-    """Per split (cell type) of a simulated study, its families' statistics (L, 3) over the study's relabellings:
+    """Per split (cell type) of a simulated study, its families' statistics (L, 4) over the study's relabellings:
     the columns :func:`scontrast.study._test.split_statistics` combines (the library's own pieces, so a rule here
     is the study test with another combination)."""
     from scontrast.donor_test import top_mean

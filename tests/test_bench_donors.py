@@ -53,5 +53,5 @@ def test_donor_compare_one_runs_the_donor_test_its_variants_and_the_baselines(po
     for k in ("donor", "donor_location", "donor_spread"):
         assert 0 < out[k] <= 1 and out[k] * 924 == pytest.approx(round(out[k] * 924))
     # the default is the variant "loc+spread+disp k10"; a 2x shift of 5 genes at 30 cells a donor is found by it
-    assert out["donor"] == out["v loc+spread+disp k10"] and out["donor_location"] <= 0.05
+    assert out["donor"] == out["v loc+spread+disp+tail k10"] and out["donor_location"] <= 0.05
     assert 0 < out["donor_dispersion"] <= 1 and out["donor_dispersion"] * 924 == pytest.approx(round(out["donor_dispersion"] * 924))

@@ -560,7 +560,7 @@ def test_spread_families_keep_the_donor_test_exact(paired):
     test's statistics over every relabelling are the same multiset; and with every labelling taken as the observed
     one, P(p <= a) <= a."""
     c, X, k = _counts_cells(33, n_cells=320, n_genes=12)
-    names = ("dispersion", "residual_spread", "gene_residual_spread")
+    names = ("dispersion", "residual_spread", "gene_residual_spread", "tail")
     if paired:
         rep, tgt = np.repeat(np.arange(5), 64), np.tile(np.arange(64) < 32, 5)
         lab, exact = replicate_labellings(np.ones(5, bool), paired=True)

@@ -242,13 +242,13 @@ def test_front_end_tests_per_replicate_on_wu2020_paired_by_patient(tmp_path):
     # the donor test's three families over the same 32 swaps, each p-value a multiple of 1/32 (location 5/32, spread
     # 8/32); with 32 relabellings a family at its floor could not reach 0.05 in their min-p, so the p-value is the
     # location family's; its genes by name, HSPA1B (pseudobulk's smallest p on these patients) among them
-    assert list(test["parts"]) == ["location", "spread", "dispersion"] and "distribution_pvalue" not in test
+    assert list(test["parts"]) == ["location", "spread", "dispersion", "tail"] and "distribution_pvalue" not in test
     assert all(float(v) * 32 == pytest.approx(round(float(v) * 32)) for v in test["parts"].values())
     assert list(test["combined"]) == ["location"] and adata.uns["sparda"]["pvalue"] == pytest.approx(5 / 32)
     assert "HSPA1B" in list(test["location_genes"][:3]) and set(test["location_genes"]) <= set(adata.var_names)
     assert set(test["spread_genes"]) <= set(adata.var_names) and set(test["dispersion_genes"]) <= set(adata.var_names)
     assert "dispersion part's genes (moderated t, max-T adjusted p)" in rows
-    assert "p-values of the parts (location, spread, dispersion)" in rows and "HSPA1B (+" in \
+    assert "p-values of the parts (location, spread, dispersion, tail)" in rows and "HSPA1B (+" in \
         rows["location part's genes (moderated t, max-T adjusted p)"]
     # with SPARDA's distributional parts (test_distribution) and test_max_cells below half the cells: those parts'
     # relabellings use one share of every patient and group, said in uns, the written file and the summary; the
@@ -260,7 +260,7 @@ def test_front_end_tests_per_replicate_on_wu2020_paired_by_patient(tmp_path):
     np.testing.assert_array_equal(sub.var["sparda_weight"], adata.var["sparda_weight"])
     # the donor test reads every cell whatever the share the other parts relabel
     np.testing.assert_array_equal(t["location_t"], test["location_t"])
-    assert list(t["parts"]) == ["location", "spread", "dispersion", "divergence", "shape"] and \
+    assert list(t["parts"]) == ["location", "spread", "dispersion", "tail", "divergence", "shape"] and \
         0 < t["distribution_pvalue"] <= 1
     assert f"each on {int(t['n_cells'][0])} + {int(t['n_cells'][1])} cells, one share of every replicate and group" \
         in dict(summary_rows(sub))["p-value (replicate test)"]

@@ -191,8 +191,9 @@ def test_top_genes_name_a_gene_once_with_what_changed(paired):
     feats[units["is_target"].to_numpy(), G] += 1.5  # g0's sd
     feats[units["is_target"].to_numpy(), G + 3] += 1.0  # g3's sd only
     disp = rng.normal(scale=0.1, size=(len(units), G))  # the dispersions: no change
+    tail = rng.normal(scale=0.1, size=(len(units), G))  # the upper tails: no change
     split = _Split("A", "A", list(range(n)), np.arange(n) < n // 2 if not paired else np.zeros(n, bool), units,
-                   feats, np.zeros_like(feats), genes, disp)
+                   feats, np.zeros_like(feats), genes, disp, tail)
     names = _top_genes(split, paired, k=3).split(", ")
     assert names[:2] == ["g0 (mean and sd)", "g3 (sd)"] and len(names) == 3
     assert len({name.split(" (")[0] for name in names}) == 3  # distinct genes

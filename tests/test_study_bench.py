@@ -97,12 +97,12 @@ def test_bench_study_parts_shipped_rule_is_the_study_tests_p_value():
     from scontrast.study._test import rank_pvalues
 
     cells = ad.read_h5ad(bench_study.CELLS)
-    sim = bench_study.simulate(cells, 3, 6, 6, False, 15, bench_study.POWER_EFFECTS)  # 6 vs 6: all 3 parts
+    sim = bench_study.simulate(cells, 3, 6, 6, False, 15, bench_study.POWER_EFFECTS)  # 6 vs 6: all 4 parts
     table = bench_study.study(sim, False, 3).table.set_index("value")
     stats = bench_study.split_family_statistics(sim, 3)
     assert set(stats) == set(table.index)
     for ct, T in stats.items():
-        assert T.shape == (924, 3)
+        assert T.shape == (924, 4)
         p = rank_pvalues(bench_study.RULES["min-p (shipped)"](T))[0]
         assert p == pytest.approx(table.loc[ct, "pvalue"], rel=1e-12)
 

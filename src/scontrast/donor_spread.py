@@ -9,6 +9,9 @@ simulations) are noise in the spread family. Three label-free ways around it:
   spread on the location fitted over all genes of that replicate (a natural spline, least squares);
 - :func:`gene_residual_spread` -- per gene, the spread minus its least-squares line on the location
   over every replicate (and group);
+- :func:`tail_share` -- per replicate and gene, the logit of the share of its cells above the
+  gene's :data:`TAIL_QUANTILE` quantile over all cells pooled (label-free): a sub-state carried by
+  a share of the cells moves the upper tail more than the mean or the variance;
 - :func:`dispersion` -- per replicate and gene, ``log(1 + phi)`` with ``phi`` the squared
   coefficient of variation of the cells' expected expression beyond Poisson sampling
   (``(mean(e^2) - mean(k e)) / mean(e)^2 - 1``, ``e = expm1(x)``, ``k`` the ``e`` of one count of
@@ -33,13 +36,16 @@ import scipy.sparse as sp
 from .core import ScontrastError
 
 __all__ = ["residual_spread", "gene_residual_spread", "cell_scale", "checked_scale", "column_quantile",
-           "dispersion_pieces", "dispersion", "unit_dispersion", "SPREAD_DF", "CAP_QUANTILE"]
+           "dispersion_pieces", "dispersion", "unit_dispersion", "tail_piece", "tail_share", "unit_tail", "SPREAD_DF",
+           "CAP_QUANTILE", "TAIL_QUANTILE"]
 
 # columns of the natural spline of the spread on the location, per replicate (4: limma-trend's choice for >= 30 genes)
 SPREAD_DF = 4
 # dispersion caps each gene's e at this quantile of all cells pooled (label-free): a few cells of extreme counts
 # would otherwise make most of a donor's second moment (chosen on bench_study's B split and bench_donors --seed 1)
 CAP_QUANTILE = 0.99
+# the tail family counts a replicate's cells above this quantile of the gene over all cells pooled (label-free)
+TAIL_QUANTILE = 0.9
 
 
 def _natural_spline_basis(x: np.ndarray, df: int) -> np.ndarray:
@@ -237,3 +243,43 @@ def dispersion(mean_e: np.ndarray, mean_e2: np.ndarray, mean_ke: np.ndarray) -> 
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(m > 0, (m2 - p) / (m * m), 1.0)
     return np.log(np.maximum(ratio, 1.0))
+
+
+def tail_piece(e, threshold: np.ndarray):
+    """``1`` where a cell's ``e`` exceeds its gene's ``threshold`` (:func:`column_quantile`), else ``0``; the cells'
+    piece :func:`tail_share` averages. Shape of ``e`` (n, G); sparse stays sparse (a threshold is never negative)."""
+    thr = np.asarray(threshold, dtype=float)
+    if sp.issparse(e):
+        above = sp.csr_matrix(e, dtype=float, copy=True)
+        above.data = (above.data > thr[above.indices]).astype(float)
+        above.eliminate_zeros()
+        return above
+    return (np.asarray(e, dtype=float) > thr).astype(float)
+
+
+def tail_share(share: np.ndarray, n_cells: np.ndarray) -> np.ndarray:
+    """``log(p / (1 - p))`` with ``p = (share * n + 0.5) / (n + 1)``: the logit of a replicate's share of cells above
+    the threshold, kept finite at 0 and 1 of them.
+
+    Parameters
+    ----------
+    share : ndarray, shape (..., G), the mean of :func:`tail_piece` over each replicate's cells
+    n_cells : ndarray, shape (...,), the replicates' cell counts
+
+    >>> import numpy as np
+    >>> tail_share(np.array([[0.0, 0.5, 1.0]]), np.array([9])).round(3).tolist()   # 0.5/10, 5/10, 9.5/10
+    [[-2.944, 0.0, 2.944]]
+    """
+    n = np.asarray(n_cells, dtype=float)[..., None]
+    p = (np.asarray(share, dtype=float) * n + 0.5) / (n + 1.0)
+    return np.log(p / (1.0 - p))
+
+
+def unit_tail(e: np.ndarray, unit: np.ndarray, units: list, q: float = TAIL_QUANTILE) -> np.ndarray:
+    """:func:`tail_share` of every unit's cells (dense ``e``, (n_cells, G)): the share above each gene's ``q``-quantile
+    over all the cells given (label-free), shape (U, G) in the order of ``units``."""
+    e = np.asarray(e, dtype=float)
+    above = tail_piece(e, np.quantile(e, q, axis=0))
+    unit = np.asarray(unit)
+    rows = [unit == u for u in units]
+    return tail_share(np.vstack([above[r].mean(axis=0) for r in rows]), np.array([r.sum() for r in rows]))

@@ -218,7 +218,7 @@ def test_donor_test_finds_a_mean_shift_and_is_recorded():
     X, Y, rx, ry = _count_donors(12, 30, 40, 12, shift=4.0)
     model = SPARDA(k=3, random_state=0).fit(X, Y, rx, ry)
     t = model.test_
-    assert set(t["parts"]) == {"location", "spread", "dispersion"} and "distribution_pvalue" not in t
+    assert set(t["parts"]) == {"location", "spread", "dispersion", "tail"} and "distribution_pvalue" not in t
     assert t["parts"]["location"] <= 0.01 and model.pvalue_ <= 0.05
     assert int(t["location_genes"][0]) == 3 and t["location_t"][0] > 0
     # the genes' max-T adjusted p-values (the share of labellings whose largest |t| reaches the gene's): the
@@ -229,8 +229,8 @@ def test_donor_test_finds_a_mean_shift_and_is_recorded():
     assert len(t["spread_genes"]) == 10
     # with SPARDA's distributional parts: the same donor-test parts, two more parts in the min-p
     both = SPARDA(k=3, test_distribution=True, random_state=0).fit(X, Y, rx, ry)
-    assert list(both.test_["parts"]) == ["location", "spread", "dispersion", "divergence", "shape"]
-    np.testing.assert_array_equal(both.part_statistics_[:, :3], model.part_statistics_)
+    assert list(both.test_["parts"]) == ["location", "spread", "dispersion", "tail", "divergence", "shape"]
+    np.testing.assert_array_equal(both.part_statistics_[:, :4], model.part_statistics_)
     assert both.test_["parts"]["location"] == t["parts"]["location"] and 0 < both.test_["distribution_pvalue"] <= 1
     with pytest.raises(ScontrastError, match="test_distribution: expected True or False"):
         SPARDA(test_distribution="yes").fit(X, Y, rx, ry)

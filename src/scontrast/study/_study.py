@@ -11,7 +11,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from ..core import ScontrastError
-from ..donor_spread import unit_dispersion
+from ..donor_spread import unit_dispersion, unit_tail
 from ._design import design_table
 from ._effect import jackknife_interval
 from ._split import split_folders, subset_mask
@@ -101,6 +101,7 @@ class _Split:
     noise: np.ndarray  # (U, 2G)
     genes: np.ndarray  # (G,)
     dispersion: np.ndarray  # (U, G): the test's third family (scontrast.donor_spread.unit_dispersion)
+    tail: np.ndarray  # (U, G): the fourth, the share of cells in the gene's upper tail (scontrast.donor_spread.unit_tail)
 
 
 def _split_data(adata, layer, cells: pd.DataFrame, value: str, folder: str, donors: list, *, paired: bool,
@@ -121,15 +122,17 @@ def _split_data(adata, layer, cells: pd.DataFrame, value: str, folder: str, dono
     feats, noise = donor_features(cpm, logn, key.to_numpy(), unit_keys)
     # each cell's normalised value of one count (per 10,000): the Poisson part of the dispersion
     disp = unit_dispersion(cpm / 100.0, 1e4 / np.where(total > 0, total, 1.0), key.to_numpy(), unit_keys)
+    tail = unit_tail(cpm / 100.0, key.to_numpy(), unit_keys)
     target_of_donor = units.groupby("donor", sort=False)["is_target"].first().to_numpy() if not paired else \
         np.zeros(len(donors), bool)
     var_names = np.asarray(adata.var_names)[genes]
-    return _Split(value, folder, list(donors), target_of_donor, units, feats, noise, var_names, disp)
+    return _Split(value, folder, list(donors), target_of_donor, units, feats, noise, var_names, disp, tail)
 
 
 def _test_features(split: _Split, paired: bool) -> np.ndarray:
-    """The rows the test relabels (log-CPM, sd, dispersion): unpaired each donor's, paired each donor's difference."""
-    f = np.hstack([split.features, split.dispersion])
+    """The rows the test relabels (log-CPM, sd, dispersion, tail): unpaired each donor's, paired each donor's
+    difference."""
+    f = np.hstack([split.features, split.dispersion, split.tail])
     if not paired:
         return f
     t = split.units["is_target"].to_numpy()
@@ -148,8 +151,8 @@ def _top_genes(split: _Split, paired: bool, k: int = 5) -> str:
     lab = np.zeros((1, len(split.donors)), bool) if paired else split.target_of_donor[None, :]
     t = np.abs((paired_t if paired else unpaired_t)(_test_features(split, paired), lab, _kinds(split))[0])
     G = split.genes.size
-    # a change of spread: the larger of the gene's sd and dispersion t
-    return _named_parts(split.genes, t[:G], np.maximum(t[G:2 * G], t[2 * G:]), k)
+    # a change of spread or of the upper tail: the largest of the gene's sd, dispersion and tail t
+    return _named_parts(split.genes, t[:G], t[G:].reshape(-1, G).max(axis=0), k)
 
 
 def _named_parts(genes: np.ndarray, t_mean: np.ndarray, t_sd: np.ndarray, k: int) -> str:
@@ -178,8 +181,9 @@ def _named_parts(genes: np.ndarray, t_mean: np.ndarray, t_sd: np.ndarray, k: int
 
 
 def _kinds(split: _Split) -> np.ndarray:
-    """0 for the log-CPM features, 1 for the sds, 2 for the dispersions: each kind has its own variance prior."""
-    return np.repeat([0, 1, 2], split.genes.size)
+    """0 for the log-CPM features, 1 for the sds, 2 for the dispersions, 3 for the tails: each kind has its own
+    variance prior."""
+    return np.repeat([0, 1, 2, 3], split.genes.size)
 
 
 def _split_p(split: _Split, labellings: np.ndarray, *, paired: bool, top_k: int) -> np.ndarray:
@@ -201,7 +205,7 @@ def _driven_by(split: _Split, *, paired, blocks_of_donor, cutoff, top_k, max_lab
         unit_keep = (split.units["donor"] != d).to_numpy()
         reduced = _Split(split.value, split.folder, list(np.array(split.donors)[keep]), tod,
                          split.units[unit_keep].reset_index(drop=True), split.features[unit_keep],
-                         split.noise[unit_keep], split.genes, split.dispersion[unit_keep])
+                         split.noise[unit_keep], split.genes, split.dispersion[unit_keep], split.tail[unit_keep])
         if _split_p(reduced, labs, paired=paired, top_k=top_k)[0] > cutoff:
             out.append(str(d))
     return ", ".join(out)
@@ -326,7 +330,8 @@ def run_study(adata, *, groupby: str, target: Sequence[str], background: Sequenc
     params = {"groupby": groupby, "target": list(map(str, target)), "background": list(map(str, background)),
               "replicate": replicate, "split_by": split_by, "paired": bool(paired), "block": str(block),
               "covariates": list(covariates), "n_genes": n_genes, "top_k": top_k, "max_labellings": max_labellings,
-              "alpha": alpha, "statistic": "mean of the top_k squared moderated t over per-donor gene means, sds and dispersions"}
+              "alpha": alpha, "statistic": "mean of the top_k squared moderated t over per-donor gene means, sds, dispersions and "
+                           "upper-tail shares"}
     return StudyResult(table, global_p, design, int(labellings.shape[0]), bool(exact), findings, params)
 
 

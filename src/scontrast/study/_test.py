@@ -4,7 +4,8 @@ Each donor of a split is summarised by two profiles over the split's most expres
 pseudobulk log-CPM (log of its cells' mean counts per million plus one) and the standard deviation
 of its cells' log-normalised expression (the first carries mean shifts, the second changes of
 spread or of a sub-state's share); the test adds a third, each gene's dispersion beyond Poisson
-(:func:`scontrast.donor_spread.unit_dispersion`, free of the donors' mean differences). The test is
+(:func:`scontrast.donor_spread.unit_dispersion`, free of the donors' mean differences), and a fourth,
+the share of the donor's cells in the gene's upper tail (:func:`scontrast.donor_spread.unit_tail`). The test is
 :func:`scontrast.donor_test.donor_test`'s: per family of profiles, limma-trend's moderated t of every
 gene under every relabelling (donors as the unit: unpaired, or each donor's target-minus-background
 difference when paired) and the family's largest ``t^2`` (top-k mean); the families combined by

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 # the donor test's feature families whose genes uns['sparda']['test'] may hold (scontrast.donor_test)
-_TEST_FAMILIES = ("location", "spread", "dispersion", "detected")
+_TEST_FAMILIES = ("location", "spread", "dispersion", "tail", "detected")
 
 
 def ordered_parts(parts) -> list[str]:
