@@ -58,3 +58,17 @@ def test_tail_sees_a_substate_in_a_share_of_the_target_cells():
     assert set(np.argsort(-t[0])[:4]) == {0, 1, 2, 3}
     stat = top_mean(t, 4)
     assert np.mean(stat >= stat[0] - 1e-9) == pytest.approx(2 / 20)   # the observed and its mirror
+
+
+def test_spline_basis_with_tied_quantiles_drops_the_repeated_knots():
+    """Many tied values make inner quantiles coincide: the basis keeps the distinct knots (finite, full rank) instead
+    of dividing by a zero knot spacing; with distinct quantiles it is the full natural-spline basis."""
+    from scontrast.donor_spread import _natural_spline_basis
+
+    tied = np.r_[np.zeros(60), np.ones(30), np.linspace(2.0, 5.0, 10)]    # quantiles 0, 0, 1, 5 at df 4
+    B = _natural_spline_basis(tied, 4)
+    assert np.isfinite(B).all() and B.shape == (100, 3) and np.linalg.matrix_rank(B) == 3
+    spread = np.linspace(0.0, 1.0, 100) ** 2
+    full = _natural_spline_basis(spread, 4)
+    assert full.shape == (100, 4) and np.linalg.matrix_rank(full) == 4
+    assert _natural_spline_basis(np.r_[np.zeros(99), 1.0], 4).shape == (100, 2)   # two distinct values: a line

@@ -52,13 +52,15 @@ def _natural_spline_basis(x: np.ndarray, df: int) -> np.ndarray:
     """A basis of the natural cubic splines in ``x`` with ``df`` columns (the intercept included).
 
     Knots at the ends and at ``df - 2`` inner quantiles of ``x``, the space ``splines::ns(x, df,
-    intercept=TRUE)`` spans (ESL 5.2.1's truncated-power form). Fewer distinct values: fewer columns.
+    intercept=TRUE)`` spans (ESL 5.2.1's truncated-power form). Fewer distinct values, or quantiles
+    that coincide (many tied values, as a family of discrete shares gives): fewer columns.
     """
     x = np.asarray(x, dtype=float)
     df = int(min(df, np.unique(x).size))
-    if df <= 2:
+    knots = np.unique(np.quantile(x, np.linspace(0, 1, df))) if df > 2 else np.zeros(0)
+    if knots.size <= 2:
         return np.column_stack([np.ones_like(x), x][:max(df, 1)])
-    knots = np.quantile(x, np.linspace(0, 1, df))
+    df = knots.size
     scale = max(knots[-1] - knots[0], 1e-300)
     u, kn = (x - knots[0]) / scale, (knots - knots[0]) / scale
 
