@@ -1,5 +1,6 @@
 """The location test of replicate means (scontrast.donor_test): limma's moderated t, min-p, exactness."""
 
+import bisect
 import math
 
 import numpy as np
@@ -225,6 +226,18 @@ def test_min_p_combination_is_uniform_on_its_grid():
     for a in np.arange(1, 61) / 60:
         assert np.mean(q <= a + 1e-12) <= a + 1e-12
 
+
+
+def test_min_p_combination_ranks_many_parts_as_sorted_tuples():
+    """SPARDA's replicate test combines 6 parts over up to ``n_permutations`` labellings: each rank is the share of
+    rows whose sorted within-set p-values are, as a tuple, at most its own (an integer key of base L + 1 overflows)."""
+    T = np.round(np.random.default_rng(3).normal(size=(3000, 6)), 1)
+    T[0] = 9.0                                   # the observed labelling: the most extreme in every part
+    keys = [tuple(row) for row in np.sort(set_pvalues(T), axis=1)]
+    ordered = sorted(keys)
+    p = min_p_combination(T)
+    assert p[0] == 1 / 3000
+    np.testing.assert_array_equal(np.rint(p * 3000), [bisect.bisect_right(ordered, k) for k in keys])
 
 def test_location_test_finds_a_planted_shift_and_holds_its_level():
     rng = np.random.default_rng(9)

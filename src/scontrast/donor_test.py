@@ -263,11 +263,10 @@ def min_p_combination(T: np.ndarray) -> np.ndarray:
     """
     L = np.asarray(T).shape[0]
     c = np.sort(np.rint(set_pvalues(T) * L).astype(np.int64), axis=1)
-    key = np.zeros(L, dtype=np.int64)
-    for j in range(c.shape[1]):
-        key = key * (L + 1) + c[:, j]
-    srt = np.sort(key)
-    return np.searchsorted(srt, key, side="right") / L
+    # rows ranked lexicographically by np.unique (sorted distinct rows): an integer key of base L + 1 would
+    # overflow int64 with 6 parts and 1,500 labellings
+    _, inverse, counts = np.unique(c, axis=0, return_inverse=True, return_counts=True)
+    return np.cumsum(counts)[inverse.ravel()] / L
 
 
 def location_test(means: np.ndarray, target_of_replicate, *, paired: bool, max_labellings: int = 9999,
