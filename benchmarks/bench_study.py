@@ -228,11 +228,10 @@ RULES = {
 
 def split_family_statistics(sim, seed: int, paired: bool = False) -> dict[str, np.ndarray]:
     """Per split (cell type) of a simulated study, its families' statistics (L, 4) over the study's relabellings:
-    the columns :func:`scontrast.study._test.split_statistics` combines (the library's own pieces, so a rule here
+    the columns :func:`scontrast.study._test.combine_parts` combines (the library's own pieces, so a rule here
     is the study test with another combination)."""
-    from scontrast.donor_test import top_mean
     from scontrast.study._study import _kinds, _split_data, _test_features
-    from scontrast.study._test import _families, _family_t, study_labellings
+    from scontrast.study._test import part_statistics, study_labellings
 
     obs = sim.obs
     cells = pd.DataFrame({"donor": obs["donor"].astype(str).to_numpy(),
@@ -245,9 +244,8 @@ def split_family_statistics(sim, seed: int, paired: bool = False) -> dict[str, n
     out = {}
     for ct in sorted(cells["split"].unique()):
         s = _split_data(sim, None, cells[cells["split"] == ct], ct, ct, donors, paired=paired, n_genes=300)
-        f, kinds = _test_features(s, paired), _kinds(s)
-        t = _family_t(f, lab[:, [donors.index(d) for d in s.donors]], kinds, paired=paired)
-        out[ct] = np.column_stack([top_mean(t[:, c], 10) for c in _families(f.shape[1], kinds)])
+        out[ct] = part_statistics(_test_features(s, paired), lab[:, [donors.index(d) for d in s.donors]],
+                                  paired=paired, top_k=10, kinds=_kinds(s))
     return out
 
 

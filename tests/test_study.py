@@ -13,6 +13,7 @@ import pytest
 from conftest import REPO
 from scontrast.core import ScontrastError, ScontrastWarning
 from scontrast.datasets import simulate_study
+from scontrast.study import _study as study_module
 from scontrast.study import (
     count_labellings,
     design_table,
@@ -23,6 +24,7 @@ from scontrast.study import (
     study_labellings,
     subset_mask,
 )
+from scontrast.study._study import PART_COLUMNS, rank_and_say
 from scontrast.study._table import study_html
 from scontrast.study._test import min_p, rank_pvalues
 
@@ -148,6 +150,8 @@ def test_study_finds_the_planted_type_and_skips_the_untestable(cells, tmp_path):
     assert table.loc["Dendritic", "status"] == "skipped: 1 donor(s) in target (2 needed)"
     assert list(table.index) == ["CD14 Mono", "B", "NK", "Dendritic"] or table.index[-1] == "Dendritic"
     assert res.exact and res.n_labellings == 924 and res.global_pvalue <= table.loc["CD14 Mono", "pvalue"] * 3
+    parts = table.loc[["CD14 Mono", "B", "NK"], PART_COLUMNS]
+    assert ((parts >= 2 / 924 - 1e-12) & (parts <= 1)).all().all() and parts.loc["CD14 Mono", "pvalue_location"] < 0.01
     planted = set(sim.uns["simulation"]["effects"]["0"]["genes"])
     top = [g.split(" (")[0] for g in table.loc["CD14 Mono", "top_genes"].split(", ")]
     assert sum(g in planted for g in top) >= 3
@@ -172,6 +176,35 @@ def test_study_finds_the_planted_type_and_skips_the_untestable(cells, tmp_path):
     assert "CD14 Mono" in first and "n_target_cells" not in first and "n_target_cells" in whole
     assert first.index("CD14 Mono") < first.index("Dendritic")  # in rank order
     assert "cells_per_donor_min" in design
+
+
+def test_splits_tied_at_the_floor_rank_by_their_parts_then_effect():
+    """Two splits at the same p (the floor) are ordered by their parts' p-values sorted, compared in turn (the test's own
+    order of relabellings), before the effect; the findings name each called split's strongest family."""
+    row = {"status": "tested", "pvalue": 2 / 924, "padj": 0.0076, "driven_by": "", "pvalue_floor": 2 / 924}
+    table = pd.DataFrame([{**row, "value": "Mono", "effect": 0.05, **dict(zip(PART_COLUMNS, [0.0022, 0.004, 0.6, 0.5]))},
+                          {**row, "value": "B", "effect": 0.09, **dict(zip(PART_COLUMNS, [0.3, 0.0022, 0.01, 0.9]))},
+                          {**row, "value": "NK", "effect": 0.20, **dict(zip(PART_COLUMNS, [0.3, 0.0022, 0.01, 0.9]))}])
+    ranked, findings = rank_and_say(table, 0.01, alpha=0.05, n_labellings=924, exact=True)
+    assert ranked["value"].tolist() == ["Mono", "NK", "B"]  # Mono's second part is smaller; NK and B tie: effect
+    assert "Mono (strongest: location), NK (strongest: spread), B (strongest: spread)" in findings[0]
+
+
+def test_driven_by_names_the_donors_whose_removal_alone_ends_the_call(cells, monkeypatch):
+    """A donor is named when the split's p-value without it, Benjamini-Hochberg redone with the other splits' p-values,
+    is no longer called: not merely when it moves above the called splits' largest p-value."""
+    sim = simulate_study(cells, n_target=3, n_background=3, cells_per_donor=15, random_state=2)
+    split = study_module._split_data(sim, None, pd.DataFrame({
+        "donor": sim.obs["donor"].astype(str).to_numpy(), "is_target": (sim.obs["condition"] == "case").to_numpy()},
+        index=np.arange(sim.n_obs))[sim.obs["cell_type"].to_numpy() == "B"], "B", "B", sorted(sim.obs["donor"].unique()),
+        paired=False, n_genes=50)
+    # without D01 its p is 0.03, without D02 0.04, else 0.001; the study's p-values are 0.002 and (this split) 0.01
+    without = {"D01": 0.03, "D02": 0.04}
+    monkeypatch.setattr(study_module, "_split_test", lambda s, labs, **kw: (
+        np.array([next((v for d, v in without.items() if d not in s.donors), 0.001)]), np.zeros(4)))
+    named = study_module._driven_by(split, np.array([0.002, 0.01, 0.5]), 1, alpha=0.05, paired=False,
+                                    blocks_of_donor=None, top_k=10, max_labellings=100, rng=np.random.default_rng(0))
+    assert named == "D02"  # 0.03 stays called (padj 0.045), 0.04 does not (0.06)
 
 
 @pytest.mark.parametrize("paired", [False, True])

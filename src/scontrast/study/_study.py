@@ -12,18 +12,21 @@ from scipy import stats as sps
 
 from ..core import ScontrastError
 from ..donor_spread import unit_dispersion, unit_tail
+from ..donor_test import FAMILIES
 from ._design import design_table
 from ._effect import jackknife_interval
 from ._split import split_folders, subset_mask
-from ._test import donor_features, min_p, normalise, rank_pvalues, split_statistics, study_labellings
+from ._test import combine_parts, donor_features, min_p, normalise, part_statistics, rank_pvalues, study_labellings
 
 __all__ = ["StudyResult", "run_study", "bh_adjust", "STUDY_COLUMNS"]
 
 log = logging.getLogger("scontrast.study")
 
+#: each family of the study test's own p-value, in the order of the families
+PART_COLUMNS = [f"pvalue_{family}" for family in FAMILIES]
 STUDY_COLUMNS = ["split", "value", "status", "n_target_replicates", "n_background_replicates", "n_target_cells",
-                 "n_background_cells", "pvalue", "pvalue_floor", "padj", "effect", "effect_low", "effect_high",
-                 "top_genes", "n_pseudobulk_genes", "driven_by", "rank", "note"]
+                 "n_background_cells", "pvalue", "pvalue_floor", "padj", *PART_COLUMNS, "effect", "effect_low",
+                 "effect_high", "top_genes", "n_pseudobulk_genes", "driven_by", "rank", "note"]
 
 
 @dataclass
@@ -186,13 +189,18 @@ def _kinds(split: _Split) -> np.ndarray:
     return np.repeat([0, 1, 2, 3], split.genes.size)
 
 
-def _split_p(split: _Split, labellings: np.ndarray, *, paired: bool, top_k: int) -> np.ndarray:
-    return rank_pvalues(split_statistics(_test_features(split, paired), labellings, paired=paired, top_k=top_k,
-                                         kinds=_kinds(split)))
+def _split_test(split: _Split, labellings: np.ndarray, *, paired: bool, top_k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The split's p-value (L,) as each labelling would get it, and each family's own p-value (n_families,) of the
+    observed labelling (row 0)."""
+    T = part_statistics(_test_features(split, paired), labellings, paired=paired, top_k=top_k, kinds=_kinds(split))
+    parts = np.array([rank_pvalues(T[:, j])[0] for j in range(T.shape[1])])
+    return rank_pvalues(combine_parts(T, labellings, paired=paired)), parts
 
 
-def _driven_by(split: _Split, *, paired, blocks_of_donor, cutoff, top_k, max_labellings, rng) -> str:
-    """Donors whose removal alone lifts a called split's p-value above the study's BH cutoff."""
+def _driven_by(split: _Split, pvalues: np.ndarray, j: int, *, alpha, paired, blocks_of_donor, top_k, max_labellings,
+               rng) -> str:
+    """Donors whose removal alone takes called split ``j`` out of the study's Benjamini-Hochberg calls: its p-value
+    recomputed without the donor, Benjamini-Hochberg redone with the other splits' observed ``pvalues`` (S,)."""
     out = []
     for i, d in enumerate(split.donors):
         keep = np.arange(len(split.donors)) != i
@@ -206,7 +214,9 @@ def _driven_by(split: _Split, *, paired, blocks_of_donor, cutoff, top_k, max_lab
         reduced = _Split(split.value, split.folder, list(np.array(split.donors)[keep]), tod,
                          split.units[unit_keep].reset_index(drop=True), split.features[unit_keep],
                          split.noise[unit_keep], split.genes, split.dispersion[unit_keep], split.tail[unit_keep])
-        if _split_p(reduced, labs, paired=paired, top_k=top_k)[0] > cutoff:
+        without = pvalues.copy()
+        without[j] = _split_test(reduced, labs, paired=paired, top_k=top_k)[0][0]
+        if bh_adjust(without)[j] >= alpha:
             out.append(str(d))
     return ", ".join(out)
 
@@ -310,21 +320,20 @@ def run_study(adata, *, groupby: str, target: Sequence[str], background: Sequenc
     labellings, exact = study_labellings(target_of_donor, paired=paired, blocks=blocks,
                                          max_labellings=max_labellings, random_state=rng)
     position = {d: i for i, d in enumerate(study_donors)}
-    P = np.column_stack([_split_p(s, labellings[:, [position[d] for d in s.donors]], paired=paired, top_k=top_k)
-                         for s in splits])
+    tests = [_split_test(s, labellings[:, [position[d] for d in s.donors]], paired=paired, top_k=top_k) for s in splits]
+    P = np.column_stack([p for p, _ in tests])
     global_p = min_p(P)
     padj = bh_adjust(P[0])
     called = padj < alpha
-    cutoff = float(P[0][called].max()) if called.any() else 0.0
     for j, s in enumerate(splits):
         effect, low, high = jackknife_interval(s.features, s.noise, s.units["is_target"].to_numpy(),
                                                s.units["donor"].to_numpy())
         at = table["value"] == s.value
-        table.loc[at, ["status", "pvalue", "pvalue_floor", "padj", "effect", "effect_low", "effect_high"]] = \
-            ["tested", P[0, j], P[:, j].min(), padj[j], effect, low, high]
+        table.loc[at, ["status", "pvalue", "pvalue_floor", "padj", *PART_COLUMNS, "effect", "effect_low",
+                       "effect_high"]] = ["tested", P[0, j], P[:, j].min(), padj[j], *tests[j][1], effect, low, high]
         table.loc[at, "top_genes"] = _top_genes(s, paired)
         if called[j]:
-            table.loc[at, "driven_by"] = _driven_by(s, paired=paired, blocks_of_donor=blocks_of_donor, cutoff=cutoff,
+            table.loc[at, "driven_by"] = _driven_by(s, P[0], j, alpha=alpha, paired=paired, blocks_of_donor=blocks_of_donor,
                                                     top_k=top_k, max_labellings=max_labellings, rng=rng)
     table, findings = rank_and_say(table, global_p, alpha=alpha, n_labellings=labellings.shape[0], exact=exact)
     params = {"groupby": groupby, "target": list(map(str, target)), "background": list(map(str, background)),
@@ -358,14 +367,39 @@ def design_rows(design: pd.DataFrame) -> pd.DataFrame:
                      "status": "tested" if t["testable"] else f"skipped: {t['verdict'].removeprefix('not testable: ')}",
                      "n_target_replicates": int(t["n_donors"]), "n_background_replicates": int(b["n_donors"]),
                      "n_target_cells": int(t["n_cells"]), "n_background_cells": int(b["n_cells"]),
-                     "pvalue": np.nan, "pvalue_floor": float(t["pvalue_floor"]), "padj": np.nan, "effect": np.nan,
+                     "pvalue": np.nan, "pvalue_floor": float(t["pvalue_floor"]), "padj": np.nan,
+                     **dict.fromkeys(PART_COLUMNS, np.nan), "effect": np.nan,
                      "effect_low": np.nan, "effect_high": np.nan, "top_genes": "", "n_pseudobulk_genes": np.nan,
                      "driven_by": "", "rank": np.nan, "note": ""})
     return pd.DataFrame(rows, columns=STUDY_COLUMNS)
 
 
+def _evidence_order(tested: pd.DataFrame) -> pd.Index:
+    """The rows of ``tested`` by padj, p-value, their parts' p-values sorted (compared in turn), then effect."""
+    present = [c for c in PART_COLUMNS if c in tested]
+    parts = np.sort(tested[present].to_numpy(float), axis=1) if present else np.empty((len(tested), 0))
+    # np.lexsort: the last key is the first compared; stable, so equal rows keep the table's order
+    keys = [-tested["effect"].to_numpy(float), *parts.T[::-1], tested["pvalue"].to_numpy(float),
+            tested["padj"].to_numpy(float)]
+    return tested.index[np.lexsort(keys)]
+
+
+def _through(row) -> str:
+    """`` (strongest: location, spread)``: the families at a called split's smallest part p-value."""
+    parts = {c.removeprefix("pvalue_"): getattr(row, c, np.nan) for c in PART_COLUMNS}
+    parts = {k: v for k, v in parts.items() if np.isfinite(v)}
+    if not parts:
+        return ""
+    low = min(parts.values())
+    return f" (strongest: {', '.join(k for k, v in parts.items() if v <= low)})"
+
+
 def rank_and_say(table: pd.DataFrame, global_p: float, *, alpha: float, n_labellings: int, exact: bool):
-    """Rank the tested splits (by padj, then p, then effect) and the plain sentences a reader needs.
+    """Rank the tested splits and the plain sentences a reader needs.
+
+    By padj, then p-value, then the families' own p-values (``PART_COLUMNS``) smallest first, compared in
+    turn (the order in which the test's min-p ranks the relabellings, so two splits at the p floor are told
+    apart by their other parts), then effect.
 
     Examples
     --------
@@ -387,18 +421,17 @@ def rank_and_say(table: pd.DataFrame, global_p: float, *, alpha: float, n_labell
     """
     table = table.copy()
     tested = table["status"] == "tested"
-    order = table[tested].sort_values(["padj", "pvalue", "effect"], ascending=[True, True, False],
-                                      kind="stable").index
+    order = _evidence_order(table[tested])
     table.loc[order, "rank"] = np.arange(1, order.size + 1)
     m = int(tested.sum())
     findings = []
-    called = table[tested & (table["padj"] < alpha)]
+    called = table[tested & (table["padj"] < alpha)].sort_values("rank")
     how = "every relabelling" if exact else f"{n_labellings} random relabellings"
     findings.append(
         f"global p-value (any of the {m} tested splits differs; min-p over {how} of the donors, shared by every "
         f"split): {global_p:.3g}. " + (f"{len(called)} split(s) differ at Benjamini-Hochberg level {alpha:g}: "
-                                       + ", ".join(called.sort_values("rank")["value"]) if len(called)
-                                       else f"no split differs at Benjamini-Hochberg level {alpha:g}."))
+                                       + ", ".join(f"{r.value}{_through(r)}" for r in called.itertuples())
+                                       if len(called) else f"no split differs at Benjamini-Hochberg level {alpha:g}."))
     for i in table.index[tested]:
         floor = float(table.at[i, "pvalue_floor"])
         note = ""

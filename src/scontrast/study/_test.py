@@ -25,7 +25,8 @@ import numpy as np
 from ..design import labelling_floor, replicate_labellings
 from ..donor_test import TOP_K, combined_parts, family_t, top_mean, weighted_min_p
 
-__all__ = ["donor_features", "study_labellings", "split_statistics", "rank_pvalues", "min_p"]
+__all__ = ["donor_features", "study_labellings", "part_statistics", "combine_parts", "rank_pvalues",
+           "min_p"]
 
 TOL = 1e-9  # relative: a relabelling's statistic within this of the observed one ties it (mirrors in floating point)
 
@@ -164,27 +165,31 @@ def paired_t(differences: np.ndarray, labellings: np.ndarray, kinds: np.ndarray 
     return _family_t(differences, labellings, kinds, paired=True)
 
 
-def split_statistics(features: np.ndarray, labellings: np.ndarray, *, paired: bool, top_k: int = TOP_K,
-                     kinds: np.ndarray | None = None) -> np.ndarray:
-    """The split's statistic (L,) under each relabelling: the donor test's combination of its families.
+def part_statistics(features: np.ndarray, labellings: np.ndarray, *, paired: bool, top_k: int = TOP_K,
+                    kinds: np.ndarray | None = None) -> np.ndarray:
+    """Each family's statistic (L, n_families) under each relabelling: the mean of its ``top_k`` largest squared
+    moderated t (:func:`scontrast.donor_test.top_mean`); -inf where a labelling leaves a group fewer than 2 donors.
 
-    ``features``: unpaired (D, F) per donor; paired (D, F) each donor's target minus background
-    features; ``kinds`` (F,) their families. Per family the mean of the ``top_k`` largest squared
-    moderated t (:func:`scontrast.donor_test.top_mean`), the families combined by min-p within
-    these labellings (:func:`scontrast.donor_test.weighted_min_p`); returned as ``1 - p`` (larger
-    = more extreme). A labelling that leaves a group with fewer than 2 donors gets -inf (never
-    as large as the observed statistic).
+    ``features``: unpaired (D, F) per donor; paired (D, F) each donor's target minus background features;
+    ``kinds`` (F,) their families, in the order of the columns returned.
     """
     lab = np.asarray(labellings, dtype=bool)
     t = _family_t(features, lab, kinds, paired=paired)
-    ok = _valid(lab, paired)
     T = np.column_stack([top_mean(t[:, cols], top_k) for cols in _families(features.shape[1], kinds)])
-    T[~ok] = -np.inf
+    T[~_valid(lab, paired)] = -np.inf
+    return T
+
+
+def combine_parts(T: np.ndarray, labellings: np.ndarray, *, paired: bool) -> np.ndarray:
+    """The split's statistic (L,) from its families' (``T``, (L, n_families), :func:`part_statistics`): the
+    families combined by min-p within these labellings (:func:`scontrast.donor_test.weighted_min_p`), returned as
+    ``1 - p`` (larger = more extreme); -inf where a labelling leaves a group fewer than 2 donors."""
+    lab = np.asarray(labellings, dtype=bool)
     # as the donor test: with so few relabellings that a family at its floor could not reach 0.05 in the min-p,
     # the first family (location) alone; the floor of the listed labellings (a mirror ties), from the design only
     floor = labelling_floor(lab, paired=paired, exact=True) if lab.shape[1] else 1.0
     out = 1.0 - weighted_min_p(T[:, :combined_parts(T.shape[1], floor)])
-    out[~ok] = -np.inf
+    out[~_valid(lab, paired)] = -np.inf
     return out
 
 
