@@ -55,6 +55,7 @@ __all__ = [
     "min_p_combination",
     "replicate_features",
     "family_t",
+    "trend_covariates",
     "family_statistics",
     "donor_test",
     "combined_parts",
@@ -450,6 +451,43 @@ def _unpaired_moderated_t(M: np.ndarray, labellings: np.ndarray, covariate) -> t
     return t, d0 + df
 
 
+def trend_covariates(features: dict[str, np.ndarray], *, paired: bool) -> dict[str, np.ndarray]:
+    """Each family's trend covariate: the genes' mean ``location`` over every replicate (and group), limma-trend's
+    average log-expression, for every family of as many features as the location family.
+
+    A gene's sd, dispersion and tail shares are noisier the fewer counts it has; the trend of their prior variance
+    follows those counts (the location's mean), not the family's own level (a dispersion's mean is mostly its
+    Poisson floor). Label free, so the test stays exact. Empty without a ``location`` family or when the families
+    are paired differences (2-D, no mean expression left): each family then trends on its own mean (or a constant).
+
+    Parameters
+    ----------
+    features : dict of family -> ndarray, (R, F) unpaired, (R, 2, F) paired or (R, F) paired differences
+    paired : bool
+
+    Returns
+    -------
+    dict of family -> ndarray (F,)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scontrast.donor_test import trend_covariates
+    >>> loc = np.log1p(np.arange(12.0).reshape(4, 3))              # 4 donors, 3 genes
+    >>> cov = trend_covariates({"location": loc, "spread": np.ones((4, 3))}, paired=False)
+    >>> np.allclose(cov["spread"], loc.mean(axis=0)), sorted(cov)
+    (True, ['location', 'spread'])
+    >>> trend_covariates({"location": loc}, paired=True)            # differences: no mean expression
+    {}
+    """
+    loc = features.get("location")
+    if loc is None or (paired and np.ndim(loc) == 2):
+        return {}
+    loc = np.asarray(loc, dtype=float)
+    ave = loc.mean(axis=tuple(range(loc.ndim - 1)))
+    return {name: ave for name, v in features.items() if np.shape(v)[-1] == ave.size and np.ndim(v) == loc.ndim}
+
+
 def top_mean(t: np.ndarray, top_k: int) -> np.ndarray:
     """The mean of the ``top_k`` largest ``t^2`` of every row of ``t`` (L, F), shape (L,); NaN counts as 0."""
     t2 = np.nan_to_num(np.asarray(t, dtype=float), nan=0.0) ** 2
@@ -556,7 +594,7 @@ def donor_test(features: dict[str, np.ndarray], labellings: np.ndarray, *, paire
     (70, True)
     """
     lab = np.asarray(labellings, dtype=bool)
-    T, t = family_statistics(features, lab, paired=paired, top_k=top_k)
+    T, t = family_statistics(features, lab, paired=paired, top_k=top_k, covariates=trend_covariates(features, paired=paired))
     names = list(features)
     if extra:
         T = np.column_stack([T] + [np.asarray(v, dtype=float) for v in extra.values()])

@@ -21,7 +21,7 @@ from joblib import Parallel, delayed
 
 from ..bounds import check_memory
 from ..core import ScontrastError, ScontrastWarning, dense, one_blas_thread, progress, spawn_seed
-from ..donor_test import FAMILIES, TOP_K, donor_test, family_t, replicate_features
+from ..donor_test import FAMILIES, TOP_K, donor_test, family_t, replicate_features, trend_covariates
 from ._replicate import _distinct_labellings, replicate_statistics
 from ._tighten import _moment_starts, _tighten_rows
 from ._utils import _column_moments, _pooled, _scale_columns
@@ -214,8 +214,9 @@ def _donor_part(X, Y, reps, lab: np.ndarray, exact: bool, extra: dict | None = N
     # the labellings are listed without their mirrors: the floor is 1 / L
     res = donor_test(feats, lab, paired=reps.paired, exact=exact, top_k=TOP_K, extra=extra, floor=1.0 / lab.shape[0])
     genes = {}
+    trend = trend_covariates(feats, paired=reps.paired)
     for f in FAMILIES:
-        t, df = family_t(feats[f], lab, paired=reps.paired)
+        t, df = family_t(feats[f], lab, paired=reps.paired, covariate=trend.get(f))
         stat = np.abs(t).max(axis=1)
         top = np.argsort(-np.abs(t[0]), kind="stable")[:_LOCATION_TOP]
         genes[f"{f}_genes"] = top.astype(np.int64)

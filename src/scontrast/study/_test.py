@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..design import labelling_floor, replicate_labellings
-from ..donor_test import TOP_K, combined_parts, family_t, top_mean, weighted_min_p
+from ..donor_test import TOP_K, combined_parts, family_t, top_mean, trend_covariates, weighted_min_p
 
 __all__ = ["donor_features", "study_labellings", "part_statistics", "combine_parts", "rank_pvalues",
            "min_p"]
@@ -139,13 +139,20 @@ def _valid(labellings: np.ndarray, paired: bool) -> np.ndarray:
 
 def _family_t(features: np.ndarray, labellings: np.ndarray, kinds, *, paired: bool) -> np.ndarray:
     """Moderated t (L, F) of every feature, each family with its own limma-trend prior; NaN where a labelling
-    leaves a group fewer than 2 donors."""
+    leaves a group fewer than 2 donors.
+
+    Unpaired, the first family (kind 0, the location) gives every family of as many features its trend covariate,
+    as the donor test does (:func:`scontrast.donor_test.trend_covariates`); paired differences trend on nothing.
+    """
     lab = np.asarray(labellings, dtype=bool)
     t = np.full((lab.shape[0], features.shape[1]), np.nan)
     ok = _valid(lab, paired)
     if ok.any():
-        for cols in _families(features.shape[1], kinds):
-            t[np.ix_(ok, cols)] = family_t(features[:, cols], lab[ok], paired=paired)[0]
+        families = _families(features.shape[1], kinds)
+        trend = trend_covariates({"location": features[:, families[0]]}, paired=paired).get("location")
+        for cols in families:
+            cov = trend if trend is not None and cols.size == trend.size else None
+            t[np.ix_(ok, cols)] = family_t(features[:, cols], lab[ok], paired=paired, covariate=cov)[0]
     return t
 
 
