@@ -1,4 +1,4 @@
-"""The tail family of the donor test (scontrast.donor_spread.tail_share through replicate_features)."""
+"""The tail family of the donor test (scontrast.donor_spread.tail_share) and the variance trend every family shares."""
 
 import numpy as np
 import pytest
@@ -72,3 +72,31 @@ def test_spline_basis_with_tied_quantiles_drops_the_repeated_knots():
     full = _natural_spline_basis(spread, 4)
     assert full.shape == (100, 4) and np.linalg.matrix_rank(full) == 4
     assert _natural_spline_basis(np.r_[np.zeros(99), 1.0], 4).shape == (100, 2)   # two distinct values: a line
+
+
+@pytest.mark.parametrize("paired", [False, True])
+def test_every_family_trends_on_the_genes_mean_location(paired):
+    """The donor test's moderated t of the spread families uses the genes' mean location (limma's average expression)
+    as the covariate of its variance trend, not the family's own mean: a dispersion's level is mostly its Poisson
+    floor, while its noise follows the counts. The study test does the same with its first family unpaired."""
+    from scontrast.donor_test import donor_test, trend_covariates
+    from scontrast.study._test import unpaired_t
+
+    X, rep, tgt = _cells(5, n_cells=480, n_genes=40)
+    tgt = np.tile(np.arange(80) < 40, 6) if paired else tgt
+    feats = replicate_features(X, rep, tgt, 6, paired=paired)
+    feats = {f: feats[f] for f in ("location", "dispersion")}
+    lab, exact = replicate_labellings(np.arange(6) < 3, paired=paired)
+    res = donor_test(feats, lab, paired=paired, exact=exact)
+    ave = feats["location"].mean(axis=(0, 1) if paired else 0)
+    np.testing.assert_allclose(trend_covariates(feats, paired=paired)["dispersion"], ave)
+    by_location = family_t(feats["dispersion"], lab, paired=paired, covariate=ave)[0]
+    own = family_t(feats["dispersion"], lab, paired=paired)[0]
+    np.testing.assert_allclose(res["t"]["dispersion"], by_location[0])
+    assert not np.allclose(by_location[0], own[0], rtol=1e-3)   # the covariate changes the t
+    T = top_mean(by_location, 10)
+    assert res["parts"]["dispersion"] == pytest.approx(np.mean(T >= T[0] - 1e-10 * max(1.0, abs(T[0]))))
+    if not paired:
+        both = np.hstack([feats["location"], feats["dispersion"]])
+        t = unpaired_t(both, lab, np.repeat([0, 1], 40))
+        np.testing.assert_allclose(t[:, 40:], by_location)

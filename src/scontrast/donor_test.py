@@ -28,6 +28,7 @@ statistics (e.g. this one and SPARDA's distributional parts) over the same relab
 - an opt-in ``coexpression`` family: :mod:`scontrast.donor_coexpression`;
 - :func:`family_t`, :func:`family_statistics` -- a moderated t per feature of one family under
   every labelling, and each family's statistic (the mean of its ``top_k`` largest ``t^2``);
+- :func:`trend_covariates` -- every family's variance trend on the genes' mean location;
 - :func:`donor_test` -- the donor-level test: the families' statistics combined by min-p over one
   matrix of relabellings (exact), each family's p-value and the observed t of every feature.
 
@@ -545,7 +546,8 @@ def donor_test(features: dict[str, np.ndarray], labellings: np.ndarray, *, paire
     """The donor-level test of target = background over one matrix of relabellings of the donors.
 
     Each family of per-donor features (:func:`replicate_features`) gets a limma-trend moderated t
-    per feature under every labelling (:func:`family_t`) and a statistic, the mean of its
+    per feature under every labelling (:func:`family_t`; every family's variance trend on the genes'
+    mean location, :func:`trend_covariates`) and a statistic, the mean of its
     ``top_k`` largest ``t^2``; the families (and any ``extra`` statistics of the same labellings,
     larger = more extreme) are combined by min-p within the set of labellings
     (:func:`min_p_combination`, or :func:`weighted_min_p` with ``weights``). A design with so few

@@ -136,7 +136,7 @@ class SPARDA(_LambdaChoice, _Tests, BaseEstimator):
         The ``'replicate'`` test is the donor test (:func:`scontrast.donor_test.donor_test`): per
         replicate, each gene's pseudobulk (``log1p`` of its cells' mean ``expm1`` expression) and
         the sd of its cells' log-normalised expression; per family, an empirical-Bayes moderated t
-        per gene (limma-trend's variance shrinkage towards a trend on the family's mean; paired
+        per gene (limma-trend's variance shrinkage towards a trend on the genes' mean location; paired
         designs: the within-replicate differences) and the mean of its 10 largest ``t^2``; the
         families combined by min-p within the set of relabellings, so the test is exact.
         ``test_['parts']`` holds each family's own p-value, ``test_['location_genes']`` and

@@ -160,7 +160,7 @@ def unpaired_t(features: np.ndarray, labellings: np.ndarray, kinds: np.ndarray |
     """Moderated two-sample t (L, F) of the features (D, F) under each labelling (L, D; True = target).
 
     ``kinds`` (F,): the families; each has its own limma-trend prior
-    (:func:`scontrast.donor_test.family_t`, the trend on the feature's mean over the donors). A
+    (:func:`scontrast.donor_test.family_t`, the trend on the genes' mean log-CPM over the donors). A
     labelling with fewer than 2 donors in a group gets NaN.
     """
     return _family_t(features, labellings, kinds, paired=False)
