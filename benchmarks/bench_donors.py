@@ -655,6 +655,7 @@ def donor_test_pvalues(pp: ad.AnnData, paired: bool) -> dict:
         family_t,
         replicate_features,
         top_mean,
+        trend_covariates,
         weighted_min_p,
     )
 
@@ -678,11 +679,12 @@ def donor_test_pvalues(pp: ad.AnnData, paired: bool) -> dict:
     for n, m in MODULES:
         feats[f"mod{n}n{m}"] = module_coexpression(feats[f"coex{n}"], m)
     t = {}   # each family's moderated t under every labelling, once: the variants differ in top-k and weights only
+    trend = trend_covariates(feats, paired=paired)   # as the donor test: every family trends on the genes' mean location
     for name, (fams, k, w) in DONOR_VARIANTS.items():
         cols = []
         for f in fams:
             if f not in t:
-                t[f] = family_t(feats[f], lab, paired=paired)[0]
+                t[f] = family_t(feats[f], lab, paired=paired, covariate=trend.get(f))[0]
             cols.append(top_mean(t[f], k))
         out["v " + name] = float(weighted_min_p(np.column_stack(cols), w)[0])
     return out
