@@ -9,11 +9,13 @@ import scipy.sparse as sp
 from scipy.interpolate import CubicSpline
 from scipy.special import polygamma
 
+from scontrast._limma import _trigamma_inverse
 from scontrast.core import ScontrastError
 from scontrast.design import replicate_labellings
 from scontrast.donor_coexpression import module_coexpression, pooled_variance, replicate_coexpression
 from scontrast.donor_spread import (
     CAP_QUANTILE,
+    _natural_spline_basis,
     cell_scale,
     column_quantile,
     dispersion,
@@ -21,8 +23,6 @@ from scontrast.donor_spread import (
     unit_dispersion,
 )
 from scontrast.donor_test import (
-    _natural_spline_basis,
-    _trigamma_inverse,
     donor_test,
     family_t,
     location_statistics,
