@@ -230,7 +230,7 @@ def split_family_statistics(sim, seed: int, paired: bool = False) -> dict[str, n
     """Per split (cell type) of a simulated study, its families' statistics (L, 4) over the study's relabellings:
     the columns :func:`scontrast.study._test.combine_parts` combines (the library's own pieces, so a rule here
     is the study test with another combination)."""
-    from scontrast.study._study import _kinds, _split_data, _test_features
+    from scontrast.study._study import _kinds, _split_data, _test_features, _tested
     from scontrast.study._test import part_statistics, study_labellings
 
     obs = sim.obs
@@ -245,7 +245,7 @@ def split_family_statistics(sim, seed: int, paired: bool = False) -> dict[str, n
     for ct in sorted(cells["split"].unique()):
         s = _split_data(sim, None, cells[cells["split"] == ct], ct, ct, donors, paired=paired, n_genes=300)
         out[ct] = part_statistics(_test_features(s, paired), lab[:, [donors.index(d) for d in s.donors]],
-                                  paired=paired, top_k=10, kinds=_kinds(s))
+                                  paired=paired, top_k=10, kinds=_kinds(s), tested=_tested(s))
     return out
 
 

@@ -226,7 +226,7 @@ def test_top_genes_name_a_gene_once_with_what_changed(paired):
     disp = rng.normal(scale=0.1, size=(len(units), G))  # the dispersions: no change
     tail = rng.normal(scale=0.1, size=(len(units), G))  # the upper tails: no change
     split = _Split("A", "A", list(range(n)), np.arange(n) < n // 2 if not paired else np.zeros(n, bool), units,
-                   feats, np.zeros_like(feats), genes, disp, tail)
+                   feats, np.zeros_like(feats), genes, disp, tail, np.ones(G, bool))
     names = _top_genes(split, paired, k=3).split(", ")
     assert names[:2] == ["g0 (mean and sd)", "g3 (sd)"] and len(names) == 3
     assert len({name.split(" (")[0] for name in names}) == 3  # distinct genes
@@ -279,3 +279,35 @@ def test_pseudobulk_covariate_takes_a_confounded_gene_out_of_the_group_effect():
     summed, samples = pseudobulk_counts(counts, is_target, obs["donor"], [f"g{i}" for i in range(50)])
     cov = sample_covariates(obs, ["sex"], is_target, obs["donor"], samples)
     assert deseq2(summed, samples, paired=True, covariates=cov)[1] == "~replicate + group"
+
+
+def test_shape_families_read_only_the_measurable_genes():
+    """The sd, dispersion and tail families' top t^2 come from the tested genes alone (their trend from all), and a
+    shape the test does not read is not named among the top genes."""
+    from scontrast.study._study import _Split, _top_genes
+    from scontrast.study._test import _family_t, part_statistics
+
+    rng = np.random.default_rng(3)
+    G, n = 30, 12
+    feats = rng.normal(scale=0.2, size=(n, 4 * G))
+    is_target = np.arange(n) < n // 2
+    feats[is_target, 2 * G + 5] += 3.0  # gene 5's dispersion: a large change, in a gene the filter drops
+    tested = np.ones(4 * G, bool)
+    tested[[G + 5, 2 * G + 5, 3 * G + 5]] = False
+    kinds = np.repeat([0, 1, 2, 3], G)
+    labs, _ = study_labellings(is_target, paired=False)
+    T = part_statistics(feats, labs, paired=False, top_k=3, kinds=kinds, tested=tested)
+    t = _family_t(feats, labs, kinds, paired=False)
+    disp = np.delete(t[:, 2 * G:3 * G], 5, axis=1)
+    assert np.allclose(T[:, 2], np.sort(disp ** 2, axis=1)[:, -3:].mean(axis=1))
+    every = part_statistics(feats, labs, paired=False, top_k=3, kinds=kinds)
+    assert every[0, 2] > 3 * T[0, 2]  # read, gene 5 would dominate the family
+    assert np.array_equal(every[:, 0], T[:, 0])  # the location reads every gene
+
+    units = pd.DataFrame({"donor": np.arange(n), "is_target": is_target})
+    two = np.hstack([feats[:, :G], feats[:, 2 * G:3 * G]])  # gene 5's "sd" column carries the change
+    split = _Split("A", "A", list(range(n)), is_target, units, two, np.zeros_like(two),
+                   np.array([f"g{i}" for i in range(G)]), feats[:, 2 * G:3 * G], feats[:, 3 * G:], np.arange(G) != 5)
+    assert not any(name.startswith("g5 (") for name in _top_genes(split, False, k=3).split(", "))  # its mean may be
+    split.shape_genes = np.ones(G, bool)
+    assert _top_genes(split, False, k=3).split(", ")[0].startswith("g5 (")  # read, its shape leads

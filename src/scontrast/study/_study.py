@@ -105,10 +105,36 @@ class _Split:
     genes: np.ndarray  # (G,)
     dispersion: np.ndarray  # (U, G): the test's third family (scontrast.donor_spread.unit_dispersion)
     tail: np.ndarray  # (U, G): the fourth, the share of cells in the gene's upper tail (scontrast.donor_spread.unit_tail)
+    shape_genes: np.ndarray  # (G,) bool: the genes whose sd, dispersion and tail the test reads (shape_genes())
+
+
+def shape_genes(mean_count: np.ndarray, min_count: float, at_least: int) -> np.ndarray:
+    """The genes (G,) bool whose shape (sd, dispersion, upper tail) the study test reads: a mean count per cell
+    ``mean_count`` (G,) over the split's cells of at least ``min_count``, and never fewer than the ``at_least``
+    most expressed.
+
+    Independent filtering (Bourgon, Gentleman & Huber, PNAS 2010): a gene seen in a fraction of a count per cell
+    has a spread that is mostly its Poisson noise, so its moderated t carries no power but still competes for the
+    top ``top_k``. The filter uses every cell of the split whatever its label, so each relabelling sees the same
+    genes and the test stays exact.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scontrast.study._study import shape_genes
+    >>> shape_genes(np.array([2.0, 0.1, 0.7, 0.3]), 0.5, 1).tolist()
+    [True, False, True, False]
+    >>> shape_genes(np.array([2.0, 0.1, 0.2, 0.3]), 0.5, 2).tolist()      # the two most expressed at least
+    [True, False, False, True]
+    """
+    mean_count = np.asarray(mean_count, dtype=float)
+    keep = mean_count >= min_count
+    keep[np.argsort(-mean_count, kind="stable")[:at_least]] = True
+    return keep
 
 
 def _split_data(adata, layer, cells: pd.DataFrame, value: str, folder: str, donors: list, *, paired: bool,
-                n_genes: int) -> _Split:
+                n_genes: int, min_shape_count: float = 0.5, min_shape_genes: int = 20) -> _Split:
     """Profiles of one split's units from its rows only."""
     idx = np.sort(cells.index.to_numpy())
     cells = cells.loc[idx]
@@ -129,7 +155,9 @@ def _split_data(adata, layer, cells: pd.DataFrame, value: str, folder: str, dono
     target_of_donor = units.groupby("donor", sort=False)["is_target"].first().to_numpy() if not paired else \
         np.zeros(len(donors), bool)
     var_names = np.asarray(adata.var_names)[genes]
-    return _Split(value, folder, list(donors), target_of_donor, units, feats, noise, var_names, disp, tail)
+    mean_count = np.asarray(counts[:, genes].mean(axis=0)).ravel()
+    return _Split(value, folder, list(donors), target_of_donor, units, feats, noise, var_names, disp, tail,
+                  shape_genes(mean_count, min_shape_count, min_shape_genes))
 
 
 def _test_features(split: _Split, paired: bool) -> np.ndarray:
@@ -153,6 +181,7 @@ def _top_genes(split: _Split, paired: bool, k: int = 5) -> str:
 
     lab = np.zeros((1, len(split.donors)), bool) if paired else split.target_of_donor[None, :]
     t = np.abs((paired_t if paired else unpaired_t)(_test_features(split, paired), lab, _kinds(split))[0])
+    t[~_tested(split)] = 0.0  # a shape the test does not read is not named
     G = split.genes.size
     # a change of spread or of the upper tail: the largest of the gene's sd, dispersion and tail t
     return _named_parts(split.genes, t[:G], t[G:].reshape(-1, G).max(axis=0), k)
@@ -189,10 +218,17 @@ def _kinds(split: _Split) -> np.ndarray:
     return np.repeat([0, 1, 2, 3], split.genes.size)
 
 
+def _tested(split: _Split) -> np.ndarray:
+    """The test's features (4G,) bool whose t enter its families' top ``top_k``: every location; the sd, dispersion
+    and tail of the split's ``shape_genes``."""
+    return np.concatenate([np.ones(split.genes.size, bool), np.tile(split.shape_genes, 3)])
+
+
 def _split_test(split: _Split, labellings: np.ndarray, *, paired: bool, top_k: int) -> tuple[np.ndarray, np.ndarray]:
     """The split's p-value (L,) as each labelling would get it, and each family's own p-value (n_families,) of the
     observed labelling (row 0)."""
-    T = part_statistics(_test_features(split, paired), labellings, paired=paired, top_k=top_k, kinds=_kinds(split))
+    T = part_statistics(_test_features(split, paired), labellings, paired=paired, top_k=top_k, kinds=_kinds(split),
+                        tested=_tested(split))
     parts = np.array([rank_pvalues(T[:, j])[0] for j in range(T.shape[1])])
     return rank_pvalues(combine_parts(T, labellings, paired=paired)), parts
 
@@ -213,7 +249,8 @@ def _driven_by(split: _Split, pvalues: np.ndarray, j: int, *, alpha, paired, blo
         unit_keep = (split.units["donor"] != d).to_numpy()
         reduced = _Split(split.value, split.folder, list(np.array(split.donors)[keep]), tod,
                          split.units[unit_keep].reset_index(drop=True), split.features[unit_keep],
-                         split.noise[unit_keep], split.genes, split.dispersion[unit_keep], split.tail[unit_keep])
+                         split.noise[unit_keep], split.genes, split.dispersion[unit_keep], split.tail[unit_keep],
+                         split.shape_genes)
         without = pvalues.copy()
         without[j] = _split_test(reduced, labs, paired=paired, top_k=top_k)[0][0]
         if bh_adjust(without)[j] >= alpha:
@@ -224,8 +261,8 @@ def _driven_by(split: _Split, pvalues: np.ndarray, j: int, *, alpha, paired, blo
 def run_study(adata, *, groupby: str, target: Sequence[str], background: Sequence[str], replicate: str,
               split_by: str, paired: bool = False, block: str | None = None, covariates: Sequence[str] = (),
               subset: Mapping[str, Sequence] | None = None, layer: str | None = None, n_genes: int = 300,
-              top_k: int = 10, max_labellings: int = 2000, alpha: float = 0.05, min_cells_per_group: int = 10,
-              min_cells_per_replicate: int = 3, random_state=0) -> StudyResult:
+              top_k: int = 10, min_shape_count: float = 0.5, max_labellings: int = 2000, alpha: float = 0.05,
+              min_cells_per_group: int = 10, min_cells_per_replicate: int = 3, random_state=0) -> StudyResult:
     """Which splits (cell types) differ between target and background donors, how much, and which genes.
 
     Parameters
@@ -250,6 +287,10 @@ def run_study(adata, *, groupby: str, target: Sequence[str], background: Sequenc
     n_genes, top_k
         The test's genes per split (the most expressed, label-free) and the number of largest
         squared t statistics its statistic averages.
+    min_shape_count
+        The sd, dispersion and tail families read only the genes with at least this mean count per cell over the
+        split's cells (and at least the ``2 * top_k`` most expressed): below it a gene's spread is mostly Poisson
+        noise (:func:`shape_genes`, label-free, so the test stays exact). 0 reads every gene.
     max_labellings
         Every relabelling of the study's donors when there are at most this many, else this many
         at random (the observed first).
@@ -303,7 +344,8 @@ def run_study(adata, *, groupby: str, target: Sequence[str], background: Sequenc
             continue
         donors = sorted(set(",".join(rows["donors"]).split(",")) - {""})
         sc = cells[(cells["split"] == value) & cells["donor"].isin(donors)]
-        splits.append(_split_data(adata, layer, sc, value, folder, donors, paired=paired, n_genes=n_genes))
+        splits.append(_split_data(adata, layer, sc, value, folder, donors, paired=paired, n_genes=n_genes,
+                                  min_shape_count=min_shape_count, min_shape_genes=2 * top_k))
     table = design_rows(design)
     if not splits:
         table["rank"] = np.nan
@@ -338,9 +380,11 @@ def run_study(adata, *, groupby: str, target: Sequence[str], background: Sequenc
     table, findings = rank_and_say(table, global_p, alpha=alpha, n_labellings=labellings.shape[0], exact=exact)
     params = {"groupby": groupby, "target": list(map(str, target)), "background": list(map(str, background)),
               "replicate": replicate, "split_by": split_by, "paired": bool(paired), "block": str(block),
-              "covariates": list(covariates), "n_genes": n_genes, "top_k": top_k, "max_labellings": max_labellings,
-              "alpha": alpha, "statistic": "mean of the top_k squared moderated t over per-donor gene means, sds, dispersions and "
-                           "upper-tail shares"}
+              "covariates": list(covariates), "n_genes": n_genes, "top_k": top_k,
+              "min_shape_count": min_shape_count, "max_labellings": max_labellings,
+              "alpha": alpha,
+              "statistic": "mean of the top_k squared moderated t over per-donor gene means, and the sds, dispersions and "
+                           "upper-tail shares of the genes with at least min_shape_count counts per cell"}
     return StudyResult(table, global_p, design, int(labellings.shape[0]), bool(exact), findings, params)
 
 

@@ -173,16 +173,19 @@ def paired_t(differences: np.ndarray, labellings: np.ndarray, kinds: np.ndarray 
 
 
 def part_statistics(features: np.ndarray, labellings: np.ndarray, *, paired: bool, top_k: int = TOP_K,
-                    kinds: np.ndarray | None = None) -> np.ndarray:
+                    kinds: np.ndarray | None = None, tested: np.ndarray | None = None) -> np.ndarray:
     """Each family's statistic (L, n_families) under each relabelling: the mean of its ``top_k`` largest squared
     moderated t (:func:`scontrast.donor_test.top_mean`); -inf where a labelling leaves a group fewer than 2 donors.
 
     ``features``: unpaired (D, F) per donor; paired (D, F) each donor's target minus background features;
-    ``kinds`` (F,) their families, in the order of the columns returned.
+    ``kinds`` (F,) their families, in the order of the columns returned. ``tested`` (F,) bool, label-free: the
+    features whose t enter the top ``top_k`` (default every one); each family's variance trend is still fitted on
+    all its features.
     """
     lab = np.asarray(labellings, dtype=bool)
     t = _family_t(features, lab, kinds, paired=paired)
-    T = np.column_stack([top_mean(t[:, cols], top_k) for cols in _families(features.shape[1], kinds)])
+    keep = np.ones(features.shape[1], bool) if tested is None else np.asarray(tested, dtype=bool)
+    T = np.column_stack([top_mean(t[:, cols[keep[cols]]], top_k) for cols in _families(features.shape[1], kinds)])
     T[~_valid(lab, paired)] = -np.inf
     return T
 
