@@ -18,7 +18,7 @@ from ._effect import jackknife_interval
 from ._split import split_folders, subset_mask
 from ._test import combine_parts, donor_features, min_p, normalise, part_statistics, rank_pvalues, study_labellings
 
-__all__ = ["StudyResult", "run_study", "bh_adjust", "STUDY_COLUMNS"]
+__all__ = ["StudyResult", "run_study", "bh_adjust", "shape_genes", "STUDY_COLUMNS"]
 
 log = logging.getLogger("scontrast.study")
 
@@ -121,7 +121,7 @@ def shape_genes(mean_count: np.ndarray, min_count: float, at_least: int) -> np.n
     Examples
     --------
     >>> import numpy as np
-    >>> from scontrast.study._study import shape_genes
+    >>> from scontrast.study import shape_genes
     >>> shape_genes(np.array([2.0, 0.1, 0.7, 0.3]), 0.5, 1).tolist()
     [True, False, True, False]
     >>> shape_genes(np.array([2.0, 0.1, 0.2, 0.3]), 0.5, 2).tolist()      # the two most expressed at least
