@@ -108,33 +108,37 @@ class _Split:
     shape_genes: np.ndarray  # (G,) bool: the genes whose sd, dispersion and tail the test reads (shape_genes())
 
 
-def shape_genes(mean_count: np.ndarray, min_count: float, at_least: int) -> np.ndarray:
-    """The genes (G,) bool whose shape (sd, dispersion, upper tail) the study test reads: a mean count per cell
-    ``mean_count`` (G,) over the split's cells of at least ``min_count``, and never fewer than the ``at_least``
-    most expressed.
+def shape_genes(mean_count: np.ndarray, cells_per_unit: float, min_count: float, at_least: int) -> np.ndarray:
+    """The genes (G,) bool whose shape (sd, dispersion, upper tail) the study test reads: those expected to be
+    counted at least ``min_count`` times in a donor's cells (their mean count per cell ``mean_count`` (G,) over the
+    split's cells times the units' median number of cells ``cells_per_unit``), and never fewer than the
+    ``at_least`` most expressed.
 
-    Independent filtering (Bourgon, Gentleman & Huber, PNAS 2010): a gene seen in a fraction of a count per cell
-    has a spread that is mostly its Poisson noise, so its moderated t carries no power but still competes for the
-    top ``top_k``. The filter uses every cell of the split whatever its label, so each relabelling sees the same
-    genes and the test stays exact.
+    Independent filtering (Bourgon, Gentleman & Huber, PNAS 2010): in a donor with few counts of a gene, the
+    gene's spread is mostly Poisson noise, so its moderated t carries no power but still competes for the top
+    ``top_k``; more cells per donor make rarer genes measurable. The filter uses every cell of the split whatever
+    its label (a relabelling moves no cell and keeps the units' sizes), so each relabelling sees the same genes
+    and the test stays exact.
 
     Examples
     --------
     >>> import numpy as np
     >>> from scontrast.study import shape_genes
-    >>> shape_genes(np.array([2.0, 0.1, 0.7, 0.3]), 0.5, 1).tolist()
+    >>> shape_genes(np.array([2.0, 0.1, 0.7, 0.3]), 80, 40, 1).tolist()       # 80 cells: 0.5 counts per cell
     [True, False, True, False]
-    >>> shape_genes(np.array([2.0, 0.1, 0.2, 0.3]), 0.5, 2).tolist()      # the two most expressed at least
+    >>> shape_genes(np.array([2.0, 0.1, 0.7, 0.3]), 300, 40, 1).tolist()      # 300 cells: 0.13
+    [True, False, True, True]
+    >>> shape_genes(np.array([2.0, 0.1, 0.2, 0.3]), 80, 40, 2).tolist()       # the two most expressed at least
     [True, False, False, True]
     """
     mean_count = np.asarray(mean_count, dtype=float)
-    keep = mean_count >= min_count
+    keep = mean_count * cells_per_unit >= min_count
     keep[np.argsort(-mean_count, kind="stable")[:at_least]] = True
     return keep
 
 
 def _split_data(adata, layer, cells: pd.DataFrame, value: str, folder: str, donors: list, *, paired: bool,
-                n_genes: int, min_shape_count: float = 0.5, min_shape_genes: int = 20) -> _Split:
+                n_genes: int, min_shape_count: float = 40, min_shape_genes: int = 20) -> _Split:
     """Profiles of one split's units from its rows only."""
     idx = np.sort(cells.index.to_numpy())
     cells = cells.loc[idx]
@@ -156,8 +160,9 @@ def _split_data(adata, layer, cells: pd.DataFrame, value: str, folder: str, dono
         np.zeros(len(donors), bool)
     var_names = np.asarray(adata.var_names)[genes]
     mean_count = np.asarray(counts[:, genes].mean(axis=0)).ravel()
+    cells_per_unit = float(np.median(key.value_counts().reindex(unit_keys, fill_value=0).to_numpy()))
     return _Split(value, folder, list(donors), target_of_donor, units, feats, noise, var_names, disp, tail,
-                  shape_genes(mean_count, min_shape_count, min_shape_genes))
+                  shape_genes(mean_count, cells_per_unit, min_shape_count, min_shape_genes))
 
 
 def _test_features(split: _Split, paired: bool) -> np.ndarray:
@@ -261,7 +266,7 @@ def _driven_by(split: _Split, pvalues: np.ndarray, j: int, *, alpha, paired, blo
 def run_study(adata, *, groupby: str, target: Sequence[str], background: Sequence[str], replicate: str,
               split_by: str, paired: bool = False, block: str | None = None, covariates: Sequence[str] = (),
               subset: Mapping[str, Sequence] | None = None, layer: str | None = None, n_genes: int = 300,
-              top_k: int = 10, min_shape_count: float = 0.5, max_labellings: int = 2000, alpha: float = 0.05,
+              top_k: int = 10, min_shape_count: float = 40, max_labellings: int = 2000, alpha: float = 0.05,
               min_cells_per_group: int = 10, min_cells_per_replicate: int = 3, random_state=0) -> StudyResult:
     """Which splits (cell types) differ between target and background donors, how much, and which genes.
 
@@ -288,9 +293,10 @@ def run_study(adata, *, groupby: str, target: Sequence[str], background: Sequenc
         The test's genes per split (the most expressed, label-free) and the number of largest
         squared t statistics its statistic averages.
     min_shape_count
-        The sd, dispersion and tail families read only the genes with at least this mean count per cell over the
-        split's cells (and at least the ``2 * top_k`` most expressed): below it a gene's spread is mostly Poisson
-        noise (:func:`shape_genes`, label-free, so the test stays exact). 0 reads every gene.
+        The sd, dispersion and tail families read only the genes expected at least this many times in a donor's
+        cells (mean count per cell over the split times the donors' median number of cells; and at least the
+        ``2 * top_k`` most expressed): with fewer, a gene's spread is mostly Poisson noise
+        (:func:`shape_genes`, label-free, so the test stays exact). 0 reads every gene.
     max_labellings
         Every relabelling of the study's donors when there are at most this many, else this many
         at random (the observed first).
@@ -384,7 +390,7 @@ def run_study(adata, *, groupby: str, target: Sequence[str], background: Sequenc
               "min_shape_count": min_shape_count, "max_labellings": max_labellings,
               "alpha": alpha,
               "statistic": "mean of the top_k squared moderated t over per-donor gene means, and the sds, dispersions and "
-                           "upper-tail shares of the genes with at least min_shape_count counts per cell"}
+                           "upper-tail shares of the genes expected min_shape_count times in a donor's cells"}
     return StudyResult(table, global_p, design, int(labellings.shape[0]), bool(exact), findings, params)
 
 
