@@ -22,6 +22,9 @@ __all__ = ["StudyResult", "run_study", "bh_adjust", "shape_genes", "STUDY_COLUMN
 
 log = logging.getLogger("scontrast.study")
 
+#: the counts of a gene expected in a donor's cells below which the test does not read its shape (shape_genes)
+MIN_SHAPE_COUNT = 40.0
+
 #: each family of the study test's own p-value, in the order of the families
 PART_COLUMNS = [f"pvalue_{family}" for family in FAMILIES]
 STUDY_COLUMNS = ["split", "value", "status", "n_target_replicates", "n_background_replicates", "n_target_cells",
@@ -138,7 +141,7 @@ def shape_genes(mean_count: np.ndarray, cells_per_unit: float, min_count: float,
 
 
 def _split_data(adata, layer, cells: pd.DataFrame, value: str, folder: str, donors: list, *, paired: bool,
-                n_genes: int, min_shape_count: float = 40, min_shape_genes: int = 20) -> _Split:
+                n_genes: int, min_shape_count: float = MIN_SHAPE_COUNT, min_shape_genes: int = 20) -> _Split:
     """Profiles of one split's units from its rows only."""
     idx = np.sort(cells.index.to_numpy())
     cells = cells.loc[idx]
@@ -266,7 +269,7 @@ def _driven_by(split: _Split, pvalues: np.ndarray, j: int, *, alpha, paired, blo
 def run_study(adata, *, groupby: str, target: Sequence[str], background: Sequence[str], replicate: str,
               split_by: str, paired: bool = False, block: str | None = None, covariates: Sequence[str] = (),
               subset: Mapping[str, Sequence] | None = None, layer: str | None = None, n_genes: int = 300,
-              top_k: int = 10, min_shape_count: float = 40, max_labellings: int = 2000, alpha: float = 0.05,
+              top_k: int = 10, min_shape_count: float = MIN_SHAPE_COUNT, max_labellings: int = 2000, alpha: float = 0.05,
               min_cells_per_group: int = 10, min_cells_per_replicate: int = 3, random_state=0) -> StudyResult:
     """Which splits (cell types) differ between target and background donors, how much, and which genes.
 
