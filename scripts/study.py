@@ -18,7 +18,8 @@ def main(smk):
         result = run_study(adata, groupby=entry["groupby"], target=entry["target"], background=entry["background"],
                            replicate=entry["replicate"], split_by=entry["split_by"], paired=entry.get("paired", False),
                            block=entry.get("block"), covariates=entry.get("covariates") or (),
-                           subset=entry.get("subset"), layer=entry.get("layer"), alpha=smk.params.alpha,
+                           subset=entry.get("subset"), layer=entry.get("layer"), effect_cells=entry.get("effect_cells"),
+                           alpha=smk.params.alpha,
                            min_cells_per_group=pre["min_cells_per_group"],
                            min_cells_per_replicate=pre["min_cells_per_replicate"], random_state=smk.params.seed)
     finally:

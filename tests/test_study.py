@@ -311,3 +311,40 @@ def test_shape_families_read_only_the_measurable_genes():
     assert not any(name.startswith("g5 (") for name in _top_genes(split, False, k=3).split(", "))  # its mean may be
     split.shape_genes = np.ones(G, bool)
     assert _top_genes(split, False, k=3).split(", ")[0].startswith("g5 (")  # read, its shape leads
+
+
+def test_unit_subsample_keeps_at_most_n_cells_of_each_unit_without_replacement():
+    from scontrast.study import unit_subsample
+
+    unit = np.repeat(np.array(["a", "b", "c"]), [40, 7, 12])[np.random.default_rng(1).permutation(59)]
+    kept = unit_subsample(unit, 10, np.random.default_rng(0))
+    assert np.unique(kept).size == kept.size and np.all(np.diff(kept) > 0)
+    assert dict(zip(*np.unique(unit[kept], return_counts=True), strict=True)) == {"a": 10, "b": 7, "c": 10}
+    assert not np.array_equal(kept, unit_subsample(unit, 10, np.random.default_rng(1)))
+
+
+def test_effect_cells_reads_that_many_cells_per_donor_for_the_effect_only(cells):
+    sim = simulate_study(cells, n_target=4, n_background=4, cells_per_donor=30, random_state=2,
+                         effects=[{"cell_type": "B", "kind": "mean", "n_genes": 15, "fold": 3.0}])
+    sub = {"cell_type": ["B", "NK"]}
+    full = _study(sim, subset=sub, random_state=5).table.set_index("value")
+    few = _study(sim, subset=sub, effect_cells=10, random_state=5)
+    assert few.params["effect_cells"] == 10
+    assert "each split's effect reads at most 10 cells of each donor (effect_cells)" in few.findings[-1]
+    few = few.table.set_index("value")
+    effect_columns = ["effect", "effect_low", "effect_high"]
+    # the test and everything but the effect are as without the option: its cells are drawn from their own stream
+    assert full.drop(columns=effect_columns).equals(few.drop(columns=effect_columns))
+    assert (full["effect"] != few["effect"]).all()
+    again = _study(sim, subset=sub, effect_cells=10, random_state=5).table.set_index("value")
+    assert again[effect_columns].equals(few[effect_columns])
+    # at least as many as any donor has: every cell, the effect of the default
+    every = _study(sim, subset=sub, effect_cells=30, random_state=5).table.set_index("value")
+    assert every[effect_columns].equals(full[effect_columns])
+
+
+@pytest.mark.parametrize("bad", [0, 1, 2.5, True, "50"])
+def test_effect_cells_refuses_what_is_not_a_number_of_cells(cells, bad):
+    sim = simulate_study(cells, n_target=4, n_background=4, cells_per_donor=20, random_state=1)
+    with pytest.raises(ScontrastError, match=r"^effect_cells: .* is not a number of cells of at least 2"):
+        _study(sim, subset={"cell_type": ["B"]}, effect_cells=bad)

@@ -5,6 +5,7 @@ import re
 import pytest
 
 from benchmarks import bench_study
+from scontrast.study import run_study
 
 
 def test_bench_study_calibration_runs_every_design_with_its_floor(capsys):
@@ -113,3 +114,36 @@ def test_bench_study_parts_prints_every_rule(capsys):
     lines = [ln for ln in out.splitlines() if re.match(r"^[^#].*: mean-shift type found", ln)]
     assert [ln.split(":")[0] for ln in lines] == list(bench_study.RULES)
     assert all("null studies with a split called" in ln for ln in lines)
+
+
+def test_bench_study_effect_variants_are_run_studys_effects():
+    """--effect prepares the split without the test's relabellings: its shipped and "50 cells" variants must be
+    run_study's effect without and with effect_cells=50, the latter reading every cell when a donor has only 50."""
+    import anndata as ad
+
+    from benchmarks import study_effect
+
+    cells = ad.read_h5ad(bench_study.CELLS)
+    mono = cells[(cells.obs["cell_type"] == study_effect.SPLIT).to_numpy()].copy()
+    planted = [{"cell_type": study_effect.SPLIT, "kind": "mean", "n_genes": 15, "fold": 2.0}]
+    for cpd in (50, 80):
+        sim = bench_study.simulate(mono, 11, 6, 6, False, cpd, planted)
+        got = study_effect.split_effects(sim, 3)
+        for variant, effect_cells in (("shipped", None), ("50 cells", 50)):
+            row = run_study(sim, groupby="condition", target=["case"], background=["control"], replicate="donor",
+                            split_by="cell_type", effect_cells=effect_cells, random_state=3).table.iloc[0]
+            assert got[variant] == tuple(row[["effect", "effect_low", "effect_high"]]), (cpd, variant)
+        assert (got["50 cells"] == got["shipped"]) == (cpd == 50)
+        # no noise removed: the within-group distance is larger, so the same (planted, positive) shift reads smaller
+        assert got["uncorrected"][0] < got["shipped"][0]
+
+
+def test_bench_study_effect_prints_every_variant_and_fold(capsys):
+    bench_study.main(["--effect", "2", "--effect-null", "3", "--seed", "5"])
+    out = capsys.readouterr().out
+    rows = re.findall(r"^(\d+) cells/donor, fold ([\d.]+), ([\w ]+): mean ", out, flags=re.M)
+    from benchmarks import study_effect
+
+    assert sorted(rows) == sorted((str(c), str(f), v) for f in study_effect.FOLDS for c in study_effect.COUNTS
+                                  for v in study_effect.VARIANTS)
+    assert re.findall(r"^([\w ]+): nothing planted, 50 against 500", out, flags=re.M) == list(study_effect.VARIANTS)

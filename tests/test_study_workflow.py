@@ -184,3 +184,29 @@ def test_grouped_profile_makes_one_group_job_per_split(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = proc.stdout + proc.stderr
     assert out.count("Group job contrast") == 2  # B and NK (Dendritic cannot be tested): one submission each
+
+
+@pytest.mark.workflow
+def test_effect_cells_is_a_study_key_and_needs_split_by(tmp_path):
+    import subprocess
+
+    from scontrast.study._workflow import expand_study, study_design
+
+    _small_study(tmp_path / "study.h5ad")
+    entry = {"path": str(tmp_path / "study.h5ad"), "groupby": "condition", "target": ["case"],
+             "background": ["control"], "counts": "raw", "replicate": "donor", "split_by": "cell_type",
+             "subset": {"cell_type": ["B", "NK"]}, "methods": ["sparda"], "effect_cells": 8}
+    design, _ = study_design(entry, {"min_cells_per_group": 10, "min_cells_per_replicate": 3})
+    splits = expand_study("st", entry, design)
+    assert sorted(splits) == ["st/B", "st/NK"] and not any("effect_cells" in e for e in splits.values())
+    cfg = yaml.safe_load((REPO / "config.yaml").read_text())
+    without_split = {k: v for k, v in entry.items() if k != "split_by"}
+    for datasets, ok in (({"st": entry}, True), ({"one": without_split}, False)):
+        cfg["datasets"] = datasets
+        (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
+        proc = subprocess.run([SNAKEMAKE, "-s", str(REPO / "Snakefile"), "-d", str(tmp_path), "--configfile",
+                               str(tmp_path / "config.yaml"), "-n", "--quiet", "rules"], capture_output=True,
+                              text=True, timeout=600)
+        assert (proc.returncode == 0) == ok, proc.stderr[-3000:]
+        if not ok:
+            assert "config.datasets.one: 'split_by' is a dependency of 'effect_cells'" in proc.stdout, proc.stdout[-3000:]

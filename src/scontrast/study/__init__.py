@@ -9,7 +9,7 @@
 """
 
 from ._design import check_confounding, count_labellings, design_table
-from ._effect import group_distance, jackknife_interval
+from ._effect import group_distance, jackknife_interval, unit_subsample
 from ._figure import plot_ranking
 from ._split import read_obs, read_subset, split_folders, subset_mask
 from ._study import STUDY_COLUMNS, StudyResult, bh_adjust, design_rows, rank_and_say, run_study, shape_genes
@@ -18,4 +18,4 @@ from ._test import study_labellings
 __all__ = ["STUDY_COLUMNS", "StudyResult", "bh_adjust", "check_confounding", "count_labellings", "design_rows",
            "design_table", "group_distance", "jackknife_interval", "plot_ranking", "rank_and_say", "read_obs",
            "read_subset",
-           "run_study", "shape_genes", "split_folders", "study_labellings", "subset_mask"]
+           "run_study", "shape_genes", "split_folders", "study_labellings", "subset_mask", "unit_subsample"]

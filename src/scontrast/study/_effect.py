@@ -15,6 +15,13 @@ the cells per donor). Without the sampling noise removed it would grow with the 
 under an effect (W shrinks towards the donors' own spread as cells are added). In the denominator
 ``W`` (and each feature's spread) is floored at a quarter of its raw value, so that donors that
 barely differ beyond their cells' noise do not make the ratio explode.
+
+Removing the noise keeps the effect's centre where it is whatever the cells per donor, not its
+fluctuations: fewer cells per donor make it (and its interval) wider. With ``effect_cells`` (a
+:func:`scontrast.study.run_study` option) every unit's profile is read from at most that many of its
+cells (:func:`unit_subsample`), so that every split's effect carries the noise of the same number of
+cells: its law under no difference is then the same at every larger cell count, and so are the
+effects of splits of different sizes, at the price of the precision the other cells would give.
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats
 
-__all__ = ["group_distance", "jackknife_interval"]
+__all__ = ["group_distance", "jackknife_interval", "unit_subsample"]
 
 W_FLOOR = 0.25  # the noise-corrected within-group spread is at least this share of the raw one
 
@@ -62,6 +69,25 @@ def group_distance(profiles: np.ndarray, noise: np.ndarray, is_target: np.ndarra
     B, W = corrected[between].mean(), corrected[~between].mean()
     # the floor bounds the denominator only: the numerator stays unbiased (0 under no difference)
     return float((B - W) / max(W, W_FLOOR * raw[~between].mean()))
+
+
+def unit_subsample(unit: np.ndarray, n_cells: int, rng: np.random.Generator) -> np.ndarray:
+    """The sorted positions of at most ``n_cells`` cells of each unit of ``unit`` (n_cells_total,), drawn without
+    replacement (a unit with fewer keeps all of its cells).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scontrast.study import unit_subsample
+    >>> unit = np.array(["a"] * 5 + ["b"] * 2)
+    >>> kept = unit_subsample(unit, 3, np.random.default_rng(0))
+    >>> np.unique(unit[kept], return_counts=True)[1].tolist()
+    [3, 2]
+    """
+    unit = np.asarray(unit)
+    keep = [rng.choice(idx, size=n_cells, replace=False) if idx.size > n_cells else idx
+            for idx in (np.flatnonzero(unit == u) for u in np.unique(unit))]
+    return np.sort(np.concatenate(keep)) if keep else np.zeros(0, dtype=int)
 
 
 def jackknife_interval(profiles, noise, is_target, donor, level: float = 0.95) -> tuple[float, float, float]:

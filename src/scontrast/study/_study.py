@@ -14,7 +14,7 @@ from ..core import ScontrastError
 from ..donor_spread import unit_dispersion, unit_tail
 from ..donor_test import FAMILIES
 from ._design import design_table
-from ._effect import jackknife_interval
+from ._effect import jackknife_interval, unit_subsample
 from ._split import split_folders, subset_mask
 from ._test import combine_parts, donor_features, min_p, normalise, part_statistics, rank_pvalues, study_labellings
 
@@ -109,6 +109,12 @@ class _Split:
     dispersion: np.ndarray  # (U, G): the test's third family (scontrast.donor_spread.unit_dispersion)
     tail: np.ndarray  # (U, G): the fourth, the share of cells in the gene's upper tail (scontrast.donor_spread.unit_tail)
     shape_genes: np.ndarray  # (G,) bool: the genes whose sd, dispersion and tail the test reads (shape_genes())
+    effect_features: np.ndarray | None = None  # (U, 2G): the effect's profiles; None: ``features`` (every cell)
+    effect_noise: np.ndarray | None = None  # (U, 2G); None: ``noise``
+
+    def __post_init__(self):
+        if self.effect_features is None:
+            self.effect_features, self.effect_noise = self.features, self.noise
 
 
 def shape_genes(mean_count: np.ndarray, cells_per_unit: float, min_count: float, at_least: int) -> np.ndarray:
@@ -141,8 +147,10 @@ def shape_genes(mean_count: np.ndarray, cells_per_unit: float, min_count: float,
 
 
 def _split_data(adata, layer, cells: pd.DataFrame, value: str, folder: str, donors: list, *, paired: bool,
-                n_genes: int, min_shape_count: float = MIN_SHAPE_COUNT, min_shape_genes: int = 20) -> _Split:
-    """Profiles of one split's units from its rows only."""
+                n_genes: int, min_shape_count: float = MIN_SHAPE_COUNT, min_shape_genes: int = 20,
+                effect_cells: int | None = None, rng: np.random.Generator | None = None) -> _Split:
+    """Profiles of one split's units from its rows only (the effect's from at most ``effect_cells`` cells per unit,
+    drawn with ``rng``, of the same genes)."""
     idx = np.sort(cells.index.to_numpy())
     cells = cells.loc[idx]
     counts = _rows(adata, idx, layer)
@@ -164,8 +172,12 @@ def _split_data(adata, layer, cells: pd.DataFrame, value: str, folder: str, dono
     var_names = np.asarray(adata.var_names)[genes]
     mean_count = np.asarray(counts[:, genes].mean(axis=0)).ravel()
     cells_per_unit = float(np.median(key.value_counts().reindex(unit_keys, fill_value=0).to_numpy()))
+    effect_feats, effect_noise = feats, noise
+    if effect_cells is not None:
+        kept = unit_subsample(key.to_numpy(), effect_cells, rng)
+        effect_feats, effect_noise = donor_features(cpm[kept], logn[kept], key.to_numpy()[kept], unit_keys)
     return _Split(value, folder, list(donors), target_of_donor, units, feats, noise, var_names, disp, tail,
-                  shape_genes(mean_count, cells_per_unit, min_shape_count, min_shape_genes))
+                  shape_genes(mean_count, cells_per_unit, min_shape_count, min_shape_genes), effect_feats, effect_noise)
 
 
 def _test_features(split: _Split, paired: bool) -> np.ndarray:
@@ -269,8 +281,9 @@ def _driven_by(split: _Split, pvalues: np.ndarray, j: int, *, alpha, paired, blo
 def run_study(adata, *, groupby: str, target: Sequence[str], background: Sequence[str], replicate: str,
               split_by: str, paired: bool = False, block: str | None = None, covariates: Sequence[str] = (),
               subset: Mapping[str, Sequence] | None = None, layer: str | None = None, n_genes: int = 300,
-              top_k: int = 10, min_shape_count: float = MIN_SHAPE_COUNT, max_labellings: int = 2000, alpha: float = 0.05,
-              min_cells_per_group: int = 10, min_cells_per_replicate: int = 3, random_state=0) -> StudyResult:
+              top_k: int = 10, min_shape_count: float = MIN_SHAPE_COUNT, effect_cells: int | None = None,
+              max_labellings: int = 2000, alpha: float = 0.05, min_cells_per_group: int = 10,
+              min_cells_per_replicate: int = 3, random_state=0) -> StudyResult:
     """Which splits (cell types) differ between target and background donors, how much, and which genes.
 
     Parameters
@@ -300,6 +313,13 @@ def run_study(adata, *, groupby: str, target: Sequence[str], background: Sequenc
         cells (mean count per cell over the split times the donors' median number of cells; and at least the
         ``2 * top_k`` most expressed): with fewer, a gene's spread is mostly Poisson noise
         (:func:`shape_genes`, label-free, so the test stays exact). 0 reads every gene.
+    effect_cells
+        The effect reads at most this many cells of each donor (each donor and group when paired), drawn at random
+        (:func:`unit_subsample`): every split's effect then carries the sampling noise of the same number of
+        cells, so that its law under no difference is the same in splits of any larger size, at the price of
+        the precision of the cells left out. None (default): every cell, the most precise effect, whose centre
+        does not move with the cells per donor but whose spread shrinks with more. The test reads every cell
+        either way.
     max_labellings
         Every relabelling of the study's donors when there are at most this many, else this many
         at random (the observed first).
@@ -345,7 +365,14 @@ def run_study(adata, *, groupby: str, target: Sequence[str], background: Sequenc
                           "in_groups": labels.isin(list(map(str, target)) + list(map(str, background))).to_numpy(),
                           "split": obs[split_by].astype(str).to_numpy()}, index=np.flatnonzero(mask))
     cells = cells[cells["in_groups"]]
+    if effect_cells is not None and (isinstance(effect_cells, bool) or not isinstance(effect_cells, (int, np.integer))
+                                     or effect_cells < 2):
+        raise ScontrastError(f"effect_cells: {effect_cells!r} is not a number of cells of at least 2 (a donor's "
+                             "spread needs two)")
     rng = np.random.default_rng(random_state)
+    # a child stream: drawing the effect's cells leaves the relabellings of the test as they are without it
+    effect_rng = rng.spawn(1)[0] if effect_cells is not None else None
+    effect_cells = None if effect_cells is None else int(effect_cells)
     splits = []
     for value, folder in folders.items():
         rows = design[design["value"] == value]
@@ -354,7 +381,8 @@ def run_study(adata, *, groupby: str, target: Sequence[str], background: Sequenc
         donors = sorted(set(",".join(rows["donors"]).split(",")) - {""})
         sc = cells[(cells["split"] == value) & cells["donor"].isin(donors)]
         splits.append(_split_data(adata, layer, sc, value, folder, donors, paired=paired, n_genes=n_genes,
-                                  min_shape_count=min_shape_count, min_shape_genes=2 * top_k))
+                                  min_shape_count=min_shape_count, min_shape_genes=2 * top_k,
+                                  effect_cells=effect_cells, rng=effect_rng))
     table = design_rows(design)
     if not splits:
         table["rank"] = np.nan
@@ -377,7 +405,7 @@ def run_study(adata, *, groupby: str, target: Sequence[str], background: Sequenc
     padj = bh_adjust(P[0])
     called = padj < alpha
     for j, s in enumerate(splits):
-        effect, low, high = jackknife_interval(s.features, s.noise, s.units["is_target"].to_numpy(),
+        effect, low, high = jackknife_interval(s.effect_features, s.effect_noise, s.units["is_target"].to_numpy(),
                                                s.units["donor"].to_numpy())
         at = table["value"] == s.value
         table.loc[at, ["status", "pvalue", "pvalue_floor", "padj", *PART_COLUMNS, "effect", "effect_low",
@@ -387,10 +415,13 @@ def run_study(adata, *, groupby: str, target: Sequence[str], background: Sequenc
             table.loc[at, "driven_by"] = _driven_by(s, P[0], j, alpha=alpha, paired=paired, blocks_of_donor=blocks_of_donor,
                                                     top_k=top_k, max_labellings=max_labellings, rng=rng)
     table, findings = rank_and_say(table, global_p, alpha=alpha, n_labellings=labellings.shape[0], exact=exact)
+    if effect_cells is not None:
+        findings.append(f"each split's effect reads at most {effect_cells} cells of each donor (effect_cells), drawn at "
+                        "random with the seed; its test reads every cell")
     params = {"groupby": groupby, "target": list(map(str, target)), "background": list(map(str, background)),
               "replicate": replicate, "split_by": split_by, "paired": bool(paired), "block": str(block),
               "covariates": list(covariates), "n_genes": n_genes, "top_k": top_k,
-              "min_shape_count": min_shape_count, "max_labellings": max_labellings,
+              "min_shape_count": min_shape_count, "effect_cells": effect_cells, "max_labellings": max_labellings,
               "alpha": alpha,
               "statistic": "mean of the top_k squared moderated t over per-donor gene means, and the sds, dispersions and "
                            "upper-tail shares of the genes expected min_shape_count times in a donor's cells"}

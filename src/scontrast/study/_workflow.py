@@ -20,7 +20,7 @@ from ._split import read_obs, split_folders, subset_mask
 __all__ = ["STUDY_KEYS", "expand_study", "study_design"]
 
 # keys of a study entry that its split contrasts do not take as such (the split enters their subset)
-STUDY_KEYS = ("split_by",)
+STUDY_KEYS = ("split_by", "effect_cells")
 
 
 def study_design(entry: dict, preprocess: dict, alpha: float = 0.05) -> tuple[pd.DataFrame, dict[str, str]]:
