@@ -19,7 +19,8 @@ library, not snakemake). Parts:
    (M studies) at 50 and at 500 cells per donor (its mean, spread, how often its donor interval
    covers 0, and whether its distribution is the same at both counts: the mean difference with its
    standard error, a two-sample Kolmogorov-Smirnov test), and with a mean shift of fold 1.5, 2 and
-   3 (N studies each) at 50 and 500 cells per donor.
+   3 (N studies each) at 50 and 500 cells per donor; beside it, on the same studies, the effect
+   without the cells' noise removed and the effect on 50 cells per donor (``benchmarks/study_effect.py``).
 
 4. ``--workflow N [N ...]``: the whole workflow on a study of about N cells (the 7 cell types, 6
    against 6 donors, a sex covariate and a 2x mean shift of 15 genes in CD14 Mono), every default
@@ -73,6 +74,8 @@ from scontrast.core import ScontrastWarning
 from scontrast.datasets import simulate_study
 from scontrast.donor_test import set_pvalues, weighted_min_p
 from scontrast.study import run_study
+
+from .study_effect import effect
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CELLS = os.path.join(REPO, "data", "pbmc3k_celltypes.h5ad")
@@ -283,36 +286,6 @@ def parts(cells, n_power: int, n_null: int, seed: int, cells_per_donor):
                              f"{band(c['spread_p'], n_power)}; an unplanted type called {band(c['unplanted'], n_power)}"
                              if n_power else "")
               + (f"; null studies with a split called {band(c['null'], n_null)}" if n_null else ""))
-
-
-def effect(cells, n, seed, n_null=None):
-    """The effect of the CD14 Mono split, 6 vs 6 donors: ``n_null`` studies with nothing planted and ``n``
-    per planted fold, at 50 and at 500 cells per donor (only the split's real cells are simulated)."""
-    n_null = n_null or n
-    mono = cells[(cells.obs["cell_type"] == "CD14 Mono").to_numpy()].copy()
-    print(f"\n## Effect size (6 vs 6 donors, CD14 Mono split; {n_null} studies with nothing planted and {n} per "
-          "planted fold, at each cell count)")
-    null = {}
-    for fold in (1.0, 1.5, 2.0, 3.0):
-        for cpd in (50, 500):
-            eff = [] if fold == 1.0 else [{"cell_type": "CD14 Mono", "kind": "mean", "n_genes": 15, "fold": fold}]
-            values, covered = [], 0
-            reps = n_null if fold == 1.0 else n
-            for i in range(reps):
-                row = study(simulate(mono, seed + 2000 + i, 6, 6, False, cpd, eff), False, seed + i).table.iloc[0]
-                values.append(row["effect"])
-                covered += row["effect_low"] <= 0 <= row["effect_high"]
-            v = np.array(values)
-            if fold == 1.0:
-                null[cpd] = v
-            print(f"{cpd} cells/donor, fold {fold}: effect mean {v.mean():.3f} (se {v.std(ddof=1) / np.sqrt(v.size):.3f}) "
-                  f"sd {v.std(ddof=1):.3f}; interval covers 0 in {band(covered, reps)}")
-    a, b = null[50], null[500]
-    ks = stats.ks_2samp(a, b)
-    diff = a.mean() - b.mean()
-    se = np.sqrt(a.var(ddof=1) / a.size + b.var(ddof=1) / b.size)
-    print(f"nothing planted, 50 against 500 cells/donor: mean difference {diff:.3f} (se {se:.3f}, z {diff / se:.2f}); "
-          f"Kolmogorov-Smirnov p {ks.pvalue:.3g}; sd ratio {a.std(ddof=1) / b.std(ddof=1):.2f}")
 
 
 _RUN = re.compile(r"^# python -m benchmarks\.bench_study (.*)$")
@@ -578,7 +551,7 @@ def main(argv=None):
     if args.parts:
         parts(cells, *args.parts, args.seed, args.cells)
     if args.effect:
-        effect(cells, args.effect, args.seed, args.effect_null)
+        effect(cells, args.effect, args.seed, band, args.effect_null)
     if args.study_table:
         study_table(Path(args.study_table))
     if args.workflow:
