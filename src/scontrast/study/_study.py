@@ -349,6 +349,10 @@ def run_study(adata, *, groupby: str, target: Sequence[str], background: Sequenc
     >>> len(planted & set(res.table.loc[0, "top_genes"].split(", "))) >= 3
     True
     """
+    if effect_cells is not None and (isinstance(effect_cells, bool) or not isinstance(effect_cells, (int, np.integer))
+                                     or effect_cells < 2):
+        raise ScontrastError(f"effect_cells: {effect_cells!r} is not a number of cells of at least 2 (a donor's "
+                             "spread needs two)")
     obs = adata.obs
     mask = subset_mask(obs, subset)
     if not mask.any():
@@ -365,10 +369,6 @@ def run_study(adata, *, groupby: str, target: Sequence[str], background: Sequenc
                           "in_groups": labels.isin(list(map(str, target)) + list(map(str, background))).to_numpy(),
                           "split": obs[split_by].astype(str).to_numpy()}, index=np.flatnonzero(mask))
     cells = cells[cells["in_groups"]]
-    if effect_cells is not None and (isinstance(effect_cells, bool) or not isinstance(effect_cells, (int, np.integer))
-                                     or effect_cells < 2):
-        raise ScontrastError(f"effect_cells: {effect_cells!r} is not a number of cells of at least 2 (a donor's "
-                             "spread needs two)")
     rng = np.random.default_rng(random_state)
     # a child stream: drawing the effect's cells leaves the relabellings of the test as they are without it
     effect_rng = rng.spawn(1)[0] if effect_cells is not None else None
